@@ -1,0 +1,62 @@
+//! The server becomes unreachable, then comes back.
+
+use std::time::Duration;
+
+use dlock_core::LockError;
+use tokio::time::{Instant, sleep};
+
+use super::{LONG_TTL, unique};
+use crate::Harness;
+
+/// With the network path cut, operations fail with `Unavailable` (or `Timeout` for a
+/// bounded `acquire`) within a bound instead of hanging, and no lease is returned;
+/// once healed the same client works again.
+pub async fn unreachable_server_then_recovery(h: &impl Harness) {
+    let (client, link) = h.partitionable_client().await;
+    let name = unique("unreachable_server_then_recovery");
+    // warm up: the client is connected and works
+    let lease = client
+        .try_acquire(&name, LONG_TTL)
+        .await
+        .expect("try")
+        .expect("free");
+    assert!(client.release(&lease).await.expect("release"));
+    link.cut().await;
+    // requests stuck in the cut path may still be granted after the heal: keep them short
+    let ttl = h.short_ttl();
+    let bound = Duration::from_secs(15);
+    let t = Instant::now();
+    let r = tokio::time::timeout(bound, client.try_acquire(&name, ttl))
+        .await
+        .expect("try_acquire must give up within the bound while the server is unreachable");
+    assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
+    let r = tokio::time::timeout(bound, client.inspect(&name))
+        .await
+        .expect("inspect gives up");
+    assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
+    let r = tokio::time::timeout(bound, client.acquire(&name, ttl, Duration::from_secs(1)))
+        .await
+        .expect("acquire gives up");
+    assert!(
+        matches!(
+            r,
+            Err(LockError::Unavailable { .. } | LockError::Timeout { .. })
+        ),
+        "{r:?}"
+    );
+    assert!(t.elapsed() < bound * 3);
+    link.heal().await;
+    let end = Instant::now() + Duration::from_secs(20) + ttl + h.expiry_slack();
+    let lease = loop {
+        match client.try_acquire(&name, LONG_TTL).await {
+            Ok(Some(lease)) => break lease,
+            Ok(None) => {
+                // a grant whose reply was lost in the partition holds it until its TTL
+                assert!(Instant::now() < end, "lock never came free");
+            }
+            Err(e) => assert!(Instant::now() < end, "no recovery after heal: {e}"),
+        }
+        sleep(Duration::from_millis(100)).await;
+    };
+    assert!(client.release(&lease).await.expect("release"));
+}

@@ -1,0 +1,198 @@
+//! What a backend provides so the suite can test it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dlock_core::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+
+/// Hands out clients of one backend, each as if it ran in another process.
+///
+/// Implement it in an adapter's `tests/conformance.rs` and expand the suite with
+/// [`crate::conformance_suite!`].
+#[async_trait]
+pub trait Harness: Send + Sync + 'static {
+    /// A new, independent client (its own connections or session).
+    async fn client(&self) -> TestClient;
+
+    /// A client whose network path to the server can be cut and healed (normally
+    /// through a [`crate::FaultProxy`]). Its operations must give up with
+    /// [`LockError::Unavailable`] within a few seconds while the path is cut.
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>);
+
+    /// A short TTL the backend honours exactly enough for the expiry cases
+    /// (the minimum lease for etcd, a short session for ZooKeeper).
+    fn short_ttl(&self) -> Duration {
+        Duration::from_millis(500)
+    }
+
+    /// How much later than its TTL the server may notice an expired lease (etcd
+    /// checks leases every 500 ms; ZooKeeper expires sessions on tick boundaries).
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(500)
+    }
+
+    /// Clients and iterations for the counter workload.
+    fn workload(&self) -> (usize, usize) {
+        (8, 50)
+    }
+}
+
+/// A network path between one client and the server that a case can cut.
+#[async_trait]
+pub trait Link: Send + Sync {
+    /// Stops all traffic (existing connections hang, new ones are not answered).
+    async fn cut(&self);
+    /// Lets traffic through again.
+    async fn heal(&self);
+}
+
+/// One client of the backend under test, which the suite can crash.
+#[derive(Clone)]
+pub struct TestClient {
+    inner: Arc<Crashable>,
+}
+
+type CrashHook = Box<dyn Fn() + Send + Sync>;
+
+impl TestClient {
+    /// A client whose crash drops `lock` (closing its connections without releasing
+    /// anything) and fails every later call with [`LockError::Unavailable`].
+    #[must_use]
+    pub fn new(lock: Arc<dyn DistributedLock>) -> Self {
+        Self::with_crash_hook(lock, Box::new(|| {}))
+    }
+
+    /// Like [`TestClient::new`], and runs `hook` on crash (for example to blackhole a
+    /// proxy so a ZooKeeper session dies the way a crashed process's does, instead of
+    /// being closed politely).
+    #[must_use]
+    pub fn with_crash_hook(lock: Arc<dyn DistributedLock>, hook: CrashHook) -> Self {
+        Self {
+            inner: Arc::new(Crashable {
+                lock: Mutex::new(Some(lock)),
+                capabilities: Mutex::new(None),
+                hook,
+            }),
+        }
+    }
+
+    /// The client as the trait object services use.
+    #[must_use]
+    pub fn lock(&self) -> Arc<dyn DistributedLock> {
+        Arc::clone(&self.inner) as Arc<dyn DistributedLock>
+    }
+
+    /// Simulates a crash of the process: nothing is released, connections drop.
+    pub fn crash(&self) {
+        self.inner.crash();
+    }
+}
+
+impl std::ops::Deref for TestClient {
+    type Target = dyn DistributedLock;
+    fn deref(&self) -> &Self::Target {
+        &*self.inner
+    }
+}
+
+struct Crashable {
+    lock: Mutex<Option<Arc<dyn DistributedLock>>>,
+    capabilities: Mutex<Option<Capabilities>>,
+    hook: CrashHook,
+}
+
+impl Crashable {
+    fn live(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        self.lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or(LockError::Unavailable {
+                message: "client crashed (test harness)".into(),
+                source: None,
+            })
+    }
+
+    fn crash(&self) {
+        let inner = self
+            .lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(inner) = inner {
+            *self
+                .capabilities
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(inner.capabilities());
+        }
+        (self.hook)();
+    }
+}
+
+#[async_trait]
+impl DistributedLock for Crashable {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        self.live()?.try_acquire(name, ttl).await
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        self.live()?.acquire(name, ttl, wait).await
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        self.live()?.renew(lease).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        self.live()?.release(lease).await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.live()?.inspect(name).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        match self.live() {
+            Ok(l) => l.capabilities(),
+            Err(_) => self
+                .capabilities
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unwrap_or(Capabilities::new(
+                    false,
+                    dlock_core::LeaseScope::PerLease,
+                    false,
+                )),
+        }
+    }
+
+    fn backend_name(&self) -> &'static str {
+        self.live().map_or("crashed", |l| l.backend_name())
+    }
+}
+
+/// Reads a test server address from the environment.
+///
+/// # Panics
+/// When the variable is missing: a backend's tests never skip silently. Start the
+/// servers with `scripts/services up` (or run `scripts/test`).
+#[must_use]
+pub fn required_env(var: &str) -> String {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => panic!(
+            "{var} is not set: this test needs a real server. Run `scripts/test`, or \
+             `eval \"$(scripts/services up)\"` first."
+        ),
+    }
+}

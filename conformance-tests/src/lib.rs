@@ -1,0 +1,89 @@
+//! # dlock-conformance
+//!
+//! The behaviour every dlock backend must show, as a library: each case is a
+//! `pub async fn case(h: &impl Harness)` in [`cases`], and [`conformance_suite!`]
+//! expands the whole list into `#[tokio::test]`s. An adapter's (or your own
+//! backend's) `tests/conformance.rs` is a few lines:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use dlock_conformance::{FaultProxy, Harness, Link, TestClient};
+//! use dlock_core::MemoryLock;
+//!
+//! struct Memory(MemoryLock);
+//!
+//! #[dlock_core::async_trait]
+//! impl Harness for Memory {
+//!     async fn client(&self) -> TestClient {
+//!         TestClient::new(Arc::new(self.0.clone()))
+//!     }
+//!     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+//!         unimplemented!("route a client through a FaultProxy")
+//!     }
+//! }
+//!
+//! async fn harness() -> Memory {
+//!     Memory(MemoryLock::new())
+//! }
+//!
+//! dlock_conformance::conformance_suite!(harness);
+//! # fn main() {}
+//! ```
+//!
+//! It also ships the [`FaultProxy`] (a TCP proxy that delays, blackholes or resets
+//! traffic on demand) and the [`FencedCounter`] used by workloads.
+
+#![allow(clippy::expect_used)] // a failed expectation is how a conformance case reports
+
+pub mod cases;
+mod fenced;
+mod harness;
+mod proxy;
+
+pub use fenced::FencedCounter;
+pub use harness::{Harness, Link, TestClient, required_env};
+pub use proxy::{FaultMode, FaultProxy};
+
+/// Expands every conformance case into a `#[tokio::test]` that builds its harness with
+/// `$make().await` (an `async fn() -> impl Harness`).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:path) => {
+        $crate::conformance_suite!(@cases $make;
+            acquire_free_lock,
+            mutual_exclusion,
+            release_frees_lock,
+            release_is_idempotent,
+            renew_after_release_is_lost,
+            inspect_reports_holder,
+            owner_ids_are_unique,
+            invalid_arguments,
+            independent_names,
+            renew_keeps_lease_past_ttl,
+            unrenewed_lease_follows_scope,
+            crashed_holder_expires,
+            stale_lease_cannot_touch_new_holder,
+            fencing_increases_across_releases,
+            fencing_increases_across_expiry,
+            fencing_is_per_name_monotonic,
+            acquire_waits_for_release,
+            acquire_times_out,
+            acquire_with_zero_wait,
+            acquire_wakes_when_holder_crashes,
+            cancelled_acquires_leak_nothing,
+            waiters_are_served_fairly,
+            counter_workload,
+            awkward_names_are_distinct,
+            unreachable_server_then_recovery
+        );
+    };
+    (@cases $make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let harness = $make().await;
+                $crate::cases::$case(&harness).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,198 @@
+//! A TCP fault proxy on loopback: pass, delay, blackhole, reset.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::Link;
+
+/// What the proxy does with traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultMode {
+    /// Forward everything at once.
+    Pass,
+    /// Forward every chunk after this delay, in both directions.
+    Delay(Duration),
+    /// Forward nothing: bytes wait in the socket buffers and new connections are
+    /// accepted but not connected upstream, as in a network partition. `Pass` lets
+    /// the held bytes through.
+    Blackhole,
+}
+
+/// A TCP proxy between clients and one server, controllable while it runs.
+///
+/// ```
+/// use dlock_conformance::{FaultMode, FaultProxy};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let server = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let proxy = FaultProxy::start(&server.local_addr()?.to_string()).await?;
+/// // point the client at proxy.addr() instead of the server
+/// proxy.set_mode(FaultMode::Blackhole);
+/// proxy.set_mode(FaultMode::Pass);
+/// proxy.reset(); // drop every open connection
+/// # Ok(()) }
+/// ```
+pub struct FaultProxy {
+    addr: SocketAddr,
+    mode: watch::Sender<FaultMode>,
+    resets: watch::Sender<u64>,
+    accept_task: JoinHandle<()>,
+}
+
+impl FaultProxy {
+    /// Listens on a free loopback port and forwards to `target` (`host:port`).
+    ///
+    /// # Errors
+    /// When the loopback port cannot be bound.
+    pub async fn start(target: &str) -> io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (mode, _) = watch::channel(FaultMode::Pass);
+        let (resets, _) = watch::channel(0_u64);
+        let accept_task = tokio::spawn(accept_loop(
+            listener,
+            target.to_owned(),
+            mode.clone(),
+            resets.clone(),
+        ));
+        Ok(Self {
+            addr,
+            mode,
+            resets,
+            accept_task,
+        })
+    }
+
+    /// The address clients connect to.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Changes what the proxy does, for open and new connections.
+    pub fn set_mode(&self, mode: FaultMode) {
+        self.mode.send_replace(mode);
+    }
+
+    /// The current mode.
+    #[must_use]
+    pub fn mode(&self) -> FaultMode {
+        *self.mode.borrow()
+    }
+
+    /// Closes every open connection at once (both sides see the connection drop).
+    pub fn reset(&self) {
+        self.resets.send_modify(|g| *g += 1);
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+        self.reset();
+    }
+}
+
+#[async_trait]
+impl Link for FaultProxy {
+    async fn cut(&self) {
+        self.set_mode(FaultMode::Blackhole);
+    }
+    async fn heal(&self) {
+        self.set_mode(FaultMode::Pass);
+    }
+}
+
+#[async_trait]
+impl Link for std::sync::Arc<FaultProxy> {
+    async fn cut(&self) {
+        self.set_mode(FaultMode::Blackhole);
+    }
+    async fn heal(&self) {
+        self.set_mode(FaultMode::Pass);
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    target: String,
+    mode: watch::Sender<FaultMode>,
+    resets: watch::Sender<u64>,
+) {
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            continue;
+        };
+        let mode_rx = mode.subscribe();
+        let mut reset_rx = resets.subscribe();
+        reset_rx.mark_unchanged();
+        let target = target.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = serve(client, &target, mode_rx) => {}
+                _ = reset_rx.changed() => {}
+            }
+        });
+    }
+}
+
+async fn serve(client: TcpStream, target: &str, mut mode: watch::Receiver<FaultMode>) {
+    if wait_not_blackholed(&mut mode).await.is_err() {
+        return;
+    }
+    let Ok(server) = TcpStream::connect(target).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (cr, cw) = client.into_split();
+    let (sr, sw) = server.into_split();
+    tokio::join!(pump(cr, sw, mode.clone()), pump(sr, cw, mode));
+}
+
+async fn wait_not_blackholed(mode: &mut watch::Receiver<FaultMode>) -> Result<(), ()> {
+    mode.wait_for(|m| *m != FaultMode::Blackhole)
+        .await
+        .map(|_| ())
+        .map_err(|_| ())
+}
+
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut mode: watch::Receiver<FaultMode>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        if wait_not_blackholed(&mut mode).await.is_err() {
+            return;
+        }
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                let _ = to.shutdown().await;
+                return;
+            }
+            Ok(n) => n,
+        };
+        // The mode may have changed while we were reading: hold the bytes if so.
+        if wait_not_blackholed(&mut mode).await.is_err() {
+            return;
+        }
+        let current = *mode.borrow();
+        if let FaultMode::Delay(d) = current {
+            tokio::time::sleep(d).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Facts an adapter declares about itself.
+
+/// How long a lease lives without renewal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseScope {
+    /// An unrenewed lease expires after its TTL even while the client lives
+    /// (Redis, etcd, SQL, memory).
+    PerLease,
+    /// Leases live as long as the client's session (ZooKeeper ephemeral nodes); the
+    /// TTL is the session timeout and renewal confirms the session.
+    PerSession,
+}
+
+/// What an adapter guarantees beyond the trait's rules. The conformance suite checks
+/// each declared capability, so declaring one is a promise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Waiters get the lock in the order they started waiting.
+    pub fair: bool,
+    /// How leases expire.
+    pub lease_scope: LeaseScope,
+    /// Waiters are woken by the server rather than by polling.
+    pub notify: bool,
+}
+
+impl Capabilities {
+    /// Declares the three facts.
+    #[must_use]
+    pub const fn new(fair: bool, lease_scope: LeaseScope, notify: bool) -> Self {
+        Self {
+            fair,
+            lease_scope,
+            notify,
+        }
+    }
+}

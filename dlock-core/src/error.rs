@@ -1,0 +1,148 @@
+//! The one error type every adapter returns.
+
+use std::time::Duration;
+
+/// A boxed error from a client library, kept as the `source` of a [`LockError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong with a lock operation.
+///
+/// Adapters map their client library's errors onto these variants so callers can
+/// decide what to do without knowing the backend: `Unavailable` is worth a retry,
+/// `LeaseLost` means stop working on the protected resource, `Config` and
+/// `InvalidArgument` are caller mistakes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock name is empty, too long or contains a control character.
+    #[error("invalid lock name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name (lossy, for the message only).
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// An argument other than the name is out of range (for example a zero TTL).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// `acquire` waited for the whole `wait` duration without getting the lock.
+    #[error("timed out after {waited:?} waiting for lock {name:?}")]
+    Timeout {
+        /// The lock that stayed busy.
+        name: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// The lease is no longer held: it expired, was released, or was taken over.
+    #[error("lease on lock {name:?} is lost")]
+    LeaseLost {
+        /// The lock whose lease was lost.
+        name: String,
+    },
+    /// The server could not be reached, or did not answer in time. The outcome of the
+    /// operation is unknown.
+    #[error("backend unavailable: {message}")]
+    Unavailable {
+        /// What failed, without secrets.
+        message: String,
+        /// The client library's error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The server answered with an error.
+    #[error("backend error: {message}")]
+    Backend {
+        /// What failed, without secrets.
+        message: String,
+        /// The client library's error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A URL or an option is malformed or names a backend that is not compiled in.
+    #[error("configuration error: {0}")]
+    Config(String),
+}
+
+impl LockError {
+    /// An [`LockError::Unavailable`] with a message and a source.
+    pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`LockError::Backend`] with a message and a source.
+    pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A [`LockError::LeaseLost`] for `name`.
+    pub fn lease_lost(name: &crate::LockName) -> Self {
+        Self::LeaseLost {
+            name: name.as_str().to_owned(),
+        }
+    }
+
+    /// `true` for errors after which the operation's outcome is unknown and a retry may
+    /// succeed ([`LockError::Unavailable`]).
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+}
+
+/// Removes the password from a URL so it can appear in errors and logs.
+///
+/// `redis://user:secret@host:6379/0` becomes `redis://user:***@host:6379/0`. A string
+/// that is not a URL with credentials is returned unchanged.
+#[must_use]
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    let redacted_userinfo = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        None => userinfo.to_owned(),
+    };
+    format!(
+        "{}{}@{}",
+        &url[..scheme_end + 3],
+        redacted_userinfo,
+        &rest[at + 1..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_password_but_keeps_user_and_host() {
+        assert_eq!(
+            redact_url("redis://u:s3cret@h:1/0?x=1"),
+            "redis://u:***@h:1/0?x=1"
+        );
+        assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact_url("redis://:pw@h"), "redis://:***@h");
+        assert_eq!(redact_url("sqlite:///tmp/x"), "sqlite:///tmp/x");
+        assert_eq!(redact_url("no url"), "no url");
+    }
+
+    #[test]
+    fn only_unavailable_is_transient() {
+        assert!(LockError::unavailable("x", "y").is_transient());
+        assert!(!LockError::backend("x", "y").is_transient());
+        assert!(!LockError::Config("x".into()).is_transient());
+    }
+}

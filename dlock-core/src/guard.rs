@@ -1,0 +1,322 @@
+//! `Locker` and `LockGuard`: acquisition with defaults, a renewal watchdog, and a
+//! signal when the lease is lost.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{DistributedLock, FencingToken, Lease, LockError, LockName};
+
+/// The state of a [`LockGuard`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GuardState {
+    /// The last renewal succeeded (or none was due yet).
+    Held,
+    /// A renewal failed without an answer; the lease is still valid until
+    /// `valid_until`, and the watchdog keeps retrying.
+    Suspect,
+    /// The server refused a renewal, or `valid_until` passed without a successful
+    /// one. Stop touching the protected resource.
+    Lost,
+    /// Released by the guard's owner.
+    Released,
+}
+
+/// Acquires locks with default TTL and wait, and hands out [`LockGuard`]s that renew
+/// themselves.
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use dlock_core::{Locker, MemoryLock};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), dlock_core::LockError> {
+/// let locker = Locker::new(Arc::new(MemoryLock::new())).with_ttl(Duration::from_secs(10));
+/// let total = locker
+///     .with_lock("reports/daily", |token| async move {
+///         // write to the resource, passing `token` along
+///         token.get()
+///     })
+///     .await?;
+/// assert_eq!(total, 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Locker {
+    lock: Arc<dyn DistributedLock>,
+    ttl: Duration,
+    wait: Duration,
+}
+
+/// Default lease TTL of a [`Locker`].
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// Default `acquire` wait of a [`Locker`].
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+impl Locker {
+    /// A locker over `lock` with a 30 s TTL and a 30 s wait.
+    #[must_use]
+    pub fn new(lock: Arc<dyn DistributedLock>) -> Self {
+        Self {
+            lock,
+            ttl: DEFAULT_TTL,
+            wait: DEFAULT_WAIT,
+        }
+    }
+
+    /// Sets the lease TTL; the watchdog renews at about a third of it.
+    #[must_use]
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets how long [`Locker::lock`] waits.
+    #[must_use]
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The backend.
+    #[must_use]
+    pub fn backend(&self) -> &Arc<dyn DistributedLock> {
+        &self.lock
+    }
+
+    /// Waits up to the default wait for `name` and returns a renewing guard.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::Timeout`], or a backend error.
+    pub async fn lock(&self, name: impl AsRef<str>) -> Result<LockGuard, LockError> {
+        let name = LockName::new(name.as_ref())?;
+        let lease = self.lock.acquire(&name, self.ttl, self.wait).await?;
+        Ok(LockGuard::new(Arc::clone(&self.lock), lease))
+    }
+
+    /// Takes `name` if it is free.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`] or a backend error.
+    pub async fn try_lock(&self, name: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
+        let name = LockName::new(name.as_ref())?;
+        let lease = self.lock.try_acquire(&name, self.ttl).await?;
+        Ok(lease.map(|l| LockGuard::new(Arc::clone(&self.lock), l)))
+    }
+
+    /// Runs `work` under the lock, passing it the fencing token, and releases the lock
+    /// afterwards. If the lease is lost first, `work`'s future is dropped (cancelled) and
+    /// the result is [`LockError::LeaseLost`].
+    ///
+    /// # Errors
+    /// Those of [`Locker::lock`], and [`LockError::LeaseLost`].
+    pub async fn with_lock<F, Fut, T>(&self, name: impl AsRef<str>, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(FencingToken) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock(name).await?;
+        let lost = guard.lost();
+        let name = guard.lease().name().clone();
+        tokio::select! {
+            biased;
+            () = lost => {
+                drop(guard);
+                Err(LockError::lease_lost(&name))
+            }
+            out = work(guard.token()) => {
+                if let Err(e) = guard.release().await {
+                    tracing::warn!(lock = %name, error = %e, "release after with_lock failed; the lease will expire by its TTL");
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+struct Shared {
+    lease: Mutex<Lease>,
+    state: watch::Sender<GuardState>,
+}
+
+impl Shared {
+    fn lease(&self) -> Lease {
+        self.lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_lease(&self, lease: Lease) {
+        *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+    }
+
+    fn set_state(&self, state: GuardState) {
+        self.state.send_if_modified(|s| {
+            // Lost and Released are final.
+            let changed = *s != state && !matches!(*s, GuardState::Lost | GuardState::Released);
+            if changed {
+                tracing::debug!(from = ?*s, to = ?state, "lock guard state");
+                *s = state;
+            }
+            changed
+        });
+    }
+}
+
+/// A held lock that renews itself in the background at about a third of its TTL.
+///
+/// Call [`LockGuard::release`] when done. Dropping a guard without it stops renewal and
+/// releases the lock in a background task (best effort: if that fails, the lease
+/// expires by its TTL).
+pub struct LockGuard {
+    lock: Arc<dyn DistributedLock>,
+    shared: Arc<Shared>,
+    watchdog: JoinHandle<()>,
+    finished: bool,
+}
+
+impl LockGuard {
+    /// Wraps a lease obtained directly from a backend and starts renewing it. Needs a
+    /// tokio runtime.
+    #[must_use]
+    pub fn new(lock: Arc<dyn DistributedLock>, lease: Lease) -> Self {
+        let (state, _) = watch::channel(GuardState::Held);
+        let shared = Arc::new(Shared {
+            lease: Mutex::new(lease),
+            state,
+        });
+        let watchdog = tokio::spawn(watchdog(Arc::clone(&lock), Arc::clone(&shared)));
+        Self {
+            lock,
+            shared,
+            watchdog,
+            finished: false,
+        }
+    }
+
+    /// The fencing token.
+    #[must_use]
+    pub fn token(&self) -> FencingToken {
+        self.shared.lease().token()
+    }
+
+    /// The current lease (as last renewed).
+    #[must_use]
+    pub fn lease(&self) -> Lease {
+        self.shared.lease()
+    }
+
+    /// The guard's state.
+    #[must_use]
+    pub fn state(&self) -> GuardState {
+        *self.shared.state.borrow()
+    }
+
+    /// `true` while the lease is certainly valid: held or suspect, and before
+    /// `valid_until`.
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        matches!(self.state(), GuardState::Held | GuardState::Suspect) && self.lease().is_valid()
+    }
+
+    /// A future that completes when the lease is lost (not when it is released).
+    /// It does not borrow the guard, so it can race the guarded work in `select!`.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.shared.state.subscribe();
+        async move {
+            if rx.wait_for(|s| *s == GuardState::Lost).await.is_err() {
+                // The guard is gone: nothing will ever be lost any more.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Stops renewal and releases the lock. `Ok(false)` if it was no longer held.
+    ///
+    /// # Errors
+    /// A backend error; the lease then expires by its TTL.
+    pub async fn release(mut self) -> Result<bool, LockError> {
+        self.finished = true;
+        self.watchdog.abort();
+        let lease = self.shared.lease();
+        self.shared.set_state(GuardState::Released);
+        self.lock.release(&lease).await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+        if self.finished {
+            return;
+        }
+        let lease = self.shared.lease();
+        self.shared.set_state(GuardState::Released);
+        let lock = Arc::clone(&self.lock);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = lock.release(&lease).await {
+                    tracing::warn!(lock = %lease.name(), error = %e, "release of a dropped guard failed; the lease will expire by its TTL");
+                }
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lease", &self.shared.lease())
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Renews at about ttl/3 after each successful renewal. A failed attempt makes the
+/// guard suspect and is retried; a refusal, or reaching `valid_until`, makes it lost.
+async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>) {
+    loop {
+        let lease = shared.lease();
+        let ttl = lease.ttl();
+        // valid_until = sent + ttl - drift, so sent + ttl/3 is this:
+        let renew_at = lease.valid_until() - (ttl - crate::drift_margin(ttl)) + ttl / 3;
+        tokio::time::sleep_until(renew_at.min(lease.valid_until())).await;
+        let retry_pause = (ttl / 20).max(Duration::from_millis(10));
+        let attempt_limit = (ttl / 6).max(Duration::from_millis(50));
+        loop {
+            let now = Instant::now();
+            if now >= lease.valid_until() {
+                shared.set_state(GuardState::Lost);
+                return;
+            }
+            let attempt_end = (now + attempt_limit).min(lease.valid_until());
+            match tokio::time::timeout_at(attempt_end, lock.renew(&lease)).await {
+                Ok(Ok(renewed)) => {
+                    shared.set_lease(renewed);
+                    shared.set_state(GuardState::Held);
+                    break;
+                }
+                Ok(Err(LockError::LeaseLost { .. })) => {
+                    tracing::warn!(lock = %lease.name(), "renewal refused: lease lost");
+                    shared.set_state(GuardState::Lost);
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(lock = %lease.name(), error = %e, "renewal failed; retrying until the lease runs out");
+                    shared.set_state(GuardState::Suspect);
+                }
+                Err(_) => {
+                    tracing::warn!(lock = %lease.name(), "renewal timed out; retrying until the lease runs out");
+                    shared.set_state(GuardState::Suspect);
+                }
+            }
+            let pause_end = (Instant::now() + retry_pause).min(lease.valid_until());
+            tokio::time::sleep_until(pause_end).await;
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! What an acquisition returns, and what `inspect` reports.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{FencingToken, LockName, OwnerId};
+
+/// The safety margin subtracted from a lease's TTL on the client side: 1 % of the TTL
+/// plus 2 ms, as in the Redlock paper, so the client stops trusting a lease before the
+/// server can expire it even if the two clocks drift a little.
+#[must_use]
+pub fn drift_margin(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// Adapter-specific state carried inside a [`Lease`] (an etcd lease id, a ZooKeeper
+/// node path). Opaque to callers.
+pub type BackendData = Arc<dyn Any + Send + Sync>;
+
+/// A held lock: what `try_acquire`, `acquire` and `renew` return.
+///
+/// `valid_until` is a local monotonic deadline computed from the moment the request
+/// that obtained (or renewed) the lease was *sent*, plus the TTL, minus
+/// [`drift_margin`]. The server cannot expire the lease before then, so work done
+/// before `valid_until` is protected; after it, only the fencing token protects you.
+#[derive(Clone)]
+pub struct Lease {
+    name: LockName,
+    owner: OwnerId,
+    token: FencingToken,
+    ttl: Duration,
+    valid_until: Instant,
+    backend: Option<BackendData>,
+}
+
+impl Lease {
+    /// Builds a lease for a request sent at `sent_at` that the server granted with `ttl`.
+    #[must_use]
+    pub fn new(
+        name: LockName,
+        owner: OwnerId,
+        token: FencingToken,
+        ttl: Duration,
+        sent_at: Instant,
+    ) -> Self {
+        Self {
+            name,
+            owner,
+            token,
+            ttl,
+            valid_until: valid_until(sent_at, ttl),
+            backend: None,
+        }
+    }
+
+    /// Attaches adapter-specific state, read back with [`Lease::backend_data`].
+    #[must_use]
+    pub fn with_backend_data(mut self, data: BackendData) -> Self {
+        self.backend = Some(data);
+        self
+    }
+
+    /// The same lease renewed by a request sent at `sent_at` with `ttl`.
+    #[must_use]
+    pub fn renewed(&self, ttl: Duration, sent_at: Instant) -> Self {
+        Self {
+            ttl,
+            valid_until: valid_until(sent_at, ttl),
+            ..self.clone()
+        }
+    }
+
+    /// The lock name.
+    #[must_use]
+    pub fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    /// The owner id of this acquisition (unique per acquisition).
+    #[must_use]
+    pub fn owner(&self) -> &OwnerId {
+        &self.owner
+    }
+
+    /// The fencing token.
+    #[must_use]
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// The TTL the backend enforces (may be rounded up from the requested one).
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The local monotonic instant until which the lease is certainly valid.
+    #[must_use]
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// Time left before `valid_until` (zero once passed).
+    #[must_use]
+    pub fn remaining(&self) -> Duration {
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    /// `true` while `valid_until` is in the future.
+    #[must_use]
+    pub fn is_valid(&self) -> bool {
+        Instant::now() < self.valid_until
+    }
+
+    /// Adapter-specific state of type `T`, if this lease carries one.
+    #[must_use]
+    pub fn backend_data<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.backend.as_deref().and_then(|d| d.downcast_ref::<T>())
+    }
+}
+
+fn valid_until(sent_at: Instant, ttl: Duration) -> Instant {
+    sent_at + ttl.saturating_sub(drift_margin(ttl))
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .field("token", &self.token)
+            .field("ttl", &self.ttl)
+            .field("remaining", &self.remaining())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`crate::DistributedLock::inspect`] reports about the current holder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockInfo {
+    /// The holder's owner id.
+    pub owner: OwnerId,
+    /// The holder's fencing token.
+    pub token: FencingToken,
+    /// Time until the server expires the lease, as the server sees it. For
+    /// per-session backends (ZooKeeper) this is the session timeout.
+    pub remaining: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_until_subtracts_drift_from_send_time() {
+        let sent = Instant::now();
+        let ttl = Duration::from_secs(10);
+        let lease = Lease::new(
+            LockName::new("x").unwrap(),
+            OwnerId::random().unwrap(),
+            FencingToken::new(1),
+            ttl,
+            sent,
+        );
+        assert_eq!(lease.valid_until(), sent + ttl - Duration::from_millis(102));
+        assert!(lease.is_valid());
+        let later = sent + Duration::from_secs(1);
+        let renewed = lease.renewed(ttl, later);
+        assert_eq!(
+            renewed.valid_until(),
+            later + ttl - Duration::from_millis(102)
+        );
+        assert_eq!(renewed.token(), lease.token());
+        assert_eq!(renewed.owner(), lease.owner());
+    }
+
+    #[test]
+    fn backend_data_downcasts() {
+        let lease = Lease::new(
+            LockName::new("x").unwrap(),
+            OwnerId::random().unwrap(),
+            FencingToken::new(1),
+            Duration::from_secs(1),
+            Instant::now(),
+        )
+        .with_backend_data(Arc::new(42_i64));
+        assert_eq!(lease.backend_data::<i64>(), Some(&42));
+        assert_eq!(lease.backend_data::<u8>(), None);
+    }
+}

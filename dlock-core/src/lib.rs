@@ -1,0 +1,46 @@
+//! # dlock-core
+//!
+//! The contract shared by every dlock backend: the [`DistributedLock`] trait, the
+//! [`Lease`] it hands out (TTL, validity deadline, [`FencingToken`]), the typed
+//! [`LockError`], the [`Locker`]/[`LockGuard`] layer that renews leases in the
+//! background and tells you when one is lost, and [`MemoryLock`], the in-process
+//! reference backend.
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//! use dlock_core::{DistributedLock, Locker, MemoryLock};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), dlock_core::LockError> {
+//! // In production this comes from `dlock_any::connect(url)`.
+//! let backend: Arc<dyn DistributedLock> = Arc::new(MemoryLock::new());
+//! let locker = Locker::new(backend).with_ttl(Duration::from_secs(15));
+//!
+//! let guard = locker.lock("stock/sku-123").await?;
+//! let token = guard.token(); // send it with every write to the protected store
+//! assert!(guard.is_held());
+//! guard.release().await?;
+//! # let _ = token;
+//! # Ok(()) }
+//! ```
+
+mod backoff;
+mod capabilities;
+mod error;
+mod guard;
+mod lease;
+mod lock;
+mod memory;
+mod name;
+mod token;
+
+pub use async_trait::async_trait;
+pub use backoff::{Backoff, Deadline};
+pub use capabilities::{Capabilities, LeaseScope};
+pub use error::{BoxError, LockError, redact_url};
+pub use guard::{DEFAULT_TTL, DEFAULT_WAIT, GuardState, LockGuard, Locker};
+pub use lease::{BackendData, Lease, LockInfo, drift_margin};
+pub use lock::{DistributedLock, MAX_TTL, MIN_TTL, ttl_millis, validate_ttl};
+pub use memory::MemoryLock;
+pub use name::{LockName, MAX_NAME_LEN};
+pub use token::{FencingToken, OwnerId, random_u64};

@@ -1,0 +1,225 @@
+//! The guard layer: watchdog renewal, suspect/lost states, drop releases.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dlock_core::{
+    Capabilities, DistributedLock, GuardState, Lease, LockError, LockInfo, LockName, Locker,
+    MemoryLock, async_trait,
+};
+use tokio::time::{Instant, sleep, timeout};
+
+/// MemoryLock whose renewals can be made to fail on demand.
+struct Faulty {
+    inner: MemoryLock,
+    refuse: AtomicBool,
+    unreachable: AtomicBool,
+    renewals: AtomicUsize,
+}
+
+impl Faulty {
+    fn new(inner: MemoryLock) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            refuse: AtomicBool::new(false),
+            unreachable: AtomicBool::new(false),
+            renewals: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl DistributedLock for Faulty {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        self.inner.try_acquire(name, ttl).await
+    }
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        self.inner.acquire(name, ttl, wait).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        if self.refuse.load(Ordering::SeqCst) {
+            return Err(LockError::lease_lost(lease.name()));
+        }
+        if self.unreachable.load(Ordering::SeqCst) {
+            return Err(LockError::Unavailable {
+                message: "test".into(),
+                source: None,
+            });
+        }
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        self.inner.release(lease).await
+    }
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.inner.inspect(name).await
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+}
+
+const TTL: Duration = Duration::from_millis(300);
+
+#[tokio::test]
+async fn guard_held_for_three_ttls_stays_held() {
+    let table = MemoryLock::new();
+    let locker = Locker::new(Arc::new(table.clone())).with_ttl(TTL);
+    let guard = locker.lock("guard/held").await.unwrap();
+    let token = guard.token();
+    sleep(TTL * 3).await;
+    assert!(guard.is_held());
+    assert_eq!(guard.state(), GuardState::Held);
+    let name = LockName::new("guard/held").unwrap();
+    assert!(table.try_acquire(&name, TTL).await.unwrap().is_none());
+    assert_eq!(guard.token(), token, "renewal keeps the token");
+    assert!(guard.release().await.unwrap());
+    assert!(table.try_acquire(&name, TTL).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn refused_renewal_fires_lost_within_one_interval() {
+    let backend = Faulty::new(MemoryLock::new());
+    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let guard = locker.lock("guard/refused").await.unwrap();
+    backend.refuse.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    timeout(TTL / 3 + Duration::from_millis(150), guard.lost())
+        .await
+        .expect("lost() fires");
+    assert!(t.elapsed() <= TTL / 3 + Duration::from_millis(150));
+    assert_eq!(guard.state(), GuardState::Lost);
+    assert!(!guard.is_held());
+}
+
+#[tokio::test]
+async fn with_lock_cancels_work_when_the_lease_is_lost() {
+    let backend = Faulty::new(MemoryLock::new());
+    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let finished = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let (f, s, b) = (
+        Arc::clone(&finished),
+        Arc::clone(&started),
+        Arc::clone(&backend),
+    );
+    let r = locker
+        .with_lock("guard/with_lock", move |_token| async move {
+            s.store(true, Ordering::SeqCst);
+            b.refuse.store(true, Ordering::SeqCst);
+            sleep(Duration::from_secs(5)).await;
+            f.store(true, Ordering::SeqCst);
+        })
+        .await;
+    assert!(matches!(r, Err(LockError::LeaseLost { .. })), "{r:?}");
+    assert!(started.load(Ordering::SeqCst));
+    sleep(Duration::from_millis(50)).await;
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the closure must have been cancelled"
+    );
+}
+
+#[tokio::test]
+async fn with_lock_returns_the_work_and_releases() {
+    let table = MemoryLock::new();
+    let locker = Locker::new(Arc::new(table.clone())).with_ttl(TTL);
+    let v = locker
+        .with_lock("guard/ok", |t| async move { t.get() * 10 })
+        .await
+        .unwrap();
+    assert_eq!(v, 10);
+    let name = LockName::new("guard/ok").unwrap();
+    assert!(
+        table.inspect(&name).await.unwrap().is_none(),
+        "released after the work"
+    );
+}
+
+#[tokio::test]
+async fn failing_renewals_go_suspect_then_lost_at_valid_until() {
+    let backend = Faulty::new(MemoryLock::new());
+    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let guard = locker.lock("guard/suspect").await.unwrap();
+    let valid_until = guard.lease().valid_until();
+    backend.unreachable.store(true, Ordering::SeqCst);
+    let mut rx_state = GuardState::Held;
+    let end = Instant::now() + TTL * 2;
+    while Instant::now() < end && rx_state != GuardState::Suspect {
+        sleep(Duration::from_millis(5)).await;
+        rx_state = guard.state();
+    }
+    assert_eq!(rx_state, GuardState::Suspect);
+    assert!(guard.is_held(), "suspect but still within valid_until");
+    guard.lost().await;
+    assert!(
+        Instant::now() >= valid_until,
+        "lost only once valid_until passed"
+    );
+    assert!(Instant::now() < valid_until + Duration::from_millis(100));
+    assert!(
+        backend.renewals.load(Ordering::SeqCst) >= 2,
+        "transient failures are retried"
+    );
+}
+
+#[tokio::test]
+async fn transient_renewal_failure_recovers_to_held() {
+    let backend = Faulty::new(MemoryLock::new());
+    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let guard = locker.lock("guard/recover").await.unwrap();
+    backend.unreachable.store(true, Ordering::SeqCst);
+    sleep(TTL / 3 + Duration::from_millis(40)).await;
+    assert_eq!(guard.state(), GuardState::Suspect);
+    backend.unreachable.store(false, Ordering::SeqCst);
+    sleep(Duration::from_millis(60)).await;
+    assert_eq!(guard.state(), GuardState::Held);
+    sleep(TTL).await;
+    assert!(guard.is_held());
+}
+
+#[tokio::test]
+async fn dropped_guard_releases_without_waiting_for_ttl() {
+    let table = MemoryLock::new();
+    let locker = Locker::new(Arc::new(table.clone())).with_ttl(Duration::from_secs(30));
+    let guard = locker.lock("guard/drop").await.unwrap();
+    drop(guard);
+    let name = LockName::new("guard/drop").unwrap();
+    let lease = table
+        .acquire(&name, TTL, Duration::from_secs(1))
+        .await
+        .expect("freed by drop");
+    assert!(table.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn try_lock_and_bad_names() {
+    let locker = Locker::new(Arc::new(MemoryLock::new()));
+    let g = locker.try_lock("guard/try").await.unwrap().expect("free");
+    assert!(locker.try_lock("guard/try").await.unwrap().is_none());
+    assert!(matches!(
+        locker.lock("").await,
+        Err(LockError::InvalidName { .. })
+    ));
+    assert!(matches!(
+        locker.try_lock("a\u{0}b").await,
+        Err(LockError::InvalidName { .. })
+    ));
+    let zero = Locker::new(Arc::new(MemoryLock::new())).with_ttl(Duration::ZERO);
+    assert!(matches!(
+        zero.lock("x").await,
+        Err(LockError::InvalidArgument(_))
+    ));
+    assert!(g.release().await.unwrap());
+}
