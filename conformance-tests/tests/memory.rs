@@ -1,4 +1,5 @@
 //! MemoryLock, the reference backend, passes the whole suite.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,4 +1,5 @@
 //! The fault proxy itself, against a loopback echo server.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly
 
 use std::time::{Duration, Instant};
 

@@ -93,10 +93,10 @@ impl Slot {
     }
 
     fn wake_head_if_free(&self) {
-        if self.holder.is_none() {
-            if let Some(head) = self.waiters.front() {
-                head.wake.notify_one();
-            }
+        if self.holder.is_none()
+            && let Some(head) = self.waiters.front()
+        {
+            head.wake.notify_one();
         }
     }
 }
@@ -129,12 +129,12 @@ struct QueueSpot<'a> {
 impl Drop for QueueSpot<'_> {
     fn drop(&mut self) {
         let mut slots = self.lock.slots();
-        if let Some(slot) = slots.get_mut(self.name) {
-            if let Some(pos) = slot.waiters.iter().position(|w| w.id == self.id) {
-                slot.waiters.remove(pos);
-                if pos == 0 {
-                    slot.wake_head_if_free();
-                }
+        if let Some(slot) = slots.get_mut(self.name)
+            && let Some(pos) = slot.waiters.iter().position(|w| w.id == self.id)
+        {
+            slot.waiters.remove(pos);
+            if pos == 0 {
+                slot.wake_head_if_free();
             }
         }
     }

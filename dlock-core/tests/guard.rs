@@ -1,4 +1,5 @@
 //! The guard layer: watchdog renewal, suspect/lost states, drop releases.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -56,8 +56,14 @@ pub async fn unrenewed_lease_follows_scope(h: &impl Harness) {
             sleep_until(lease.valid_until() + ttl + h.expiry_slack()).await;
             // expired but not yet taken over: still not renewable or releasable
             let r = a.renew(&lease).await;
-            assert!(matches!(r, Err(LockError::LeaseLost { .. })), "renew of an expired lease: {r:?}");
-            assert!(!a.release(&lease).await.expect("release answers"), "release of an expired lease");
+            assert!(
+                matches!(r, Err(LockError::LeaseLost { .. })),
+                "renew of an expired lease: {r:?}"
+            );
+            assert!(
+                !a.release(&lease).await.expect("release answers"),
+                "release of an expired lease"
+            );
             let next = take_within(
                 &*b,
                 &name,
