@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use dlock_conformance::{FaultProxy, Harness, Link, TestClient};
+//! use dlock_conformance::{Harness, Link, TestClient};
 //! use dlock_core::MemoryLock;
 //!
 //! struct Memory(MemoryLock);
@@ -18,7 +18,8 @@
 //!         TestClient::new(Arc::new(self.0.clone()))
 //!     }
 //!     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
-//!         unimplemented!("route a client through a FaultProxy")
+//!         // network backends route this client through a FaultProxy instead
+//!         dlock_conformance::switched_client(Arc::new(self.0.clone()))
 //!     }
 //! }
 //!
@@ -39,10 +40,14 @@ pub mod cases;
 mod fenced;
 mod harness;
 mod proxy;
+mod switch;
+mod urls;
 
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};
 pub use proxy::{FaultMode, FaultProxy};
+pub use switch::switched_client;
+pub use urls::{url_host_port, url_with_host_port};
 
 /// Expands every conformance case into a `#[tokio::test]` that builds its harness with
 /// `$make().await` (an `async fn() -> impl Harness`).

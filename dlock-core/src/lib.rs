@@ -26,6 +26,7 @@
 
 mod backoff;
 mod capabilities;
+mod duration;
 mod error;
 mod guard;
 mod lease;
@@ -37,6 +38,7 @@ mod token;
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
 pub use capabilities::{Capabilities, LeaseScope};
+pub use duration::{format_duration, parse_duration};
 pub use error::{BoxError, LockError, redact_url};
 pub use guard::{DEFAULT_TTL, DEFAULT_WAIT, GuardState, LockGuard, Locker};
 pub use lease::{BackendData, Lease, LockInfo, drift_margin};

@@ -1,0 +1,93 @@
+//! A simulated network path for backends that have none (in-process, embedded).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dlock_core::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+
+use crate::{Link, TestClient};
+
+/// Wraps `lock` behind a switch: while cut, every call fails with
+/// [`LockError::Unavailable`], as a client whose server vanished would. For backends
+/// without a network path (MemoryLock, SQLite), where a [`crate::FaultProxy`] cannot
+/// sit in between; network backends use the proxy instead.
+#[must_use]
+pub fn switched_client(lock: Arc<dyn DistributedLock>) -> (TestClient, Box<dyn Link>) {
+    let cut = Arc::new(AtomicBool::new(false));
+    let client = Switched {
+        inner: lock,
+        cut: Arc::clone(&cut),
+    };
+    (TestClient::new(Arc::new(client)), Box::new(Switch(cut)))
+}
+
+struct Switched {
+    inner: Arc<dyn DistributedLock>,
+    cut: Arc<AtomicBool>,
+}
+
+struct Switch(Arc<AtomicBool>);
+
+#[async_trait]
+impl Link for Switch {
+    async fn cut(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    async fn heal(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Switched {
+    fn check(&self) -> Result<(), LockError> {
+        if self.cut.load(Ordering::SeqCst) {
+            Err(LockError::Unavailable {
+                message: "link cut (test switch)".into(),
+                source: None,
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl DistributedLock for Switched {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        self.check()?;
+        self.inner.try_acquire(name, ttl).await
+    }
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        self.check()?;
+        self.inner.acquire(name, ttl, wait).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        self.check()?;
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        self.check()?;
+        self.inner.release(lease).await
+    }
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.check()?;
+        self.inner.inspect(name).await
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn backend_name(&self) -> &'static str {
+        self.inner.backend_name()
+    }
+}

@@ -1,0 +1,240 @@
+//! URL parsing and pool setup.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::{LockError, redact_url};
+
+use crate::SqlLock;
+use crate::errors::from_sqlx;
+use crate::options::{Options, take_url_options, validate_table_name};
+use crate::store::Store;
+
+/// Builds a [`SqlLock`] with options beyond the URL.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), dlock_core::LockError> {
+/// use std::time::Duration;
+/// let locks = dlock_sql::SqlLock::builder("postgres://app@db.internal/app")
+///     .table("app_locks")
+///     .pool_size(4)
+///     .op_timeout(Duration::from_secs(2))
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SqlLockBuilder {
+    url: String,
+    opts: Options,
+    table_error: Option<String>,
+}
+
+impl std::fmt::Debug for SqlLockBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlLockBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+impl SqlLockBuilder {
+    /// Starts from a database URL (see [`SqlLock::connect`]).
+    #[must_use]
+    pub fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            opts: Options::default(),
+            table_error: None,
+        }
+    }
+
+    /// The lock table (default `dlock_locks`); must match `[A-Za-z_][A-Za-z0-9_]*`.
+    #[must_use]
+    pub fn table(mut self, table: &str) -> Self {
+        match validate_table_name(table) {
+            Ok(()) => self.opts.table = table.to_owned(),
+            Err(e) => self.table_error = Some(e.to_string()),
+        }
+        self
+    }
+
+    /// Maximum connections in the pool (default 8).
+    #[must_use]
+    pub fn pool_size(mut self, n: u32) -> Self {
+        self.opts.pool_size = n.max(1);
+        self
+    }
+
+    /// How long one statement (and getting a connection for it) may take before the
+    /// operation fails with `Unavailable` (default 5 s).
+    #[must_use]
+    pub fn op_timeout(mut self, d: Duration) -> Self {
+        self.opts.op_timeout = d;
+        self
+    }
+
+    /// The longest sleep between polls of a busy lock (default 100 ms).
+    #[must_use]
+    pub fn poll_max(mut self, d: Duration) -> Self {
+        self.opts.poll_max = d.max(self.opts.poll_min);
+        self
+    }
+
+    /// Whether PostgreSQL waiters `LISTEN` for releases (default true; turn off behind
+    /// a transaction-mode pooler).
+    #[must_use]
+    pub fn listen(mut self, on: bool) -> Self {
+        self.opts.listen = on;
+        self
+    }
+
+    /// How long a PostgreSQL waiter sleeps at most between looks when it relies on
+    /// notifications (default 1 s, jittered): the safety net for a lost `NOTIFY`.
+    #[must_use]
+    pub fn notify_fallback(mut self, d: Duration) -> Self {
+        self.opts.notify_fallback = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Whether to create the table if it is missing (default true).
+    #[must_use]
+    pub fn create_table(mut self, on: bool) -> Self {
+        self.opts.create_table = on;
+        self
+    }
+
+    /// Connects, and creates the table unless told not to.
+    ///
+    /// # Errors
+    /// See [`SqlLock::connect`].
+    pub async fn connect(self) -> Result<SqlLock, LockError> {
+        if let Some(e) = self.table_error {
+            return Err(LockError::Config(e));
+        }
+        let mut opts = self.opts;
+        let url = take_url_options(&self.url, &mut opts)?;
+        let shown = redact_url(&url);
+        let scheme = url
+            .split_once(':')
+            .map(|(s, _)| s.to_ascii_lowercase())
+            .unwrap_or_default();
+        let store: Arc<dyn Store> = match scheme.as_str() {
+            "postgres" | "postgresql" => postgres(&url, &shown, &opts).await?,
+            "mysql" | "mariadb" => mysql(&url, &shown, &opts).await?,
+            "sqlite" => sqlite(&url, &shown, &opts).await?,
+            _ => {
+                return Err(LockError::Config(format!(
+                    "{shown:?} is not a SQL URL: use postgres://, mysql://, mariadb:// or sqlite://"
+                )));
+            }
+        };
+        if opts.create_table {
+            tokio::time::timeout(opts.op_timeout * 3, store.migrate())
+                .await
+                .map_err(|_| LockError::Unavailable {
+                    message: format!("creating table {} on {shown} timed out", opts.table),
+                    source: None,
+                })?
+                .map_err(|e| from_sqlx("creating the lock table", e))?;
+        }
+        Ok(SqlLock {
+            store,
+            opts: Arc::new(opts),
+        })
+    }
+}
+
+#[allow(dead_code)]
+fn feature_off(feature: &str, shown: &str) -> LockError {
+    LockError::Config(format!(
+        "{shown:?} needs dlock-sql's cargo feature `{feature}`, which is not enabled"
+    ))
+}
+
+fn bad_url(shown: &str, e: sqlx::Error) -> LockError {
+    LockError::Config(format!("cannot read database URL {shown:?}: {e}"))
+}
+
+fn connect_error(shown: &str, e: sqlx::Error) -> LockError {
+    from_sqlx(&format!("connecting to {shown}"), e)
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>, LockError> {
+    let options = sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| bad_url(shown, e))?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(opts.pool_size)
+        .acquire_timeout(opts.op_timeout)
+        .connect_with(options)
+        .await
+        .map_err(|e| connect_error(shown, e))?;
+    Ok(Arc::new(crate::postgres::Postgres::new(
+        pool,
+        &opts.table,
+        opts.listen,
+    )))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_: &str, shown: &str, _: &Options) -> Result<Arc<dyn Store>, LockError> {
+    Err(feature_off("postgres", shown))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>, LockError> {
+    let url = url
+        .strip_prefix("mariadb:")
+        .map_or_else(|| url.to_owned(), |rest| format!("mysql:{rest}"));
+    let options =
+        sqlx::mysql::MySqlConnectOptions::from_str(&url).map_err(|e| bad_url(shown, e))?;
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(opts.pool_size)
+        .acquire_timeout(opts.op_timeout)
+        .connect_with(options)
+        .await
+        .map_err(|e| connect_error(shown, e))?;
+    Ok(Arc::new(crate::mysql::MySql::new(pool, &opts.table)))
+}
+
+#[cfg(not(feature = "mysql"))]
+async fn mysql(_: &str, shown: &str, _: &Options) -> Result<Arc<dyn Store>, LockError> {
+    Err(feature_off("mysql", shown))
+}
+
+#[cfg(feature = "sqlite")]
+async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>, LockError> {
+    use sqlx::sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+    };
+    let memory = url.contains(":memory:") || url.contains("mode=memory");
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|e| bad_url(shown, e))?
+        .create_if_missing(true)
+        // SQLite gives up on a locked database by itself before our operation timeout
+        // fires, so a statement we stopped waiting for does not go on to succeed later.
+        .busy_timeout(opts.op_timeout * 3 / 4);
+    let options = if memory {
+        options
+    } else {
+        options
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+    };
+    // An in-memory database exists once per connection: keep exactly one.
+    let size = if memory { 1 } else { opts.pool_size.min(4) };
+    let pool = SqlitePoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(opts.op_timeout)
+        .connect_with(options)
+        .await
+        .map_err(|e| connect_error(shown, e))?;
+    Ok(Arc::new(crate::sqlite::Sqlite::new(pool, &opts.table)))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn sqlite(_: &str, shown: &str, _: &Options) -> Result<Arc<dyn Store>, LockError> {
+    Err(feature_off("sqlite", shown))
+}

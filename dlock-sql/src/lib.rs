@@ -1,0 +1,320 @@
+//! # dlock-sql
+//!
+//! A [`DistributedLock`] on a SQL database: PostgreSQL, MySQL/MariaDB or SQLite, each
+//! behind its own cargo feature (all on by default).
+//!
+//! One row per lock name holds the owner, the fencing token and the expiry. Every
+//! operation is **one statement** that decides by the **database's clock**, never the
+//! client's:
+//! - acquire: an upsert that takes the row when it is free or expired and increments
+//!   the token (PostgreSQL and SQLite `ON CONFLICT … DO UPDATE … WHERE … RETURNING`;
+//!   MySQL `ON DUPLICATE KEY UPDATE` with `LAST_INSERT_ID(expr)`);
+//! - renew and release: owner- and token-checked `UPDATE`s. Release expires the row
+//!   instead of deleting it, so the token never goes back.
+//!
+//! Waiters on PostgreSQL are woken by `LISTEN`/`NOTIFY` (the release statement
+//! notifies); on MySQL and SQLite they poll with jittered backoff capped by the
+//! holder's remaining time. No session state is relied on, so the lock works behind a
+//! transaction-mode pooler (set `listen=false` there: `LISTEN` needs a session).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use dlock_core::{DistributedLock, LockName};
+//! use dlock_sql::SqlLock;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), dlock_core::LockError> {
+//! let locks = SqlLock::connect("sqlite:///var/lib/myapp/locks.db").await?;
+//! let name = LockName::new("nightly-report")?;
+//! if let Some(lease) = locks.try_acquire(&name, Duration::from_secs(60)).await? {
+//!     println!("got it, token {}", lease.token());
+//!     locks.release(&lease).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The table (created on first connect unless [`SqlLockBuilder::create_table`] is
+//! `false`); the DDL for teams that manage schemas themselves:
+//!
+//! ```sql
+//! -- PostgreSQL
+//! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
+//!   token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
+//! -- MySQL / MariaDB
+//! CREATE TABLE dlock_locks (name VARBINARY(256) NOT NULL PRIMARY KEY,
+//!   owner VARCHAR(64) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
+//!   expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB;
+//! -- SQLite
+//! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
+//!   token INTEGER NOT NULL, expires_at INTEGER NOT NULL) STRICT;  -- unix ms
+//! ```
+//!
+//! URL query parameters read by dlock (the rest go to sqlx): `table`, `pool_size`,
+//! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
+
+#[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
+compile_error!("dlock-sql needs at least one of the features postgres, mysql, sqlite");
+
+mod connect;
+mod errors;
+#[cfg(feature = "mysql")]
+mod mysql;
+mod options;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dlock_core::{
+    Backoff, Capabilities, Deadline, DistributedLock, FencingToken, Lease, LeaseScope, LockError,
+    LockInfo, LockName, OwnerId, validate_ttl,
+};
+use tokio::time::Instant;
+
+pub use connect::SqlLockBuilder;
+pub use options::{DEFAULT_TABLE, validate_table_name};
+
+use options::Options;
+use store::{Attempt, Store};
+
+/// A distributed lock on PostgreSQL, MySQL/MariaDB or SQLite. Cheap to clone (clones
+/// share the connection pool).
+#[derive(Clone)]
+pub struct SqlLock {
+    store: Arc<dyn Store>,
+    opts: Arc<Options>,
+}
+
+impl std::fmt::Debug for SqlLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlLock")
+            .field("database", &self.store.kind())
+            .field("table", &self.opts.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlLock {
+    /// Connects with default options: `postgres://…`, `mysql://…` (or `mariadb://…`),
+    /// `sqlite://path` (created if missing; WAL mode). Creates the table if missing.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a malformed URL or a database whose feature is off;
+    /// [`LockError::Unavailable`] when the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        SqlLockBuilder::new(url).connect().await
+    }
+
+    /// A builder for table name, pool size and timeouts.
+    #[must_use]
+    pub fn builder(url: &str) -> SqlLockBuilder {
+        SqlLockBuilder::new(url)
+    }
+
+    /// Which database this is: `"postgres"`, `"mysql"` or `"sqlite"`.
+    #[must_use]
+    pub fn database(&self) -> &'static str {
+        self.store.kind()
+    }
+
+    /// Runs one statement under the operation timeout.
+    async fn op<T>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(self.opts.op_timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(errors::from_sqlx(what, e)),
+            Err(_) => Err(LockError::Unavailable {
+                message: format!(
+                    "{what}: {} did not answer within {:?}",
+                    self.store.kind(),
+                    self.opts.op_timeout
+                ),
+                source: None,
+            }),
+        }
+    }
+
+    /// One acquire statement. `Err(hint)` when held, with the holder's remaining time.
+    async fn attempt(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Result<Lease, Option<Duration>>, LockError> {
+        let sent = Instant::now();
+        let outcome = self
+            .op(
+                "acquire",
+                self.store.try_take(name.as_str(), owner.as_str(), ttl),
+            )
+            .await?;
+        match outcome {
+            Attempt::Taken(token) => {
+                let lease = Lease::new(name.clone(), owner.clone(), to_token(token)?, ttl, sent);
+                if lease.is_valid() {
+                    Ok(Ok(lease))
+                } else {
+                    // The grant came back too late to be trusted (rule 5): give it back.
+                    let _ = self.release(&lease).await;
+                    Ok(Err(Some(Duration::ZERO)))
+                }
+            }
+            Attempt::Held(remaining) => Ok(Err(remaining)),
+        }
+    }
+}
+
+fn to_token(raw: i64) -> Result<FencingToken, LockError> {
+    u64::try_from(raw)
+        .map(FencingToken::new)
+        .map_err(|_| LockError::Backend {
+            message: format!("the lock table holds a negative token {raw}"),
+            source: None,
+        })
+}
+
+#[async_trait]
+impl DistributedLock for SqlLock {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        Ok(self.attempt(name, &owner, ttl).await?.ok())
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let deadline = Deadline::after(wait);
+        let mut backoff = Backoff::new(self.opts.poll_min, self.opts.poll_max);
+        let mut wakeup = None;
+        loop {
+            let hint = match self.attempt(name, &owner, ttl).await {
+                Ok(Ok(lease)) => return Ok(lease),
+                Ok(Err(hint)) => hint,
+                // A transient failure is retried within the wait; the last one is
+                // reported (not a Timeout) so the caller knows the database was down.
+                Err(e) if e.is_transient() && !deadline.passed() => {
+                    tracing::debug!(lock = %name, error = %e, "acquire attempt failed; retrying");
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if deadline.passed() {
+                return Err(LockError::Timeout {
+                    name: name.to_string(),
+                    waited: deadline.waited(),
+                });
+            }
+            // Subscribe only after a failed attempt (the uncontended path pays nothing),
+            // then look once more so a release between the two is not missed.
+            if wakeup.is_none() && self.opts.listen {
+                wakeup = self.store.subscribe(name.as_str()).await;
+                if wakeup.is_some() {
+                    continue;
+                }
+            }
+            let delay = match &wakeup {
+                // pushed wake-ups: sleep until the holder's lease ends, but never longer
+                // than the fallback in case a notification was lost
+                Some(_) => {
+                    let cap = backoff_jitter(self.opts.notify_fallback);
+                    hint.map_or(cap, |h| (h + Duration::from_millis(1)).min(cap))
+                }
+                None => backoff.next_delay(hint),
+            }
+            .min(deadline.remaining());
+            match &wakeup {
+                Some(n) => {
+                    tokio::select! {
+                        () = n.notified() => {}
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+                None => tokio::time::sleep(delay).await,
+            }
+        }
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let sent = Instant::now();
+        let token =
+            i64::try_from(lease.token().get()).map_err(|_| LockError::lease_lost(lease.name()))?;
+        let ok = self
+            .op(
+                "renew",
+                self.store.renew(
+                    lease.name().as_str(),
+                    lease.owner().as_str(),
+                    token,
+                    lease.ttl(),
+                ),
+            )
+            .await?;
+        if ok {
+            Ok(lease.renewed(lease.ttl(), sent))
+        } else {
+            Err(LockError::lease_lost(lease.name()))
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        let Ok(token) = i64::try_from(lease.token().get()) else {
+            return Ok(false);
+        };
+        self.op(
+            "release",
+            self.store
+                .release(lease.name().as_str(), lease.owner().as_str(), token),
+        )
+        .await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let holder = self.op("inspect", self.store.holder(name.as_str())).await?;
+        holder
+            .map(|h| {
+                Ok(LockInfo {
+                    owner: OwnerId::from_stored(&h.owner),
+                    token: to_token(h.token)?,
+                    remaining: h.remaining,
+                })
+            })
+            .transpose()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // Not fair: whoever's statement lands first after a release wins.
+        let notify = self.store.kind() == "postgres" && self.opts.listen;
+        Capabilities::new(false, LeaseScope::PerLease, notify)
+    }
+
+    fn backend_name(&self) -> &'static str {
+        self.store.kind()
+    }
+}
+
+/// A random duration in `[cap/2, cap]`, so waiters whose notification was lost do not
+/// all poll at once.
+fn backoff_jitter(cap: Duration) -> Duration {
+    let half = cap / 2;
+    let range = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
+    half + Duration::from_micros(dlock_core::random_u64() % range)
+}

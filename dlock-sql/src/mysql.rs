@@ -1,0 +1,157 @@
+//! MySQL / MariaDB: `INSERT … ON DUPLICATE KEY UPDATE` with the `LAST_INSERT_ID(expr)`
+//! trick (MySQL has no `RETURNING`), `UTC_TIMESTAMP(6)`, polling.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::mysql::MySqlPool;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::store::{Attempt, Holder, Store, remaining_from_millis};
+
+pub(crate) struct MySql {
+    pool: MySqlPool,
+    create: String,
+    take: String,
+    remaining: String,
+    renew: String,
+    release: String,
+    holder: String,
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+impl MySql {
+    pub(crate) fn new(pool: MySqlPool, table: &str) -> Self {
+        // UTC_TIMESTAMP, not NOW(): NOW() follows each session's time_zone, and two
+        // clients with different zones must still agree on expiry.
+        let now = "UTC_TIMESTAMP(6)";
+        let remaining_ms =
+            format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
+        Self {
+            pool,
+            // VARBINARY: names compare byte for byte ('A' <> 'a', no collation folding).
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {table} (
+                    name VARBINARY(256) NOT NULL PRIMARY KEY,
+                    owner VARCHAR(64) CHARACTER SET ascii NOT NULL,
+                    token BIGINT NOT NULL,
+                    expires_at DATETIME(6) NOT NULL
+                 ) ENGINE=InnoDB"
+            ),
+            // The assignments run left to right and see earlier new values, so
+            // expires_at must come last. LAST_INSERT_ID(x) makes the statement report
+            // the token: 1 on insert, token+1 on takeover, 0 while held.
+            take: format!(
+                "INSERT INTO {table} (name, owner, token, expires_at)
+                 VALUES (?, ?, LAST_INSERT_ID(1), {now} + INTERVAL ? MICROSECOND)
+                 ON DUPLICATE KEY UPDATE
+                   owner = IF(expires_at <= {now}, ?, owner),
+                   token = IF(expires_at <= {now}, LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+                   expires_at = IF(expires_at <= {now}, {now} + INTERVAL ? MICROSECOND, expires_at)"
+            ),
+            remaining: format!("SELECT {remaining_ms} FROM {table} WHERE name = ?"),
+            renew: format!(
+                "UPDATE {table} SET expires_at = {now} + INTERVAL ? MICROSECOND
+                 WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
+            ),
+            release: format!(
+                "UPDATE {table} SET owner = '', expires_at = {now}
+                 WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
+            ),
+            holder: format!(
+                "SELECT owner, token, {remaining_ms} FROM {table}
+                 WHERE name = ? AND expires_at > {now}"
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MySql {
+    async fn migrate(&self) -> Result<(), sqlx::Error> {
+        sqlx::query(AssertSqlSafe(self.create.clone()))
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    async fn try_take(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, sqlx::Error> {
+        let r = sqlx::query(AssertSqlSafe(self.take.as_str()))
+            .bind(name.as_bytes())
+            .bind(owner)
+            .bind(micros(ttl))
+            .bind(owner)
+            .bind(micros(ttl))
+            .execute(&self.pool)
+            .await?;
+        let token = r.last_insert_id();
+        if token > 0 {
+            return Ok(Attempt::Taken(i64::try_from(token).unwrap_or(i64::MAX)));
+        }
+        // Polling backends need the holder's remaining time to size their sleep.
+        let row = sqlx::query(AssertSqlSafe(self.remaining.as_str()))
+            .bind(name.as_bytes())
+            .fetch_optional(&self.pool)
+            .await?;
+        let ms = match row {
+            Some(r) => r.try_get::<Option<i64>, _>(0)?,
+            None => None,
+        };
+        Ok(Attempt::Held(remaining_from_millis(ms)))
+    }
+
+    async fn renew(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(AssertSqlSafe(self.renew.as_str()))
+            .bind(micros(ttl))
+            .bind(name.as_bytes())
+            .bind(owner)
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(AssertSqlSafe(self.release.as_str()))
+            .bind(name.as_bytes())
+            .bind(owner)
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(self.holder.as_str()))
+            .bind(name.as_bytes())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(Holder {
+                owner: r.try_get(0)?,
+                token: r.try_get(1)?,
+                remaining: remaining_from_millis(r.try_get::<Option<i64>, _>(2)?)
+                    .unwrap_or_default(),
+            })
+        })
+        .transpose()
+    }
+
+    fn kind(&self) -> &'static str {
+        "mysql"
+    }
+}

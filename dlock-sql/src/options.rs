@@ -1,0 +1,148 @@
+//! Connection options: table name, pool, timeouts, polling.
+
+use std::time::Duration;
+
+use dlock_core::{LockError, parse_duration, redact_url};
+
+/// The default table name.
+pub const DEFAULT_TABLE: &str = "dlock_locks";
+
+/// Settings of a [`crate::SqlLock`], set through [`crate::SqlLockBuilder`] or URL
+/// query parameters (`table`, `pool_size`, `op_timeout`, `poll_max`, `listen`).
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub table: String,
+    pub pool_size: u32,
+    pub op_timeout: Duration,
+    pub poll_min: Duration,
+    pub poll_max: Duration,
+    pub notify_fallback: Duration,
+    pub listen: bool,
+    pub create_table: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            table: DEFAULT_TABLE.into(),
+            pool_size: 8,
+            op_timeout: Duration::from_secs(5),
+            poll_min: Duration::from_millis(4),
+            poll_max: Duration::from_millis(100),
+            notify_fallback: Duration::from_secs(1),
+            listen: true,
+            create_table: true,
+        }
+    }
+}
+
+/// Checks a table name: `[A-Za-z_][A-Za-z0-9_]*`, at most 63 bytes. It is spliced into
+/// SQL text (identifiers cannot be bound), so nothing else is allowed.
+///
+/// # Errors
+/// [`LockError::Config`] for anything else.
+pub fn validate_table_name(table: &str) -> Result<(), LockError> {
+    let mut chars = table.chars();
+    let ok = table.len() <= 63
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(LockError::Config(format!(
+            "table name {table:?} is not allowed: use 1-63 characters of [A-Za-z0-9_], not starting with a digit"
+        )))
+    }
+}
+
+/// Splits dlock's own query parameters off a database URL and applies them; the rest
+/// of the URL goes to sqlx unchanged.
+pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok(url.to_owned());
+    };
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let bad = |what: &str| {
+            LockError::Config(format!("{what} in {:?}: {key}={value}", redact_url(url)))
+        };
+        match key {
+            "table" => {
+                validate_table_name(value)?;
+                opts.table = value.to_owned();
+            }
+            "pool_size" => {
+                opts.pool_size = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad("pool_size must be a positive integer"))?;
+            }
+            "op_timeout" => {
+                opts.op_timeout = parse_duration(value).map_err(|_| bad("bad duration"))?
+            }
+            "poll_max" => opts.poll_max = parse_duration(value).map_err(|_| bad("bad duration"))?,
+            "listen" => {
+                opts.listen = match value {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(bad("listen must be true or false")),
+                }
+            }
+            _ => rest.push(pair),
+        }
+    }
+    Ok(if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_identifiers_only() {
+        for ok in ["dlock_locks", "_x", "T1"] {
+            assert!(validate_table_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "1x",
+            "x-y",
+            "x;DROP TABLE y",
+            "a.b",
+            "\"q\"",
+            "x y",
+            &"x".repeat(64),
+        ] {
+            assert!(
+                matches!(validate_table_name(bad), Err(LockError::Config(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn own_parameters_are_taken_and_the_rest_kept() {
+        let mut o = Options::default();
+        let url = take_url_options(
+            "postgres://u:pw@h/db?sslmode=disable&table=locks2&op_timeout=2s&listen=false",
+            &mut o,
+        )
+        .unwrap();
+        assert_eq!(url, "postgres://u:pw@h/db?sslmode=disable");
+        assert_eq!(o.table, "locks2");
+        assert_eq!(o.op_timeout, Duration::from_secs(2));
+        assert!(!o.listen);
+        let err = take_url_options("mysql://u:pw@h/db?pool_size=0", &mut o).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("pool_size") && !msg.contains("pw"), "{msg}");
+        assert!(take_url_options("sqlite://x?table=a;b", &mut o).is_err());
+    }
+}

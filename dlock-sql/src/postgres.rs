@@ -1,0 +1,270 @@
+//! PostgreSQL: `INSERT … ON CONFLICT … RETURNING`, `clock_timestamp()`, LISTEN/NOTIFY.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgListener, PgPool};
+use sqlx::{AssertSqlSafe, Row};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::store::{Attempt, Holder, Store, millis, remaining_from_millis};
+
+pub(crate) struct Postgres {
+    pool: PgPool,
+    sql: Statements,
+    channel: String,
+    listen: bool,
+    wakeups: tokio::sync::Mutex<Option<Arc<Wakeups>>>,
+}
+
+struct Statements {
+    create: String,
+    take: String,
+    renew: String,
+    release: String,
+    holder: String,
+}
+
+impl Postgres {
+    pub(crate) fn new(pool: PgPool, table: &str, listen: bool) -> Self {
+        let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
+        Self {
+            pool,
+            channel: format!("dlock_release_{table}"),
+            listen,
+            wakeups: tokio::sync::Mutex::new(None),
+            sql: Statements {
+                create: format!(
+                    "CREATE TABLE IF NOT EXISTS {table} (
+                        name TEXT PRIMARY KEY,
+                        owner TEXT NOT NULL,
+                        token BIGINT NOT NULL,
+                        expires_at TIMESTAMPTZ NOT NULL)"
+                ),
+                // One round trip either way: the row is taken (token returned), or the
+                // holder's remaining time is read from the same snapshot.
+                take: format!(
+                    "WITH taken AS (
+                        INSERT INTO {table} AS d (name, owner, token, expires_at)
+                        VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
+                        ON CONFLICT (name) DO UPDATE
+                          SET owner = EXCLUDED.owner, token = d.token + 1, expires_at = EXCLUDED.expires_at
+                          WHERE d.expires_at <= clock_timestamp()
+                        RETURNING token)
+                     SELECT token, NULL::bigint AS remaining_ms FROM taken
+                     UNION ALL
+                     SELECT NULL::bigint, {remaining} FROM {table}
+                       WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
+                ),
+                renew: format!(
+                    "UPDATE {table} SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
+                     WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()"
+                ),
+                // Expires the row (never deletes it: the token must not go back) and
+                // wakes waiters in the same statement.
+                release: format!(
+                    "WITH r AS (
+                        UPDATE {table} SET owner = '', expires_at = clock_timestamp()
+                        WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()
+                        RETURNING name)
+                     SELECT pg_notify($4, name) FROM r"
+                ),
+                holder: format!(
+                    "SELECT owner, token, {remaining} AS remaining_ms FROM {table}
+                     WHERE name = $1 AND expires_at > clock_timestamp()"
+                ),
+            },
+        }
+    }
+
+    async fn wakeups(&self) -> Option<Arc<Wakeups>> {
+        let mut slot = self.wakeups.lock().await;
+        if let Some(w) = slot.as_ref() {
+            return Some(Arc::clone(w));
+        }
+        match Wakeups::start(&self.pool, &self.channel).await {
+            Ok(w) => {
+                *slot = Some(Arc::clone(&w));
+                Some(w)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "LISTEN failed; waiters poll instead");
+                None
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Postgres {
+    async fn migrate(&self) -> Result<(), sqlx::Error> {
+        // CREATE TABLE IF NOT EXISTS can still fail on a catalog unique index when two
+        // sessions race; a transaction-scoped advisory lock serialises them.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('dlock:migrate'))")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(AssertSqlSafe(self.sql.create.clone()))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
+    }
+
+    async fn try_take(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(self.sql.take.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(millis(ttl))
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else {
+            // held by a row our snapshot did not see yet
+            return Ok(Attempt::Held(None));
+        };
+        let token: Option<i64> = row.try_get(0)?;
+        let remaining: Option<i64> = row.try_get(1)?;
+        Ok(match token {
+            Some(t) => Attempt::Taken(t),
+            None => Attempt::Held(remaining_from_millis(remaining)),
+        })
+    }
+
+    async fn renew(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(AssertSqlSafe(self.sql.renew.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(token)
+            .bind(millis(ttl))
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {
+        let rows = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(token)
+            .bind(&self.channel)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.len() == 1)
+    }
+
+    async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(self.sql.holder.as_str()))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(Holder {
+                owner: r.try_get(0)?,
+                token: r.try_get(1)?,
+                remaining: remaining_from_millis(r.try_get(2)?).unwrap_or_default(),
+            })
+        })
+        .transpose()
+    }
+
+    async fn subscribe(&self, name: &str) -> Option<Arc<Notify>> {
+        if !self.listen {
+            return None;
+        }
+        Some(self.wakeups().await?.subscribe(name))
+    }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+}
+
+/// One LISTEN connection per `SqlLock`, fanning release notifications out to the
+/// waiters of each name: one waiter per name per process is woken (no herd).
+struct Wakeups {
+    names: Mutex<HashMap<String, Weak<Notify>>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Wakeups {
+    async fn start(pool: &PgPool, channel: &str) -> Result<Arc<Self>, sqlx::Error> {
+        let mut listener = PgListener::connect_with(pool).await?;
+        listener.listen(channel).await?;
+        let me = Arc::new(Self {
+            names: Mutex::new(HashMap::new()),
+            task: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&me);
+        let task = tokio::spawn(async move {
+            loop {
+                let next = listener.recv().await;
+                let Some(me) = weak.upgrade() else { return };
+                match next {
+                    Ok(n) => me.wake(n.payload()),
+                    Err(e) => {
+                        // Notifications may have been lost: let every waiter look again.
+                        tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
+                        me.wake_all();
+                        drop(me);
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        });
+        *me.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        Ok(me)
+    }
+
+    fn subscribe(&self, name: &str) -> Arc<Notify> {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = names.get(name).and_then(Weak::upgrade) {
+            return n;
+        }
+        if names.len() > 1024 {
+            names.retain(|_, w| w.strong_count() > 0);
+        }
+        let n = Arc::new(Notify::new());
+        names.insert(name.to_owned(), Arc::downgrade(&n));
+        n
+    }
+
+    fn wake(&self, name: &str) {
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = names.get(name).and_then(Weak::upgrade) {
+            n.notify_one();
+        }
+    }
+
+    fn wake_all(&self) {
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        for n in names.values().filter_map(Weak::upgrade) {
+            n.notify_waiters();
+        }
+    }
+}
+
+impl Drop for Wakeups {
+    fn drop(&mut self) {
+        if let Some(t) = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! SQLite: `INSERT … ON CONFLICT … RETURNING`, `unixepoch('subsec')`, polling.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::SqlitePool;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::store::{Attempt, Holder, Store, millis, remaining_from_millis};
+
+pub(crate) struct Sqlite {
+    pool: SqlitePool,
+    create: String,
+    take: String,
+    remaining: String,
+    renew: String,
+    release: String,
+    holder: String,
+}
+
+impl Sqlite {
+    pub(crate) fn new(pool: SqlitePool, table: &str) -> Self {
+        // The bundled SQLite (3.51) has unixepoch('subsec'); a system SQLite before
+        // 3.42 would return NULL here, which is why the crate bundles its own.
+        let now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+        Self {
+            pool,
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {table} (
+                    name TEXT PRIMARY KEY,
+                    owner TEXT NOT NULL,
+                    token INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL
+                 ) STRICT"
+            ),
+            take: format!(
+                "INSERT INTO {table} (name, owner, token, expires_at)
+                 VALUES (?1, ?2, 1, {now} + ?3)
+                 ON CONFLICT (name) DO UPDATE
+                   SET owner = excluded.owner, token = {table}.token + 1, expires_at = excluded.expires_at
+                   WHERE {table}.expires_at <= {now}
+                 RETURNING token"
+            ),
+            remaining: format!("SELECT expires_at - {now} FROM {table} WHERE name = ?1"),
+            renew: format!(
+                "UPDATE {table} SET expires_at = {now} + ?4
+                 WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}"
+            ),
+            release: format!(
+                "UPDATE {table} SET owner = '', expires_at = {now}
+                 WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}"
+            ),
+            holder: format!(
+                "SELECT owner, token, expires_at - {now} FROM {table}
+                 WHERE name = ?1 AND expires_at > {now}"
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Sqlite {
+    async fn migrate(&self) -> Result<(), sqlx::Error> {
+        sqlx::query(AssertSqlSafe(self.create.clone()))
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    async fn try_take(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, sqlx::Error> {
+        let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.take.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(millis(ttl))
+            .fetch_optional(&self.pool)
+            .await?;
+        if let Some(t) = token {
+            return Ok(Attempt::Taken(t));
+        }
+        let ms: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.remaining.as_str()))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(Attempt::Held(remaining_from_millis(ms)))
+    }
+
+    async fn renew(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(AssertSqlSafe(self.renew.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(token)
+            .bind(millis(ttl))
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {
+        let r = sqlx::query(AssertSqlSafe(self.release.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(self.holder.as_str()))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(Holder {
+                owner: r.try_get(0)?,
+                token: r.try_get(1)?,
+                remaining: remaining_from_millis(r.try_get(2)?).unwrap_or_default(),
+            })
+        })
+        .transpose()
+    }
+
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+}

@@ -1,0 +1,65 @@
+//! What each SQL dialect implements: the four statements and the table.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+
+/// The outcome of one acquire statement.
+pub(crate) enum Attempt {
+    /// The row was free or expired and is now ours, with this token.
+    Taken(i64),
+    /// Someone holds it; the database says for how much longer (if it told us).
+    Held(Option<Duration>),
+}
+
+/// The current holder as the database sees it.
+pub(crate) struct Holder {
+    pub owner: String,
+    pub token: i64,
+    pub remaining: Duration,
+}
+
+/// One dialect's statements. Each is a single statement, so it is atomic on its own
+/// and works through a transaction-mode connection pooler.
+#[async_trait]
+pub(crate) trait Store: Send + Sync {
+    /// Creates the table if it is missing; safe when several processes start at once.
+    async fn migrate(&self) -> Result<(), sqlx::Error>;
+    /// Takes the row if free or expired by the database clock, incrementing the token.
+    async fn try_take(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, sqlx::Error>;
+    /// Extends an unexpired row that still carries this owner and token.
+    async fn renew(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error>;
+    /// Expires an unexpired row that still carries this owner and token.
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error>;
+    /// The unexpired holder, if any.
+    async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error>;
+    /// A wake-up for releases of `name`, where the database can push one.
+    async fn subscribe(&self, _name: &str) -> Option<Arc<Notify>> {
+        None
+    }
+    /// `"postgres"`, `"mysql"` or `"sqlite"`.
+    fn kind(&self) -> &'static str;
+}
+
+/// Milliseconds as a bind parameter.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A database-reported remaining time (which may be negative or NULL) as a duration.
+pub(crate) fn remaining_from_millis(ms: Option<i64>) -> Option<Duration> {
+    ms.map(|m| Duration::from_millis(u64::try_from(m).unwrap_or(0)))
+}

@@ -1,0 +1,69 @@
+//! The SQL harness shared by the three databases' suites.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_conformance::{
+    FaultProxy, Harness, Link, TestClient, required_env, switched_client, url_host_port,
+    url_with_host_port,
+};
+use dlock_core::{async_trait, random_u64};
+use dlock_sql::SqlLock;
+
+pub struct SqlHarness {
+    pub url: String,
+}
+
+/// Server URLs come from scripts/services; each SQLite harness gets its own file.
+pub fn postgres_url() -> String {
+    required_env("DLOCK_TEST_POSTGRES_URL")
+}
+pub fn mysql_url() -> String {
+    required_env("DLOCK_TEST_MYSQL_URL")
+}
+pub fn sqlite_url() -> String {
+    let dir = std::env::temp_dir().join("dlock-sql-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    format!("sqlite://{}/t-{:016x}.sqlite", dir.display(), random_u64())
+}
+
+pub async fn connect(url: &str) -> SqlLock {
+    SqlLock::builder(url)
+        .op_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect {}: {e}", dlock_core::redact_url(url)))
+}
+
+#[async_trait]
+impl Harness for SqlHarness {
+    async fn client(&self) -> TestClient {
+        TestClient::new(Arc::new(connect(&self.url).await))
+    }
+
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+        match url_host_port(&self.url) {
+            Some(target) if !self.url.starts_with("sqlite") => {
+                let proxy = Arc::new(FaultProxy::start(&target).await.unwrap());
+                let lock = connect(&url_with_host_port(&self.url, &proxy.addr().to_string())).await;
+                (TestClient::new(Arc::new(lock)), Box::new(proxy))
+            }
+            // An embedded database has no network path to cut; the busy-database test
+            // in sqlite.rs covers its real failure mode.
+            _ => switched_client(Arc::new(connect(&self.url).await)),
+        }
+    }
+
+    fn short_ttl(&self) -> Duration {
+        Duration::from_millis(500)
+    }
+
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+
+    fn workload(&self) -> (usize, usize) {
+        (8, 25)
+    }
+}
