@@ -1,0 +1,115 @@
+//! Every URL form in the table connects; malformed ones say what is wrong.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use dlock_any::{LockError, LockName, connect};
+use dlock_conformance::required_env;
+
+async fn works(url: &str, backend: &str) {
+    let lock = connect(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    assert_eq!(lock.backend_name(), backend);
+    let name = LockName::new(&format!("facade/{}", dlock_any::random_u64())).unwrap();
+    let lease = lock
+        .try_acquire(&name, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(lock.release(&lease).await.unwrap());
+}
+
+fn sqlite_path() -> String {
+    let dir = std::env::temp_dir().join("dlock-any-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    format!("{}/c-{:016x}.db", dir.display(), dlock_any::random_u64())
+}
+
+#[tokio::test]
+async fn memory_url() {
+    works("memory://", "memory").await;
+}
+
+#[tokio::test]
+async fn sqlite_urls() {
+    works(&format!("sqlite://{}", sqlite_path()), "sqlite").await;
+    works(&format!("sqlite:{}", sqlite_path()), "sqlite").await;
+    works(
+        &format!("sqlite://{}?table=other_locks&op_timeout=2s", sqlite_path()),
+        "sqlite",
+    )
+    .await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_urls() {
+    let url = required_env("DLOCK_TEST_POSTGRES_URL");
+    works(&url, "postgres").await;
+    works(&url.replacen("postgres://", "postgresql://", 1), "postgres").await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn mysql_and_mariadb_urls() {
+    let url = required_env("DLOCK_TEST_MYSQL_URL");
+    works(&url, "mysql").await;
+    works(&url.replacen("mysql://", "mariadb://", 1), "mysql").await;
+}
+
+#[tokio::test]
+async fn malformed_urls_are_config_errors_that_say_why() {
+    for (url, says) in [
+        ("", "no scheme"),
+        ("locks.db", "no scheme"),
+        ("ftp://u:secret@host/x", "unknown scheme"),
+        ("sqlite:///tmp/x.db?table=bad-name", "table name"),
+        (
+            "postgres://u:secret@127.0.0.1:1/db?pool_size=-1",
+            "pool_size",
+        ),
+    ] {
+        let err = connect(url).await.map(|_| ()).unwrap_err();
+        assert!(matches!(err, LockError::Config(_)), "{url}: {err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(says), "{url}: {msg}");
+        assert!(!msg.contains("secret"), "{url}: {msg}");
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn unreachable_server_is_unavailable() {
+    let err = connect("postgres://u:secret@127.0.0.1:1/db?op_timeout=1s")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err:?}");
+    assert!(!format!("{err:?}").contains("secret"));
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn bad_sql_options_are_config_errors() {
+    let err = connect("postgres://u:secret@127.0.0.1:1/db?pool_size=-1")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::Config(_)) && err.to_string().contains("pool_size"),
+        "{err}"
+    );
+}
+
+#[cfg(not(feature = "postgres"))]
+#[tokio::test]
+async fn a_disabled_backend_names_its_feature() {
+    let e = connect("postgres://u:secret@h/db")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(e, LockError::Config(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("feature `postgres`") && !e.to_string().contains("secret"),
+        "{e}"
+    );
+}

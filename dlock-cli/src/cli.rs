@@ -1,0 +1,104 @@
+//! Command-line arguments.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Runs commands under distributed locks, and shows who holds them.
+#[derive(Debug, Parser)]
+#[command(name = "dlock", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run COMMAND while holding lock NAME; release it when COMMAND exits.
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Show who holds each NAME (owner, fencing token, time left) or that it is free.
+    Status(StatusArgs),
+}
+
+const RUN_HELP: &str = "\
+The command gets DLOCK_NAME, DLOCK_TOKEN (the fencing token: pass it with every write \
+so the store can reject a stale holder) and DLOCK_OWNER in its environment. The lease \
+is renewed every ttl/3 while it runs. If the lease is lost, the command gets SIGTERM \
+(or SIGKILL with --on-lost kill), then SIGKILL after --grace.
+
+Exit status: the command's own (128+N if killed by signal N); 73 lock busy (--wait 0); \
+74 wait timed out; 75 lease lost while running; 69 backend unreachable; 70 backend \
+error; 2 bad usage or URL; 127 command could not be started.
+
+Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
+(~/.local/state/dlock). Examples:
+  dlock run nightly-report -- ./report.sh
+  dlock run --wait 0 --ttl 1m backup -- pg_dump app
+  DLOCK_URL=postgres://app@db/app dlock run --wait 10m invoices -- ./charge.sh";
+
+/// Options shared by the subcommands.
+#[derive(Debug, Args)]
+pub struct Backend {
+    /// Lock backend URL: sqlite://PATH, postgres://…, mysql://…, memory://.
+    #[arg(long, env = "DLOCK_URL", value_name = "URL")]
+    pub url: Option<String>,
+}
+
+/// `dlock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Lease time to live; renewed every third of it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub ttl: Duration,
+    /// How long to wait for the lock: a duration (0 = give up at once) or `forever`.
+    #[arg(long, default_value = "forever", value_parser = duration)]
+    pub wait: Duration,
+    /// What to send the command when the lease is lost.
+    #[arg(long, value_enum, default_value_t = OnLost::Term)]
+    pub on_lost: OnLost,
+    /// How long the command gets after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub grace: Duration,
+    /// Do not report progress while waiting.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// The lock name, e.g. `nightly-report` or `orders/42`.
+    pub name: String,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// The signal sent to the command when the lease is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnLost {
+    /// SIGTERM, then SIGKILL after the grace period.
+    Term,
+    /// SIGKILL at once.
+    Kill,
+}
+
+/// `dlock status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Print one JSON array instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Lock names.
+    #[arg(required = true, num_args = 1..)]
+    pub names: Vec<String>,
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    dlock_any::parse_duration(text).map_err(|e| e.to_string())
+}

@@ -1,0 +1,39 @@
+//! The exit codes of `dlock`, distinct per outcome.
+
+use std::process::ExitCode;
+
+use dlock_any::LockError;
+
+/// Bad usage: unknown flag, malformed duration or URL (clap's own code).
+pub const USAGE: u8 = 2;
+/// The backend could not be reached (sysexits EX_UNAVAILABLE).
+pub const UNAVAILABLE: u8 = 69;
+/// `--wait 0` and the lock is held by someone else.
+pub const BUSY: u8 = 73;
+/// The wait ran out before the lock came free.
+pub const TIMEOUT: u8 = 74;
+/// The lease was lost while the command ran; the command was terminated.
+pub const LEASE_LOST: u8 = 75;
+/// The command could not be started (not found, not executable).
+pub const CANNOT_EXEC: u8 = 127;
+/// The backend answered with an error.
+pub const BACKEND: u8 = 70;
+
+/// The exit code for an error that ended `dlock` before or instead of the command.
+pub fn for_error(e: &LockError) -> u8 {
+    match e {
+        LockError::InvalidName { .. } | LockError::InvalidArgument(_) | LockError::Config(_) => {
+            USAGE
+        }
+        LockError::Timeout { .. } => TIMEOUT,
+        LockError::LeaseLost { .. } => LEASE_LOST,
+        LockError::Unavailable { .. } => UNAVAILABLE,
+        _ => BACKEND,
+    }
+}
+
+/// Prints the error and returns its exit code.
+pub fn fail(e: &LockError) -> ExitCode {
+    eprintln!("dlock: {e}");
+    ExitCode::from(for_error(e))
+}

@@ -1,0 +1,54 @@
+//! # dlock
+//!
+//! Runs a command under a distributed lock, so a cron job on many hosts runs one at a
+//! time, and shows who holds a lock:
+//!
+//! ```text
+//! dlock run [--url URL] [--ttl 30s] [--wait 10m|forever] [--on-lost term|kill] NAME -- COMMAND [ARGS...]
+//! dlock status [--url URL] [--json] NAME...
+//! ```
+//!
+//! The backend comes from `--url`, `DLOCK_URL`, or an SQLite file in the user's state
+//! directory. See `dlock run --help` for the exit codes.
+
+mod cli;
+mod exit;
+mod json;
+mod progress;
+mod run;
+mod status;
+mod url;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(exit::USAGE)
+            } else {
+                ExitCode::SUCCESS // --help, --version
+            };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dlock: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::BACKEND);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            cli::Command::Run(args) => run::run(args).await,
+            cli::Command::Status(args) => status::status(args).await,
+        }
+    })
+}

@@ -1,0 +1,433 @@
+//! The `dlock` binary as a user runs it: real processes, real signals, real servers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use dlock_conformance::required_env;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+const BUSY: i32 = 73;
+const TIMEOUT: i32 = 74;
+const LEASE_LOST: i32 = 75;
+const UNAVAILABLE: i32 = 69;
+const USAGE: i32 = 2;
+const CANNOT_EXEC: i32 = 127;
+
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dlock-cli-{:016x}", dlock_any::random_u64()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn unique(case: &str) -> String {
+    format!("cli/{case}/{:016x}", dlock_any::random_u64())
+}
+
+fn dlock(url: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dlock"));
+    c.env("DLOCK_URL", url).env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join("dlock-cli-state"),
+    );
+    c
+}
+
+fn output(url: &str, args: &[&str]) -> Output {
+    dlock(url).args(args).output().unwrap()
+}
+
+fn spawn(url: &str, args: &[&str]) -> Child {
+    dlock(url)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_file(p: &Path, within: Duration) -> String {
+    let end = Instant::now() + within;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(p)
+            && s.ends_with('\n')
+        {
+            return s.trim().to_owned();
+        }
+        assert!(Instant::now() < end, "{} never appeared", p.display());
+        sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> i32 {
+    let end = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code().expect("dlock exits, it is not killed");
+        }
+        assert!(Instant::now() < end, "dlock did not exit within {within:?}");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // a zombie still answers kill(0); its state in /proc says Z
+    kill(Pid::from_raw(pid), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
+
+fn token_of(url: &str, name: &str) -> u64 {
+    let out = output(url, &["run", name, "--", "sh", "-c", "echo $DLOCK_TOKEN"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Two runs at once with `--wait 0`: one runs, the other exits BUSY within a second.
+fn busy_run_exits_at_once(url: &str) {
+    let dir = scratch();
+    let name = unique("busy");
+    let marker = dir.join("started");
+    let mut holder = spawn(
+        url,
+        &[
+            "run",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $DLOCK_TOKEN > {}; sleep 3", marker.display()),
+        ],
+    );
+    wait_for_file(&marker, Duration::from_secs(10));
+    let t = Instant::now();
+    let out = output(url, &["run", "--wait", "0", &name, "--", "true"]);
+    assert_eq!(
+        out.status.code(),
+        Some(BUSY),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is held by"));
+    let out = output(url, &["run", "--wait", "300ms", "-q", &name, "--", "true"]);
+    assert_eq!(out.status.code(), Some(TIMEOUT));
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
+}
+
+/// DLOCK_TOKEN strictly increases across runs.
+fn tokens_increase_across_runs(url: &str) {
+    let name = unique("tokens");
+    let a = token_of(url, &name);
+    let b = token_of(url, &name);
+    let c = token_of(url, &name);
+    assert!(a < b && b < c, "{a} {b} {c}");
+}
+
+/// `kill -9` of a holding dlock: the next run with --wait gets the lock within TTL + 2 s.
+fn killed_holder_frees_within_ttl(url: &str) {
+    let dir = scratch();
+    let name = unique("kill9");
+    let pidfile = dir.join("child.pid");
+    let mut holder = spawn(
+        url,
+        &[
+            "run",
+            "--ttl",
+            "2s",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $$ > {}; exec sleep 30", pidfile.display()),
+        ],
+    );
+    let child_pid: i32 = wait_for_file(&pidfile, Duration::from_secs(10))
+        .parse()
+        .unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let t = Instant::now();
+    let out = output(url, &["run", "--wait", "20s", "-q", &name, "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        t.elapsed()
+    );
+    let _ = kill(Pid::from_raw(child_pid), Signal::SIGKILL);
+}
+
+/// SIGSTOP a holder past its TTL: another run gets the lock with a higher token; on
+/// SIGCONT the stopped dlock finds its lease lost, terminates its command and exits
+/// LEASE_LOST.
+fn stopped_holder_loses_lease(url: &str) {
+    let dir = scratch();
+    let name = unique("sigstop");
+    let (pidfile, tok_a, tok_b) = (dir.join("a.pid"), dir.join("a.tok"), dir.join("b.tok"));
+    let mut a = spawn(
+        url,
+        &[
+            "run",
+            "--ttl",
+            "1s",
+            "--grace",
+            "2s",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "echo $$ > {}; echo $DLOCK_TOKEN > {}; exec sleep 60",
+                pidfile.display(),
+                tok_a.display()
+            ),
+        ],
+    );
+    let child_pid: i32 = wait_for_file(&pidfile, Duration::from_secs(10))
+        .parse()
+        .unwrap();
+    let token_a: u64 = wait_for_file(&tok_a, Duration::from_secs(5))
+        .parse()
+        .unwrap();
+    let a_pid = Pid::from_raw(i32::try_from(a.id()).unwrap());
+    kill(a_pid, Signal::SIGSTOP).unwrap();
+    let out = output(
+        url,
+        &[
+            "run",
+            "--wait",
+            "20s",
+            "-q",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $DLOCK_TOKEN > {}", tok_b.display()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token_b: u64 = wait_for_file(&tok_b, Duration::from_secs(1))
+        .parse()
+        .unwrap();
+    assert!(token_b > token_a, "{token_b} after {token_a}");
+    kill(a_pid, Signal::SIGCONT).unwrap();
+    assert_eq!(wait_exit(&mut a, Duration::from_secs(10)), LEASE_LOST);
+    let end = Instant::now() + Duration::from_secs(3);
+    while alive(child_pid) && Instant::now() < end {
+        sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !alive(child_pid),
+        "the command of a holder that lost its lease must be stopped"
+    );
+}
+
+/// `status` reports holder and token, as text and JSON.
+fn status_reports_holder(url: &str) {
+    let dir = scratch();
+    let name = unique("status");
+    let marker = dir.join("tok");
+    let mut holder = spawn(
+        url,
+        &[
+            "run",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $DLOCK_TOKEN > {}; sleep 2", marker.display()),
+        ],
+    );
+    let token = wait_for_file(&marker, Duration::from_secs(10));
+    let out = output(url, &["status", &name, "cli/never-taken"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("{name}: held by")) && text.contains(&format!("(token {token})")),
+        "{text}"
+    );
+    assert!(text.contains("cli/never-taken: free"), "{text}");
+    let out = output(url, &["status", "--json", &name]);
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        json.starts_with(&format!("[{{\"name\":\"{name}\",\"held\":true,")),
+        "{json}"
+    );
+    assert!(json.contains(&format!("\"token\":{token},")), "{json}");
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
+    let out = output(url, &["status", "--json", &name]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("[{{\"name\":\"{name}\",\"held\":false}}]")
+    );
+}
+
+/// SIGTERM to dlock reaches the command; dlock exits with the command's status and
+/// releases the lock.
+fn signals_are_forwarded_and_lock_released(url: &str) {
+    let dir = scratch();
+    let name = unique("forward");
+    let marker = dir.join("ready");
+    let script = format!(
+        "trap 'exit 42' TERM; echo ready > {}; while :; do sleep 0.05; done",
+        marker.display()
+    );
+    let mut holder = spawn(url, &["run", &name, "--", "sh", "-c", &script]);
+    wait_for_file(&marker, Duration::from_secs(10));
+    kill(
+        Pid::from_raw(i32::try_from(holder.id()).unwrap()),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 42);
+    let out = output(url, &["run", "--wait", "0", &name, "--", "true"]);
+    assert!(
+        out.status.success(),
+        "released at once: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The command's exit code passes through; a command that cannot start gives 127 and
+/// leaves the lock free.
+fn exit_codes_pass_through(url: &str) {
+    let name = unique("codes");
+    assert_eq!(
+        output(url, &["run", &name, "--", "sh", "-c", "exit 7"])
+            .status
+            .code(),
+        Some(7)
+    );
+    assert_eq!(
+        output(url, &["run", &name, "--", "sh", "-c", "kill -9 $$"])
+            .status
+            .code(),
+        Some(128 + 9)
+    );
+    let out = output(url, &["run", &name, "--", "/nonexistent/command"]);
+    assert_eq!(out.status.code(), Some(CANNOT_EXEC));
+    assert_eq!(
+        output(url, &["run", "--wait", "0", &name, "--", "true"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+macro_rules! per_backend {
+    ($backend:ident, $url:expr) => {
+        mod $backend {
+            fn url() -> String {
+                $url
+            }
+            #[test]
+            fn busy_run_exits_at_once() {
+                super::busy_run_exits_at_once(&url());
+            }
+            #[test]
+            fn tokens_increase_across_runs() {
+                super::tokens_increase_across_runs(&url());
+            }
+            #[test]
+            fn killed_holder_frees_within_ttl() {
+                super::killed_holder_frees_within_ttl(&url());
+            }
+            #[test]
+            fn stopped_holder_loses_lease() {
+                super::stopped_holder_loses_lease(&url());
+            }
+            #[test]
+            fn status_reports_holder() {
+                super::status_reports_holder(&url());
+            }
+            #[test]
+            fn signals_are_forwarded_and_lock_released() {
+                super::signals_are_forwarded_and_lock_released(&url());
+            }
+            #[test]
+            fn exit_codes_pass_through() {
+                super::exit_codes_pass_through(&url());
+            }
+        }
+    };
+}
+
+per_backend!(
+    sqlite,
+    format!("sqlite://{}/locks.sqlite", super::scratch().display())
+);
+per_backend!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
+per_backend!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
+
+#[test]
+fn default_url_is_an_sqlite_file_in_the_state_directory() {
+    let state = scratch();
+    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .env_remove("DLOCK_URL")
+        .env("XDG_STATE_HOME", &state)
+        .args(["run", "default-url", "--", "sh", "-c", "echo $DLOCK_TOKEN"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(state.join("dlock/locks.sqlite").exists());
+}
+
+#[test]
+fn usage_and_backend_errors_have_their_codes() {
+    let code = |args: &[&str], url: &str| output(url, args).status.code();
+    assert_eq!(
+        code(&["run", "x"], "memory://"),
+        Some(USAGE),
+        "missing command"
+    );
+    assert_eq!(
+        code(&["run", "--ttl", "soon", "x", "--", "true"], "memory://"),
+        Some(USAGE)
+    );
+    assert_eq!(
+        code(&["run", "", "--", "true"], "memory://"),
+        Some(USAGE),
+        "empty name"
+    );
+    assert_eq!(
+        code(&["run", "x", "--", "true"], "nope://"),
+        Some(USAGE),
+        "bad URL"
+    );
+    assert_eq!(
+        code(
+            &["status", "x"],
+            "postgres://u:pw@127.0.0.1:1/db?op_timeout=1s"
+        ),
+        Some(UNAVAILABLE)
+    );
+    let out = output(
+        "postgres://u:hunter2@127.0.0.1:1/db?op_timeout=1s",
+        &["run", "x", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(UNAVAILABLE));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2"));
+    assert_eq!(code(&["--help"], "memory://"), Some(0));
+}
