@@ -34,6 +34,7 @@ mod lock;
 mod memory;
 mod name;
 mod token;
+mod wait;
 
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
@@ -46,3 +47,4 @@ pub use lock::{DistributedLock, MAX_TTL, MIN_TTL, ttl_millis, validate_ttl};
 pub use memory::MemoryLock;
 pub use name::{LockName, MAX_NAME_LEN};
 pub use token::{FencingToken, OwnerId, random_u64};
+pub use wait::{Attempt, Subscription, WaitPolicy, wait_for_lock};

@@ -225,13 +225,26 @@ async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>
     };
     // An in-memory database exists once per connection: keep exactly one.
     let size = if memory { 1 } else { opts.pool_size.min(4) };
-    let pool = SqlitePoolOptions::new()
-        .max_connections(size)
-        .acquire_timeout(opts.op_timeout)
-        .connect_with(options)
-        .await
-        .map_err(|e| connect_error(shown, e))?;
-    Ok(Arc::new(crate::sqlite::Sqlite::new(pool, &opts.table)))
+    // Processes opening a fresh file at once race to switch it to WAL, and the loser
+    // gets SQLITE_BUSY without the busy handler being consulted: retry for a while.
+    let give_up = tokio::time::Instant::now() + opts.op_timeout * 2;
+    let mut backoff =
+        dlock_core::Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
+    loop {
+        let attempt = SqlitePoolOptions::new()
+            .max_connections(size)
+            .acquire_timeout(opts.op_timeout)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| connect_error(shown, e));
+        match attempt {
+            Ok(pool) => return Ok(Arc::new(crate::sqlite::Sqlite::new(pool, &opts.table))),
+            Err(e) if e.is_transient() && tokio::time::Instant::now() < give_up => {
+                tokio::time::sleep(backoff.next_delay(None)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(not(feature = "sqlite"))]

@@ -72,8 +72,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::{
-    Backoff, Capabilities, Deadline, DistributedLock, FencingToken, Lease, LeaseScope, LockError,
-    LockInfo, LockName, OwnerId, validate_ttl,
+    Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
+    LockName, OwnerId, WaitPolicy, validate_ttl, wait_for_lock,
 };
 use tokio::time::Instant;
 
@@ -81,7 +81,7 @@ pub use connect::SqlLockBuilder;
 pub use options::{DEFAULT_TABLE, validate_table_name};
 
 use options::Options;
-use store::{Attempt, Store};
+use store::{Store, Taken};
 
 /// A distributed lock on PostgreSQL, MySQL/MariaDB or SQLite. Cheap to clone (clones
 /// share the connection pool).
@@ -143,13 +143,13 @@ impl SqlLock {
         }
     }
 
-    /// One acquire statement. `Err(hint)` when held, with the holder's remaining time.
+    /// One acquire statement.
     async fn attempt(
         &self,
         name: &LockName,
         owner: &OwnerId,
         ttl: Duration,
-    ) -> Result<Result<Lease, Option<Duration>>, LockError> {
+    ) -> Result<Attempt, LockError> {
         let sent = Instant::now();
         let outcome = self
             .op(
@@ -158,17 +158,19 @@ impl SqlLock {
             )
             .await?;
         match outcome {
-            Attempt::Taken(token) => {
+            Taken::Yes(token) => {
                 let lease = Lease::new(name.clone(), owner.clone(), to_token(token)?, ttl, sent);
                 if lease.is_valid() {
-                    Ok(Ok(lease))
+                    Ok(Attempt::Acquired(lease))
                 } else {
                     // The grant came back too late to be trusted (rule 5): give it back.
                     let _ = self.release(&lease).await;
-                    Ok(Err(Some(Duration::ZERO)))
+                    Ok(Attempt::Held {
+                        remaining: Some(Duration::ZERO),
+                    })
                 }
             }
-            Attempt::Held(remaining) => Ok(Err(remaining)),
+            Taken::No(remaining) => Ok(Attempt::Held { remaining }),
         }
     }
 }
@@ -191,7 +193,10 @@ impl DistributedLock for SqlLock {
     ) -> Result<Option<Lease>, LockError> {
         validate_ttl(ttl)?;
         let owner = OwnerId::random()?;
-        Ok(self.attempt(name, &owner, ttl).await?.ok())
+        Ok(match self.attempt(name, &owner, ttl).await? {
+            Attempt::Acquired(lease) => Some(lease),
+            Attempt::Held { .. } => None,
+        })
     }
 
     async fn acquire(
@@ -202,55 +207,25 @@ impl DistributedLock for SqlLock {
     ) -> Result<Lease, LockError> {
         validate_ttl(ttl)?;
         let owner = OwnerId::random()?;
-        let deadline = Deadline::after(wait);
-        let mut backoff = Backoff::new(self.opts.poll_min, self.opts.poll_max);
-        let mut wakeup = None;
-        loop {
-            let hint = match self.attempt(name, &owner, ttl).await {
-                Ok(Ok(lease)) => return Ok(lease),
-                Ok(Err(hint)) => hint,
-                // A transient failure is retried within the wait; the last one is
-                // reported (not a Timeout) so the caller knows the database was down.
-                Err(e) if e.is_transient() && !deadline.passed() => {
-                    tracing::debug!(lock = %name, error = %e, "acquire attempt failed; retrying");
+        let policy = WaitPolicy {
+            poll_min: self.opts.poll_min,
+            poll_max: self.opts.poll_max,
+            notify_fallback: self.opts.notify_fallback,
+        };
+        wait_for_lock(
+            name,
+            wait,
+            &policy,
+            || self.attempt(name, &owner, ttl),
+            || async {
+                if self.opts.listen {
+                    self.store.subscribe(name.as_str()).await
+                } else {
                     None
                 }
-                Err(e) => return Err(e),
-            };
-            if deadline.passed() {
-                return Err(LockError::Timeout {
-                    name: name.to_string(),
-                    waited: deadline.waited(),
-                });
-            }
-            // Subscribe only after a failed attempt (the uncontended path pays nothing),
-            // then look once more so a release between the two is not missed.
-            if wakeup.is_none() && self.opts.listen {
-                wakeup = self.store.subscribe(name.as_str()).await;
-                if wakeup.is_some() {
-                    continue;
-                }
-            }
-            let delay = match &wakeup {
-                // pushed wake-ups: sleep until the holder's lease ends, but never longer
-                // than the fallback in case a notification was lost
-                Some(_) => {
-                    let cap = backoff_jitter(self.opts.notify_fallback);
-                    hint.map_or(cap, |h| (h + Duration::from_millis(1)).min(cap))
-                }
-                None => backoff.next_delay(hint),
-            }
-            .min(deadline.remaining());
-            match &wakeup {
-                Some(n) => {
-                    tokio::select! {
-                        () = n.notified() => {}
-                        () = tokio::time::sleep(delay) => {}
-                    }
-                }
-                None => tokio::time::sleep(delay).await,
-            }
-        }
+            },
+        )
+        .await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -309,12 +284,4 @@ impl DistributedLock for SqlLock {
     fn backend_name(&self) -> &'static str {
         self.store.kind()
     }
-}
-
-/// A random duration in `[cap/2, cap]`, so waiters whose notification was lost do not
-/// all poll at once.
-fn backoff_jitter(cap: Duration) -> Duration {
-    let half = cap / 2;
-    let range = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
-    half + Duration::from_micros(dlock_core::random_u64() % range)
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::store::{Attempt, Holder, Store, remaining_from_millis};
+use crate::store::{Holder, Store, Taken, remaining_from_millis};
 
 pub(crate) struct MySql {
     pool: MySqlPool,
@@ -78,12 +78,7 @@ impl Store for MySql {
             .map(|_| ())
     }
 
-    async fn try_take(
-        &self,
-        name: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Attempt, sqlx::Error> {
+    async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
         let r = sqlx::query(AssertSqlSafe(self.take.as_str()))
             .bind(name.as_bytes())
             .bind(owner)
@@ -94,7 +89,7 @@ impl Store for MySql {
             .await?;
         let token = r.last_insert_id();
         if token > 0 {
-            return Ok(Attempt::Taken(i64::try_from(token).unwrap_or(i64::MAX)));
+            return Ok(Taken::Yes(i64::try_from(token).unwrap_or(i64::MAX)));
         }
         // Polling backends need the holder's remaining time to size their sleep.
         let row = sqlx::query(AssertSqlSafe(self.remaining.as_str()))
@@ -105,7 +100,7 @@ impl Store for MySql {
             Some(r) => r.try_get::<Option<i64>, _>(0)?,
             None => None,
         };
-        Ok(Attempt::Held(remaining_from_millis(ms)))
+        Ok(Taken::No(remaining_from_millis(ms)))
     }
 
     async fn renew(

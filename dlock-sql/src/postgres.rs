@@ -5,12 +5,13 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::Subscription;
 use sqlx::postgres::{PgListener, PgPool};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::store::{Attempt, Holder, Store, millis, remaining_from_millis};
+use crate::store::{Holder, Store, Taken, millis, remaining_from_millis};
 
 pub(crate) struct Postgres {
     pool: PgPool,
@@ -113,12 +114,7 @@ impl Store for Postgres {
         tx.commit().await
     }
 
-    async fn try_take(
-        &self,
-        name: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Attempt, sqlx::Error> {
+    async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
         let row = sqlx::query(AssertSqlSafe(self.sql.take.as_str()))
             .bind(name)
             .bind(owner)
@@ -127,13 +123,13 @@ impl Store for Postgres {
             .await?;
         let Some(row) = row else {
             // held by a row our snapshot did not see yet
-            return Ok(Attempt::Held(None));
+            return Ok(Taken::No(None));
         };
         let token: Option<i64> = row.try_get(0)?;
         let remaining: Option<i64> = row.try_get(1)?;
         Ok(match token {
-            Some(t) => Attempt::Taken(t),
-            None => Attempt::Held(remaining_from_millis(remaining)),
+            Some(t) => Taken::Yes(t),
+            None => Taken::No(remaining_from_millis(remaining)),
         })
     }
 
@@ -180,11 +176,12 @@ impl Store for Postgres {
         .transpose()
     }
 
-    async fn subscribe(&self, name: &str) -> Option<Arc<Notify>> {
+    async fn subscribe(&self, name: &str) -> Option<Subscription> {
         if !self.listen {
             return None;
         }
-        Some(self.wakeups().await?.subscribe(name))
+        let notify = self.wakeups().await?.subscribe(name);
+        Some(Subscription::new(notify, None))
     }
 
     fn kind(&self) -> &'static str {

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::store::{Attempt, Holder, Store, millis, remaining_from_millis};
+use crate::store::{Holder, Store, Taken, millis, remaining_from_millis};
 
 pub(crate) struct Sqlite {
     pool: SqlitePool,
@@ -67,12 +67,7 @@ impl Store for Sqlite {
             .map(|_| ())
     }
 
-    async fn try_take(
-        &self,
-        name: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Attempt, sqlx::Error> {
+    async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
         let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.take.as_str()))
             .bind(name)
             .bind(owner)
@@ -80,13 +75,13 @@ impl Store for Sqlite {
             .fetch_optional(&self.pool)
             .await?;
         if let Some(t) = token {
-            return Ok(Attempt::Taken(t));
+            return Ok(Taken::Yes(t));
         }
         let ms: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.remaining.as_str()))
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(Attempt::Held(remaining_from_millis(ms)))
+        Ok(Taken::No(remaining_from_millis(ms)))
     }
 
     async fn renew(

@@ -1,17 +1,16 @@
 //! What each SQL dialect implements: the four statements and the table.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::Notify;
+use dlock_core::Subscription;
 
 /// The outcome of one acquire statement.
-pub(crate) enum Attempt {
+pub(crate) enum Taken {
     /// The row was free or expired and is now ours, with this token.
-    Taken(i64),
+    Yes(i64),
     /// Someone holds it; the database says for how much longer (if it told us).
-    Held(Option<Duration>),
+    No(Option<Duration>),
 }
 
 /// The current holder as the database sees it.
@@ -28,12 +27,7 @@ pub(crate) trait Store: Send + Sync {
     /// Creates the table if it is missing; safe when several processes start at once.
     async fn migrate(&self) -> Result<(), sqlx::Error>;
     /// Takes the row if free or expired by the database clock, incrementing the token.
-    async fn try_take(
-        &self,
-        name: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Attempt, sqlx::Error>;
+    async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error>;
     /// Extends an unexpired row that still carries this owner and token.
     async fn renew(
         &self,
@@ -47,7 +41,7 @@ pub(crate) trait Store: Send + Sync {
     /// The unexpired holder, if any.
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error>;
     /// A wake-up for releases of `name`, where the database can push one.
-    async fn subscribe(&self, _name: &str) -> Option<Arc<Notify>> {
+    async fn subscribe(&self, _name: &str) -> Option<Subscription> {
         None
     }
     /// `"postgres"`, `"mysql"` or `"sqlite"`.

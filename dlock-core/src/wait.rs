@@ -1,0 +1,149 @@
+//! The `acquire` loop every adapter shares: try, subscribe, look again, sleep until
+//! woken or until the holder's lease runs out.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::backoff::{Backoff, Deadline};
+use crate::{Lease, LockError, LockName, random_u64};
+
+/// The outcome of one acquisition attempt.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The lock is ours.
+    Acquired(Lease),
+    /// Someone else holds it; the server said for how much longer, if it did.
+    Held {
+        /// The holder's remaining lease time as the server sees it.
+        remaining: Option<Duration>,
+    },
+}
+
+/// A registration for wake-ups about one lock: notified when the server reports a
+/// release. Dropping it unregisters (the guard inside does whatever that takes).
+pub struct Subscription {
+    notify: Arc<Notify>,
+    _guard: Option<Box<dyn Send + Sync>>,
+}
+
+impl Subscription {
+    /// A subscription woken through `notify`; `guard` is dropped with it.
+    #[must_use]
+    pub fn new(notify: Arc<Notify>, guard: Option<Box<dyn Send + Sync>>) -> Self {
+        Self {
+            notify,
+            _guard: guard,
+        }
+    }
+
+    /// Completes at the next wake-up (or at once if one came since the last).
+    pub async fn notified(&self) {
+        self.notify.notified().await;
+    }
+}
+
+/// How an adapter waits when the lock is busy.
+#[derive(Clone, Copy, Debug)]
+pub struct WaitPolicy {
+    /// First polling delay (polling backends).
+    pub poll_min: Duration,
+    /// Longest polling delay (polling backends).
+    pub poll_max: Duration,
+    /// Longest sleep while subscribed, in case a notification was lost.
+    pub notify_fallback: Duration,
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self {
+            poll_min: Duration::from_millis(4),
+            poll_max: Duration::from_millis(100),
+            notify_fallback: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Runs `attempt` until it acquires or `wait` runs out.
+///
+/// After the first failed attempt it calls `subscribe` (so the uncontended path pays
+/// nothing) and, if that gives a subscription, attempts once more at once, so a
+/// release between the failed attempt and the subscription is not missed. Then it
+/// sleeps until notified, until the holder's lease should have run out, or for a
+/// jittered fallback, whichever is first; without a subscription it polls with
+/// jittered exponential backoff capped by the holder's remaining time.
+///
+/// Transient errors ([`LockError::Unavailable`]) are retried within `wait`; if the
+/// wait ends on one, that error is returned rather than `Timeout`, so the caller can
+/// tell an outage from a busy lock.
+///
+/// # Errors
+/// [`LockError::Timeout`], or the last error from `attempt`.
+pub async fn wait_for_lock<A, AF, S, SF>(
+    name: &LockName,
+    wait: Duration,
+    policy: &WaitPolicy,
+    mut attempt: A,
+    mut subscribe: S,
+) -> Result<Lease, LockError>
+where
+    A: FnMut() -> AF,
+    AF: Future<Output = Result<Attempt, LockError>>,
+    S: FnMut() -> SF,
+    SF: Future<Output = Option<Subscription>>,
+{
+    let deadline = Deadline::after(wait);
+    let mut backoff = Backoff::new(policy.poll_min, policy.poll_max);
+    let mut subscription: Option<Subscription> = None;
+    let mut tried_subscribe = false;
+    loop {
+        let (remaining, last_error) = match attempt().await {
+            Ok(Attempt::Acquired(lease)) => return Ok(lease),
+            Ok(Attempt::Held { remaining }) => (remaining, None),
+            Err(e) if e.is_transient() => {
+                tracing::debug!(lock = %name, error = %e, "acquire attempt failed; retrying");
+                (None, Some(e))
+            }
+            Err(e) => return Err(e),
+        };
+        if deadline.passed() {
+            return Err(last_error.unwrap_or_else(|| LockError::Timeout {
+                name: name.to_string(),
+                waited: deadline.waited(),
+            }));
+        }
+        if !tried_subscribe && last_error.is_none() {
+            tried_subscribe = true;
+            subscription = subscribe().await;
+            if subscription.is_some() {
+                continue;
+            }
+        }
+        let delay = match (&subscription, &last_error) {
+            (Some(_), None) => {
+                let cap = jittered(policy.notify_fallback);
+                remaining.map_or(cap, |r| (r + Duration::from_millis(1)).min(cap))
+            }
+            _ => backoff.next_delay(remaining),
+        }
+        .min(deadline.remaining());
+        match &subscription {
+            Some(s) => {
+                tokio::select! {
+                    () = s.notified() => {}
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+            None => tokio::time::sleep(delay).await,
+        }
+    }
+}
+
+/// A random duration in `[cap/2, cap]`, so waiters do not all look at once.
+fn jittered(cap: Duration) -> Duration {
+    let half = cap / 2;
+    let range = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
+    half + Duration::from_micros(random_u64() % range)
+}
