@@ -10,6 +10,11 @@
 //! | `sqlite://path/to/file.db` | SQLite file, created if missing | `sqlite` (default) |
 //! | `postgres://user:pw@host:5432/db` | PostgreSQL | `postgres` |
 //! | `mysql://user:pw@host:3306/db`, `mariadb://…` | MySQL / MariaDB | `mysql` |
+//! | `redis://[user:pw@]host:6379[/db]`, `rediss://…` (TLS) | one Redis server | `redis` |
+//! | `redlock://[user:pw@]h1:p,h2:p,h3:p[/db]` | Redlock over independent Redis masters | `redis` |
+//!
+//! Redis URLs take `prefix` (default `dlock:`) and `timeout` (per command, e.g. `2s`;
+//! per node for Redlock, default 250 ms).
 //!
 //! SQL URLs take dlock's own query parameters too: `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
@@ -33,6 +38,8 @@ use std::sync::Arc;
 
 pub use dlock_core::*;
 
+#[cfg(feature = "redis")]
+pub use dlock_redis::{RedisLock, Redlock};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use dlock_sql::{SqlLock, SqlLockBuilder};
 
@@ -54,8 +61,10 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
         "postgres" | "postgresql" => sql(url, "postgres", cfg!(feature = "postgres")).await,
         "mysql" | "mariadb" => sql(url, "mysql", cfg!(feature = "mysql")).await,
         "sqlite" => sql(url, "sqlite", cfg!(feature = "sqlite")).await,
+        "redis" | "rediss" => redis(url, false).await,
+        "redlock" => redis(url, true).await,
         other => Err(LockError::Config(format!(
-            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb"
+            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb, redis, rediss, redlock"
         ))),
     }
 }
@@ -78,6 +87,45 @@ async fn sql(
     }
 }
 
+#[cfg(feature = "redis")]
+async fn redis(url: &str, quorum: bool) -> Result<Arc<dyn DistributedLock>, LockError> {
+    if quorum {
+        let urls = redlock_urls(url)?;
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        Ok(Arc::new(dlock_redis::Redlock::connect(&urls).await?))
+    } else {
+        Ok(Arc::new(dlock_redis::RedisLock::connect(url).await?))
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis(url: &str, _quorum: bool) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Err(feature_off(url, "redis"))
+}
+
+/// `redlock://[userinfo@]h1:p,h2:p,h3:p[/db][?query]` as one `redis://` URL per host.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+fn redlock_urls(url: &str) -> Result<Vec<String>, LockError> {
+    let shown = redact_url(url);
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    let split = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(split);
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h),
+        None => (String::new(), authority),
+    };
+    let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
+    if hosts.is_empty() {
+        return Err(LockError::Config(format!(
+            "{shown:?} names no Redis hosts: use redlock://h1:6379,h2:6379,h3:6379"
+        )));
+    }
+    Ok(hosts
+        .iter()
+        .map(|h| format!("redis://{userinfo}{h}{tail}"))
+        .collect())
+}
+
 fn feature_off(url: &str, feature: &str) -> LockError {
     LockError::Config(format!(
         "{:?} needs the `{feature}` backend: enable dlock-any's cargo feature `{feature}`",
@@ -88,6 +136,22 @@ fn feature_off(url: &str, feature: &str) -> LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redlock_urls_split_per_host_keeping_credentials_and_options() {
+        assert_eq!(
+            redlock_urls("redlock://:pw@a:1,b:2,c:3/0?prefix=x:").unwrap(),
+            [
+                "redis://:pw@a:1/0?prefix=x:",
+                "redis://:pw@b:2/0?prefix=x:",
+                "redis://:pw@c:3/0?prefix=x:"
+            ]
+        );
+        assert!(matches!(
+            redlock_urls("redlock://"),
+            Err(LockError::Config(_))
+        ));
+    }
 
     #[test]
     fn feature_off_names_the_feature_and_hides_the_password() {

@@ -113,3 +113,30 @@ async fn a_disabled_backend_names_its_feature() {
         "{e}"
     );
 }
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_and_redlock_urls() {
+    let url = required_env("DLOCK_TEST_REDIS_URL");
+    works(&url, "redis").await;
+    works(&format!("{url}?prefix=other:&timeout=1s"), "redis").await;
+    let hosts: Vec<String> = required_env("DLOCK_TEST_REDLOCK_URLS")
+        .split(',')
+        .map(|u| u.trim_start_matches("redis://").to_owned())
+        .collect();
+    works(&format!("redlock://{}", hosts.join(",")), "redlock").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn malformed_redis_urls_are_config_errors() {
+    for url in [
+        "redlock://",
+        "redis://h:1?prefix={x}",
+        "redis://:secret@h:1?timeout=later",
+    ] {
+        let e = connect(url).await.map(|_| ()).unwrap_err();
+        assert!(matches!(e, LockError::Config(_)), "{url}: {e:?}");
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+}

@@ -376,6 +376,14 @@ per_backend!(
 );
 per_backend!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
 per_backend!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
+per_backend!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
+per_backend!(
+    redlock,
+    format!(
+        "redlock://{}",
+        super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
+    )
+);
 
 #[test]
 fn default_url_is_an_sqlite_file_in_the_state_directory() {

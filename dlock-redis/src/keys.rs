@@ -1,0 +1,61 @@
+//! Where a lock name lives in Redis.
+
+use dlock_core::LockName;
+
+/// The keys and channel of one lock. All share one `{hash tag}` (the escaped name), so
+/// a script touching both keys stays in one Redis Cluster slot.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    /// `PREFIX{name}:lock` — value `"<owner> <token>"` (release and renew compare the
+    /// owner, unique per acquisition), with the lease as its PX expiry.
+    pub lock: String,
+    /// `PREFIX{name}:fence` — the fencing counter; never expires.
+    pub fence: String,
+    /// `PREFIX{name}:released` — pub/sub channel a release publishes on.
+    pub channel: String,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str, name: &LockName) -> Self {
+        let tag = escape(name.as_str());
+        Self {
+            lock: format!("{prefix}{{{tag}}}:lock"),
+            fence: format!("{prefix}{{{tag}}}:fence"),
+            channel: format!("{prefix}{{{tag}}}:released"),
+        }
+    }
+}
+
+/// Escapes `%`, `{` and `}` so a name can neither end the hash tag early nor make it
+/// empty (`{}` would hash the whole key and split a lock from its counter), and two
+/// different names never give the same key.
+fn escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(n: &str) -> Keys {
+        Keys::new("dlock:", &LockName::new(n).unwrap())
+    }
+
+    #[test]
+    fn names_cannot_break_the_hash_tag_or_collide() {
+        assert_eq!(k("a").lock, "dlock:{a}:lock");
+        assert_eq!(k("}x").lock, "dlock:{%7Dx}:lock");
+        assert_eq!(k("{}").fence, "dlock:{%7B%7D}:fence");
+        assert_ne!(k("%7D").lock, k("}").lock);
+        assert_ne!(k("a}:lock").lock, k("a").lock);
+    }
+}

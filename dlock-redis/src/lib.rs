@@ -1,0 +1,44 @@
+//! # dlock-redis
+//!
+//! [`DistributedLock`](dlock_core::DistributedLock) on Redis:
+//! - [`RedisLock`] on one server: each operation is one Lua script (one round trip),
+//!   the fencing token is a per-name counter that never expires (seeded from the
+//!   server clock if it is ever lost), and a release publishes on a per-name channel
+//!   that wakes one waiter — no polling.
+//! - [`Redlock`] on N independent masters: quorum acquisition with per-node timeouts,
+//!   undo on failure, and fencing tokens kept monotonic across quorums.
+//!
+//! Both use one multiplexed RESP3 connection per server, which carries commands and
+//! release notifications alike and re-subscribes after a reconnect.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use dlock_core::{DistributedLock, LockName};
+//! use dlock_redis::RedisLock;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), dlock_core::LockError> {
+//! let locks = RedisLock::connect("redis://127.0.0.1:6379").await?;
+//! let name = LockName::new("orders/42")?;
+//! let lease = locks.acquire(&name, Duration::from_secs(10), Duration::from_secs(5)).await?;
+//! println!("fencing token {}", lease.token());
+//! locks.release(&lease).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Keys: `PREFIX{name}:lock`, `PREFIX{name}:fence` and the channel
+//! `PREFIX{name}:released` share one hash tag (with `{`, `}` and `%` in the name
+//! escaped), so a lock and its counter sit in one Redis Cluster slot. The prefix
+//! defaults to `dlock:`; URL parameters `prefix` and `timeout` are read by dlock.
+
+mod keys;
+mod node;
+mod options;
+mod redlock;
+mod scripts;
+mod single;
+mod wakeups;
+
+pub use options::DEFAULT_PREFIX;
+pub use redlock::{Redlock, RedlockBuilder};
+pub use single::{RedisLock, RedisLockBuilder};

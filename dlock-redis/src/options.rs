@@ -1,0 +1,64 @@
+//! Settings shared by `RedisLock` and `Redlock`, from the builder or URL parameters.
+
+use std::time::Duration;
+
+use dlock_core::{LockError, WaitPolicy, parse_duration, redact_url};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "dlock:";
+
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub prefix: String,
+    pub timeout: Duration,
+    pub policy: WaitPolicy,
+}
+
+impl Options {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self {
+            prefix: DEFAULT_PREFIX.into(),
+            timeout,
+            policy: WaitPolicy::default(),
+        }
+    }
+}
+
+/// Checks a key prefix: no `{` or `}` (they would change the keys' hash tag) and no
+/// control characters.
+pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
+    if prefix.contains(['{', '}']) || prefix.chars().any(char::is_control) || prefix.len() > 128 {
+        return Err(LockError::Config(format!(
+            "key prefix {prefix:?} must be at most 128 characters without braces or control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Takes dlock's own `prefix` and `timeout` query parameters off a Redis URL.
+pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok(url.to_owned());
+    };
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "prefix" => {
+                validate_prefix(value)?;
+                opts.prefix = value.to_owned();
+            }
+            "timeout" => {
+                opts.timeout = parse_duration(value).map_err(|_| {
+                    LockError::Config(format!("bad timeout in {:?}: {value}", redact_url(url)))
+                })?;
+            }
+            _ => rest.push(pair),
+        }
+    }
+    Ok(if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    })
+}

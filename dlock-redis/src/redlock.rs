@@ -1,0 +1,429 @@
+//! `Redlock`: N independent Redis masters, quorum N/2+1.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dlock_core::{
+    Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
+    LockName, OwnerId, Subscription, validate_ttl, wait_for_lock,
+};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::keys::Keys;
+use crate::node::{Node, NodeTaken, parse_holder};
+use crate::options::{Options, take_url_options, validate_prefix};
+
+/// The Redlock algorithm over N independent Redis masters (no replication between
+/// them). Acquire runs the acquire script on every node in parallel with a per-node
+/// timeout; it succeeds on a quorum (N/2+1) within the lease's validity
+/// (`ttl − elapsed − drift`), and is undone on every node otherwise. Renew and release
+/// run on every node; a renewal counts only on a quorum.
+///
+/// **Fencing tokens are strictly monotonic across holders**: each node has its own
+/// counter, so after winning a quorum the client takes the largest token any node gave
+/// it and raises every node's counter to it (a second, parallel round), needing a
+/// quorum of acknowledgements before it returns the lease. Any later quorum overlaps
+/// that one in at least one node, whose counter is already at least that high, so the
+/// next token is higher. This assumes no node loses its data (run the nodes with
+/// `appendonly yes`; a node restarted empty reseeds its counter from its clock in
+/// microseconds, which keeps tokens increasing while the clocks are sane).
+///
+/// **Safety class**: Redlock's mutual exclusion rests on timing — bounded clock drift
+/// between nodes, bounded process pauses and network delays. A paused client can wake
+/// after its lease expired believing it still holds the lock. Use it for efficiency;
+/// for correctness, make the protected resource check the fencing token.
+#[derive(Clone)]
+pub struct Redlock {
+    nodes: Arc<Vec<Arc<Node>>>,
+    opts: Arc<Options>,
+}
+
+impl std::fmt::Debug for Redlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redlock")
+            .field("nodes", &self.nodes.len())
+            .field("prefix", &self.opts.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Redlock`] with a key prefix and a per-node timeout.
+#[derive(Clone, Debug)]
+pub struct RedlockBuilder {
+    urls: Vec<String>,
+    opts: Options,
+    error: Option<String>,
+}
+
+impl RedlockBuilder {
+    /// Sets the key prefix (default `dlock:`); no braces.
+    #[must_use]
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        match validate_prefix(prefix) {
+            Ok(()) => self.opts.prefix = prefix.to_owned(),
+            Err(e) => self.error = Some(e.to_string()),
+        }
+        self
+    }
+
+    /// How long each node gets per command (default 250 ms). Keep it small next to
+    /// the TTL: the time spent waiting on slow nodes is taken from the lease.
+    #[must_use]
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.opts.timeout = d;
+        self
+    }
+
+    /// Prepares connections to every node. Nodes that are down are retried on use, so
+    /// a Redlock can start while a minority of its nodes is unreachable.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for no URLs or a malformed one.
+    pub async fn connect(self) -> Result<Redlock, LockError> {
+        if let Some(e) = self.error {
+            return Err(LockError::Config(e));
+        }
+        if self.urls.is_empty() {
+            return Err(LockError::Config(
+                "Redlock needs at least one Redis URL".into(),
+            ));
+        }
+        let mut opts = self.opts;
+        let mut plain = Vec::new();
+        for u in &self.urls {
+            plain.push(take_url_options(u, &mut opts)?);
+        }
+        let mut nodes = Vec::new();
+        for u in &plain {
+            nodes.push(Arc::new(Node::connect(u, opts.timeout, true).await?));
+        }
+        Ok(Redlock {
+            nodes: Arc::new(nodes),
+            opts: Arc::new(opts),
+        })
+    }
+}
+
+/// Tally of one round over all nodes.
+struct Round<T> {
+    ok: Vec<T>,
+    refused: usize,
+    failed: Option<LockError>,
+    failures: usize,
+}
+
+impl Redlock {
+    /// Prepares a Redlock over `urls` (`redis://host:port`, one per independent master).
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for no URLs or a malformed one.
+    pub async fn connect(urls: &[&str]) -> Result<Self, LockError> {
+        Self::builder(urls).connect().await
+    }
+
+    /// A builder for prefix and per-node timeout.
+    #[must_use]
+    pub fn builder(urls: &[&str]) -> RedlockBuilder {
+        RedlockBuilder {
+            urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+            opts: Options::new(Duration::from_millis(250)),
+            error: None,
+        }
+    }
+
+    /// How many nodes must agree: N/2 + 1.
+    #[must_use]
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// Runs `op` on every node at once. Spawned, so a round finishes (and is undone
+    /// if need be) even when the caller's future is dropped midway.
+    async fn on_all<T, F, Fut>(&self, op: F) -> Vec<Result<T, LockError>>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<Node>) -> Fut,
+        Fut: Future<Output = Result<T, LockError>> + Send + 'static,
+    {
+        let mut set = JoinSet::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let fut = op(Arc::clone(node));
+            set.spawn(async move { (i, fut.await) });
+        }
+        let mut out: Vec<Option<Result<T, LockError>>> =
+            (0..self.nodes.len()).map(|_| None).collect();
+        while let Some(joined) = set.join_next().await {
+            if let Ok((i, r)) = joined {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter()
+            .map(|r| {
+                r.unwrap_or(Err(LockError::Unavailable {
+                    message: "node task failed".into(),
+                    source: None,
+                }))
+            })
+            .collect()
+    }
+
+    /// Counts a round of boolean answers (`false` = refused).
+    async fn tally_bool<F, Fut>(&self, op: F) -> Round<()>
+    where
+        F: Fn(Arc<Node>) -> Fut,
+        Fut: Future<Output = Result<bool, LockError>> + Send + 'static,
+    {
+        let mut round = Round {
+            ok: Vec::new(),
+            refused: 0,
+            failed: None,
+            failures: 0,
+        };
+        for r in self.on_all(op).await {
+            match r {
+                Ok(true) => round.ok.push(()),
+                Ok(false) => round.refused += 1,
+                Err(e) => {
+                    round.failures += 1;
+                    round.failed = Some(e);
+                }
+            }
+        }
+        round
+    }
+
+    async fn undo(&self, keys: &Keys, owner: &OwnerId) {
+        let (keys, owner) = (keys.clone(), owner.as_str().to_owned());
+        let _ = self
+            .on_all(move |n| {
+                let (keys, owner) = (keys.clone(), owner.clone());
+                async move { n.release(&keys, &owner).await }
+            })
+            .await;
+    }
+
+    fn quorum_unreachable(&self, failures: usize, last: Option<LockError>) -> LockError {
+        let detail = last.map(|e| e.to_string()).unwrap_or_default();
+        LockError::Unavailable {
+            message: format!(
+                "Redlock: {failures} of {} nodes failed, quorum {} is out of reach ({detail})",
+                self.nodes.len(),
+                self.quorum()
+            ),
+            source: None,
+        }
+    }
+
+    async fn attempt(
+        &self,
+        name: &LockName,
+        keys: &Keys,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Attempt, LockError> {
+        let sent = Instant::now();
+        let (k, o) = (keys.clone(), owner.as_str().to_owned());
+        let results = self
+            .on_all(move |n| {
+                let (k, o) = (k.clone(), o.clone());
+                async move { n.acquire(&k, &o, ttl).await }
+            })
+            .await;
+        let mut tokens = Vec::new();
+        let mut holder_pttl: Option<Duration> = None;
+        let mut failures = 0;
+        let mut last_error = None;
+        for r in results {
+            match r {
+                Ok(NodeTaken::Yes(t)) => tokens.push(t),
+                Ok(NodeTaken::No { pttl }) => {
+                    holder_pttl = match (holder_pttl, pttl) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                Err(e) => {
+                    failures += 1;
+                    last_error = Some(e);
+                }
+            }
+        }
+        if tokens.len() >= self.quorum() {
+            let token = tokens.iter().copied().max().unwrap_or(0);
+            let (k, o) = (keys.clone(), owner.as_str().to_owned());
+            let settled = self
+                .on_all(move |n| {
+                    let (k, o) = (k.clone(), o.clone());
+                    async move { n.settle(&k, &o, token).await }
+                })
+                .await
+                .into_iter()
+                .filter(Result::is_ok)
+                .count();
+            let lease = Lease::new(
+                name.clone(),
+                owner.clone(),
+                FencingToken::new(token),
+                ttl,
+                sent,
+            );
+            if settled >= self.quorum() && lease.is_valid() {
+                return Ok(Attempt::Acquired(lease));
+            }
+            self.undo(keys, owner).await;
+            return Ok(Attempt::Held {
+                remaining: Some(Duration::ZERO),
+            });
+        }
+        if !tokens.is_empty() || failures > 0 {
+            self.undo(keys, owner).await;
+        }
+        if failures > self.nodes.len() - self.quorum() {
+            return Err(self.quorum_unreachable(failures, last_error));
+        }
+        Ok(Attempt::Held {
+            remaining: holder_pttl,
+        })
+    }
+
+    async fn subscribe(&self, keys: &Keys) -> Option<Subscription> {
+        let notify = Arc::new(Notify::new());
+        let mut guards = Vec::new();
+        for node in self.nodes.iter() {
+            if let Ok(g) = node.subscribe(keys, &notify).await {
+                guards.push(g);
+            }
+        }
+        (!guards.is_empty()).then(|| Subscription::new(notify, Some(Box::new(guards))))
+    }
+}
+
+#[async_trait]
+impl DistributedLock for Redlock {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let keys = Keys::new(&self.opts.prefix, name);
+        Ok(match self.attempt(name, &keys, &owner, ttl).await? {
+            Attempt::Acquired(l) => Some(l),
+            Attempt::Held { .. } => None,
+        })
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let keys = Keys::new(&self.opts.prefix, name);
+        wait_for_lock(
+            name,
+            wait,
+            &self.opts.policy,
+            || self.attempt(name, &keys, &owner, ttl),
+            || self.subscribe(&keys),
+        )
+        .await
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let sent = Instant::now();
+        let keys = Keys::new(&self.opts.prefix, lease.name());
+        let (owner, ttl) = (lease.owner().as_str().to_owned(), lease.ttl());
+        let round = self
+            .tally_bool(move |n| {
+                let (k, o) = (keys.clone(), owner.clone());
+                async move { n.renew(&k, &o, ttl).await }
+            })
+            .await;
+        let renewed = lease.renewed(ttl, sent);
+        if round.ok.len() >= self.quorum() && renewed.is_valid() {
+            return Ok(renewed);
+        }
+        if round.refused > self.nodes.len() - self.quorum() {
+            return Err(LockError::lease_lost(lease.name()));
+        }
+        Err(self.quorum_unreachable(round.failures, round.failed))
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        let keys = Keys::new(&self.opts.prefix, lease.name());
+        let owner = lease.owner().as_str().to_owned();
+        let round = self
+            .tally_bool(move |n| {
+                let (k, o) = (keys.clone(), owner.clone());
+                async move { n.release(&k, &o).await }
+            })
+            .await;
+        if round.ok.is_empty() && round.failures == self.nodes.len() {
+            return Err(self.quorum_unreachable(round.failures, round.failed));
+        }
+        Ok(!round.ok.is_empty())
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let keys = Keys::new(&self.opts.prefix, name);
+        let results = self
+            .on_all(move |n| {
+                let k = keys.clone();
+                async move { n.inspect(&k).await }
+            })
+            .await;
+        let mut failures = 0;
+        let mut last = None;
+        // owner -> (nodes holding it, highest token label, least time left)
+        let mut seen: Vec<(String, usize, u64, Duration)> = Vec::new();
+        for r in results {
+            match r {
+                Ok(Some((value, pttl))) => {
+                    if let Some((owner, token)) = parse_holder(&value) {
+                        match seen.iter_mut().find(|s| s.0 == owner) {
+                            Some(s) => {
+                                s.1 += 1;
+                                s.2 = s.2.max(token);
+                                s.3 = s.3.min(pttl);
+                            }
+                            None => seen.push((owner.to_owned(), 1, token, pttl)),
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    failures += 1;
+                    last = Some(e);
+                }
+            }
+        }
+        if let Some((owner, _, token, remaining)) = seen.into_iter().find(|s| s.1 >= self.quorum())
+        {
+            return Ok(Some(LockInfo {
+                owner: OwnerId::from_stored(&owner),
+                token: FencingToken::new(token),
+                remaining,
+            }));
+        }
+        if failures > self.nodes.len() - self.quorum() {
+            return Err(self.quorum_unreachable(failures, last));
+        }
+        Ok(None)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(false, LeaseScope::PerLease, true)
+    }
+
+    fn backend_name(&self) -> &'static str {
+        "redlock"
+    }
+}

@@ -1,0 +1,226 @@
+//! `RedisLock`: one Redis server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dlock_core::{
+    Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
+    LockName, OwnerId, Subscription, validate_ttl, wait_for_lock,
+};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::keys::Keys;
+use crate::node::{Node, NodeTaken, parse_holder};
+use crate::options::{Options, take_url_options, validate_prefix};
+
+/// A lock on one Redis server: one Lua script per operation (acquire, renew, release
+/// each one round trip), a fencing counter per name that never expires, and waiters
+/// woken by a pub/sub message from the release.
+///
+/// Safety: as safe as the one server. If it fails over to a replica that missed the
+/// last writes, or restarts without persistence, a lock can be granted twice; the
+/// fencing token (seeded from the server clock when the counter is lost) keeps such a
+/// double grant from corrupting a fenced resource.
+#[derive(Clone)]
+pub struct RedisLock {
+    node: Arc<Node>,
+    opts: Arc<Options>,
+}
+
+impl std::fmt::Debug for RedisLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLock")
+            .field("prefix", &self.opts.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`RedisLock`] with a key prefix and a timeout.
+#[derive(Clone, Debug)]
+pub struct RedisLockBuilder {
+    url: String,
+    opts: Options,
+    error: Option<String>,
+}
+
+impl RedisLockBuilder {
+    /// Sets the key prefix (default `dlock:`); no braces.
+    #[must_use]
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        match validate_prefix(prefix) {
+            Ok(()) => self.opts.prefix = prefix.to_owned(),
+            Err(e) => self.error = Some(e.to_string()),
+        }
+        self
+    }
+
+    /// How long one command (or connecting) may take before it fails with
+    /// `Unavailable` (default 2 s).
+    #[must_use]
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.opts.timeout = d;
+        self
+    }
+
+    /// Connects.
+    ///
+    /// # Errors
+    /// See [`RedisLock::connect`].
+    pub async fn connect(self) -> Result<RedisLock, LockError> {
+        if let Some(e) = self.error {
+            return Err(LockError::Config(e));
+        }
+        let mut opts = self.opts;
+        let url = take_url_options(&self.url, &mut opts)?;
+        let node = Node::connect(&url, opts.timeout, false).await?;
+        Ok(RedisLock {
+            node: Arc::new(node),
+            opts: Arc::new(opts),
+        })
+    }
+}
+
+impl RedisLock {
+    /// Connects to `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS, with
+    /// the crate's `tls` feature). URL parameters `prefix` and `timeout` are read by
+    /// dlock.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a malformed URL, [`LockError::Unavailable`] when the
+    /// server cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        Self::builder(url).connect().await
+    }
+
+    /// A builder for prefix and timeout.
+    #[must_use]
+    pub fn builder(url: &str) -> RedisLockBuilder {
+        RedisLockBuilder {
+            url: url.to_owned(),
+            opts: Options::new(Duration::from_secs(2)),
+            error: None,
+        }
+    }
+
+    async fn attempt(
+        &self,
+        name: &LockName,
+        keys: &Keys,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Attempt, LockError> {
+        let sent = Instant::now();
+        match self.node.acquire(keys, owner.as_str(), ttl).await? {
+            NodeTaken::Yes(token) => {
+                let lease = Lease::new(
+                    name.clone(),
+                    owner.clone(),
+                    FencingToken::new(token),
+                    ttl,
+                    sent,
+                );
+                if lease.is_valid() {
+                    Ok(Attempt::Acquired(lease))
+                } else {
+                    let _ = self.release(&lease).await;
+                    Ok(Attempt::Held {
+                        remaining: Some(Duration::ZERO),
+                    })
+                }
+            }
+            NodeTaken::No { pttl } => Ok(Attempt::Held { remaining: pttl }),
+        }
+    }
+
+    async fn subscribe(&self, keys: &Keys) -> Option<Subscription> {
+        let notify = Arc::new(Notify::new());
+        match self.node.subscribe(keys, &notify).await {
+            Ok(guard) => Some(Subscription::new(notify, Some(Box::new(guard)))),
+            Err(e) => {
+                tracing::debug!(error = %e, "subscribe failed; polling instead");
+                None
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl DistributedLock for RedisLock {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let keys = Keys::new(&self.opts.prefix, name);
+        Ok(match self.attempt(name, &keys, &owner, ttl).await? {
+            Attempt::Acquired(l) => Some(l),
+            Attempt::Held { .. } => None,
+        })
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let keys = Keys::new(&self.opts.prefix, name);
+        wait_for_lock(
+            name,
+            wait,
+            &self.opts.policy,
+            || self.attempt(name, &keys, &owner, ttl),
+            || self.subscribe(&keys),
+        )
+        .await
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let sent = Instant::now();
+        let keys = Keys::new(&self.opts.prefix, lease.name());
+        if self
+            .node
+            .renew(&keys, lease.owner().as_str(), lease.ttl())
+            .await?
+        {
+            Ok(lease.renewed(lease.ttl(), sent))
+        } else {
+            Err(LockError::lease_lost(lease.name()))
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        let keys = Keys::new(&self.opts.prefix, lease.name());
+        self.node.release(&keys, lease.owner().as_str()).await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let keys = Keys::new(&self.opts.prefix, name);
+        Ok(self
+            .node
+            .inspect(&keys)
+            .await?
+            .and_then(|(value, remaining)| {
+                let (owner, token) = parse_holder(&value)?;
+                Some(LockInfo {
+                    owner: OwnerId::from_stored(owner),
+                    token: FencingToken::new(token),
+                    remaining,
+                })
+            }))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(false, LeaseScope::PerLease, true)
+    }
+
+    fn backend_name(&self) -> &'static str {
+        "redis"
+    }
+}

@@ -1,0 +1,118 @@
+//! Harnesses for RedisLock and Redlock.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_conformance::{
+    FaultProxy, Harness, Link, TestClient, required_env, url_host_port, url_with_host_port,
+};
+use dlock_core::async_trait;
+use dlock_redis::{RedisLock, Redlock};
+
+pub fn redis_url() -> String {
+    required_env("DLOCK_TEST_REDIS_URL")
+}
+
+pub fn redlock_urls() -> Vec<String> {
+    required_env("DLOCK_TEST_REDLOCK_URLS")
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+pub async fn redis(url: &str) -> RedisLock {
+    RedisLock::builder(url)
+        .timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap()
+}
+
+pub async fn redlock(urls: &[String]) -> Redlock {
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    Redlock::builder(&urls)
+        .timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Proxies in front of several servers, cut and healed together.
+pub struct Proxies(pub Vec<Arc<FaultProxy>>);
+
+#[async_trait]
+impl Link for Proxies {
+    async fn cut(&self) {
+        for p in &self.0 {
+            p.cut().await;
+        }
+    }
+    async fn heal(&self) {
+        for p in &self.0 {
+            p.heal().await;
+        }
+    }
+}
+
+/// Each URL routed through its own proxy.
+pub async fn proxied(urls: &[String]) -> (Vec<String>, Proxies) {
+    let mut out = Vec::new();
+    let mut proxies = Vec::new();
+    for u in urls {
+        let p = Arc::new(FaultProxy::start(&url_host_port(u).unwrap()).await.unwrap());
+        out.push(url_with_host_port(u, &p.addr().to_string()));
+        proxies.push(p);
+    }
+    (out, Proxies(proxies))
+}
+
+pub struct Single(pub String);
+
+#[async_trait]
+impl Harness for Single {
+    async fn client(&self) -> TestClient {
+        TestClient::new(Arc::new(redis(&self.0).await))
+    }
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+        let (urls, link) = proxied(std::slice::from_ref(&self.0)).await;
+        (
+            TestClient::new(Arc::new(redis(&urls[0]).await)),
+            Box::new(link),
+        )
+    }
+    fn short_ttl(&self) -> Duration {
+        Duration::from_millis(500)
+    }
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn workload(&self) -> (usize, usize) {
+        (8, 50)
+    }
+}
+
+pub struct Quorum(pub Vec<String>);
+
+#[async_trait]
+impl Harness for Quorum {
+    async fn client(&self) -> TestClient {
+        TestClient::new(Arc::new(redlock(&self.0).await))
+    }
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+        let (urls, link) = proxied(&self.0).await;
+        (
+            TestClient::new(Arc::new(redlock(&urls).await)),
+            Box::new(link),
+        )
+    }
+    fn short_ttl(&self) -> Duration {
+        Duration::from_millis(800)
+    }
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn workload(&self) -> (usize, usize) {
+        (8, 25)
+    }
+}

@@ -1,0 +1,211 @@
+//! What the Redis backends promise beyond the shared suite.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlock_conformance::FaultMode;
+use dlock_core::{DistributedLock, LockError, LockName, random_u64};
+use dlock_redis::{RedisLock, Redlock};
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn name(case: &str) -> LockName {
+    LockName::new(&format!("redis/{case}/{:016x}", random_u64())).unwrap()
+}
+
+/// Median time from the holder's release returning to the blocked waiter holding the
+/// lock, over a few trials. With a 30 s lease and a 0.5–1 s fallback, only the pub/sub
+/// message can make this small.
+async fn handoff_median(
+    holder: Arc<dyn DistributedLock>,
+    waiter: Arc<dyn DistributedLock>,
+) -> Duration {
+    let n = name("handoff");
+    let mut samples = Vec::new();
+    for _ in 0..7 {
+        let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+        let w = {
+            let (waiter, n) = (Arc::clone(&waiter), n.clone());
+            tokio::spawn(async move {
+                let l = waiter
+                    .acquire(&n, LONG, Duration::from_secs(20))
+                    .await
+                    .unwrap();
+                (l, Instant::now())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(holder.release(&held).await.unwrap());
+        let released = Instant::now();
+        let (lease, at) = w.await.unwrap();
+        samples.push(at.saturating_duration_since(released));
+        assert!(waiter.release(&lease).await.unwrap());
+    }
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_waiter_is_woken_by_the_release_message() {
+    let url = common::redis_url();
+    let m = handoff_median(
+        Arc::new(common::redis(&url).await),
+        Arc::new(common::redis(&url).await),
+    )
+    .await;
+    assert!(m < Duration::from_millis(50), "median hand-off {m:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_waiter_is_woken_by_the_release_message() {
+    let urls = common::redlock_urls();
+    let m = handoff_median(
+        Arc::new(common::redlock(&urls).await),
+        Arc::new(common::redlock(&urls).await),
+    )
+    .await;
+    assert!(m < Duration::from_millis(50), "median hand-off {m:?}");
+}
+
+/// With 2 of 5 nodes unreachable Redlock still grants, renews and releases; with 3 of
+/// 5 it refuses (no lease) with `Unavailable`; once healed it works again, and tokens
+/// keep increasing throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_survives_two_of_five_down_and_refuses_with_three() {
+    let (urls, proxies) = common::proxied(&common::redlock_urls()).await;
+    let lock = common::redlock(&urls).await;
+    assert_eq!(lock.quorum(), 3);
+    let n = name("quorum");
+    let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    assert!(lock.release(&first).await.unwrap());
+
+    for p in &proxies.0[..2] {
+        p.set_mode(FaultMode::Blackhole);
+        p.reset();
+    }
+    let second = lock
+        .try_acquire(&n, LONG)
+        .await
+        .unwrap()
+        .expect("3 of 5 is a quorum");
+    assert!(second.token() > first.token());
+    let renewed = lock.renew(&second).await.expect("renew on 3 of 5");
+    assert!(lock.inspect(&n).await.unwrap().is_some());
+    assert!(lock.release(&renewed).await.unwrap());
+
+    proxies.0[2].set_mode(FaultMode::Blackhole);
+    proxies.0[2].reset();
+    let r = lock.try_acquire(&n, LONG).await;
+    assert!(
+        matches!(r, Err(LockError::Unavailable { .. })),
+        "2 of 5 must not grant: {r:?}"
+    );
+    let r = lock.acquire(&n, LONG, Duration::from_millis(500)).await;
+    assert!(r.is_err(), "no lease without a quorum: {r:?}");
+
+    for p in &proxies.0 {
+        p.set_mode(FaultMode::Pass);
+    }
+    let end = Instant::now() + Duration::from_secs(10);
+    let third = loop {
+        match lock.try_acquire(&n, LONG).await {
+            Ok(Some(l)) => break l,
+            _ => assert!(Instant::now() < end, "no recovery after heal"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(third.token() > second.token());
+    assert!(lock.release(&third).await.unwrap());
+}
+
+/// Another prefix is another key space.
+#[tokio::test]
+async fn prefixes_separate_key_spaces() {
+    let url = common::redis_url();
+    let a = RedisLock::builder(&url)
+        .prefix("app-a:")
+        .connect()
+        .await
+        .unwrap();
+    let b = RedisLock::connect(&format!("{url}?prefix=app-b:"))
+        .await
+        .unwrap();
+    let n = name("prefix");
+    let la = a.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let lb = b
+        .try_acquire(&n, LONG)
+        .await
+        .unwrap()
+        .expect("different prefix, different lock");
+    assert!(a.release(&la).await.unwrap() && b.release(&lb).await.unwrap());
+}
+
+#[tokio::test]
+async fn bad_configuration_and_unreachable_servers_are_typed_errors() {
+    let e = RedisLock::builder("redis://127.0.0.1:6379")
+        .prefix("x{y}")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LockError::Config(_)), "{e:?}");
+    let e = RedisLock::connect("redis://:hunter2@127.0.0.1:6379?timeout=soon")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, LockError::Config(_)) && !e.to_string().contains("hunter2"),
+        "{e}"
+    );
+    let e = RedisLock::connect("nonsense://x").await.unwrap_err();
+    assert!(matches!(e, LockError::Config(_)), "{e:?}");
+    let t = Instant::now();
+    let e = RedisLock::builder("redis://:hunter2@127.0.0.1:1")
+        .timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LockError::Unavailable { .. }), "{e:?}");
+    assert!(!format!("{e} {e:?}").contains("hunter2"));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let e = Redlock::connect(&[]).await.unwrap_err();
+    assert!(matches!(e, LockError::Config(_)));
+}
+
+/// The fencing counter is seeded from the server clock when it is missing, so a
+/// counter lost with the server's data still hands out larger tokens.
+#[tokio::test]
+async fn a_lost_counter_restarts_above_earlier_tokens() {
+    let url = common::redis_url();
+    let lock = common::redis(&url).await;
+    let n = name("seed");
+    let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    assert!(
+        first.token().get() > 1_000_000_000_000_000,
+        "seeded from TIME in µs: {}",
+        first.token()
+    );
+    assert!(lock.release(&first).await.unwrap());
+    let second = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    assert_eq!(second.token().get(), first.token().get() + 1);
+    assert!(lock.release(&second).await.unwrap());
+    // lose the counter, as a restart without persistence would
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let key = format!("dlock:{{{}}}:fence", n.as_str());
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1, "the counter lives at {key}");
+    let third = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    assert!(
+        third.token() > second.token(),
+        "{} after {}",
+        third.token(),
+        second.token()
+    );
+    assert!(lock.release(&third).await.unwrap());
+}

@@ -1,0 +1,115 @@
+//! Real Redis servers stopped, killed and restarted under held locks. One test in this
+//! binary, so nothing else runs against the servers while they are down.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlock_conformance::required_env;
+use dlock_core::{DistributedLock, GuardState, LockError, LockGuard, LockName, random_u64};
+
+const LONG: Duration = Duration::from_secs(30);
+
+async fn ctl(action: &str, names: &[&str]) {
+    let dir = required_env("DLOCK_SVC_DIR");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");
+    let mut args = vec!["ctl".to_owned(), dir, action.to_owned()];
+    args.extend(names.iter().map(|s| (*s).to_owned()));
+    let status = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(script).args(&args).status()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(status.success(), "services {action} {names:?} failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_restarting_under_held_locks() {
+    single_redis_restart_mid_hold().await;
+    redlock_nodes_killed_and_restarted().await;
+}
+
+/// The guard goes suspect while Redis is down, lost when Redis comes back without the
+/// key, and a later acquire works with a larger token.
+async fn single_redis_restart_mid_hold() {
+    let url = common::redis_url();
+    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let n = LockName::new(&format!("restart/{:016x}", random_u64())).unwrap();
+    let ttl = Duration::from_secs(3);
+    let lease = lock.try_acquire(&n, ttl).await.unwrap().unwrap();
+    let before = lease.token();
+    let guard = LockGuard::new(Arc::clone(&lock), lease);
+    ctl("stop", &["redis"]).await;
+    let end = Instant::now() + ttl;
+    while guard.state() == GuardState::Held && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        guard.state(),
+        GuardState::Suspect,
+        "renewals fail while the server is down"
+    );
+    assert!(
+        guard.is_held(),
+        "suspect, not yet lost: the lease may still be valid"
+    );
+    ctl("start", &["redis"]).await;
+    tokio::time::timeout(ttl * 2, guard.lost())
+        .await
+        .expect("lost once the key is gone");
+    assert_eq!(guard.state(), GuardState::Lost);
+    let end = Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        match lock.try_acquire(&n, LONG).await {
+            Ok(Some(l)) => break l,
+            other => assert!(Instant::now() < end, "no acquire after restart: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        after.token() > before,
+        "{} after {before}: the reseeded counter went back",
+        after.token()
+    );
+    assert!(lock.release(&after).await.unwrap());
+}
+
+/// Redlock keeps granting with 2 of 5 nodes killed, refuses with 3, recovers when they
+/// return (empty: no persistence), and its tokens increase throughout.
+async fn redlock_nodes_killed_and_restarted() {
+    let lock = common::redlock(&common::redlock_urls()).await;
+    let n = LockName::new(&format!("restart/redlock/{:016x}", random_u64())).unwrap();
+    let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let mut last = first.token();
+    assert!(lock.release(&first).await.unwrap());
+    let take = |lock: &dlock_redis::Redlock| {
+        let (lock, n) = (lock.clone(), n.clone());
+        async move {
+            let end = Instant::now() + Duration::from_secs(10);
+            loop {
+                match lock.acquire(&n, LONG, Duration::from_secs(2)).await {
+                    Ok(l) => return l,
+                    Err(e) => assert!(Instant::now() < end, "{e}"),
+                }
+            }
+        }
+    };
+
+    ctl("kill", &["redis-r1", "redis-r2"]).await;
+    let l = take(&lock).await;
+    assert!(l.token() > last);
+    last = l.token();
+    assert!(lock.release(&l).await.unwrap());
+
+    ctl("kill", &["redis-r3"]).await;
+    let r = lock.try_acquire(&n, LONG).await;
+    assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
+
+    ctl("start", &["redis-r1", "redis-r2", "redis-r3"]).await;
+    let l = take(&lock).await;
+    assert!(l.token() > last, "{} after {last}", l.token());
+    assert!(lock.release(&l).await.unwrap());
+}
