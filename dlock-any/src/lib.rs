@@ -13,8 +13,11 @@
 //! | `redis://[user:pw@]host:6379[/db]`, `rediss://…` (TLS) | one Redis server | `redis` |
 //! | `redlock://[user:pw@]h1:p,h2:p,h3:p[/db]` | Redlock over independent Redis masters | `redis` |
 //!
+//! | `etcd://[user:pw@]h1:2379,h2:2379` | etcd v3 cluster members | `etcd` (needs `protoc` to build) |
+//!
 //! Redis URLs take `prefix` (default `dlock:`) and `timeout` (per command, e.g. `2s`;
-//! per node for Redlock, default 250 ms).
+//! per node for Redlock, default 250 ms); etcd URLs take `prefix` (default `dlock/`) and
+//! `timeout` (per operation, retries included, default 3 s).
 //!
 //! SQL URLs take dlock's own query parameters too: `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
@@ -38,6 +41,8 @@ use std::sync::Arc;
 
 pub use dlock_core::*;
 
+#[cfg(feature = "etcd")]
+pub use dlock_etcd::EtcdLock;
 #[cfg(feature = "redis")]
 pub use dlock_redis::{RedisLock, Redlock};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -63,8 +68,9 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
         "sqlite" => sql(url, "sqlite", cfg!(feature = "sqlite")).await,
         "redis" | "rediss" => redis(url, false).await,
         "redlock" => redis(url, true).await,
+        "etcd" => etcd(url).await,
         other => Err(LockError::Config(format!(
-            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb, redis, rediss, redlock"
+            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb, redis, rediss, redlock, etcd"
         ))),
     }
 }
@@ -101,6 +107,54 @@ async fn redis(url: &str, quorum: bool) -> Result<Arc<dyn DistributedLock>, Lock
 #[cfg(not(feature = "redis"))]
 async fn redis(url: &str, _quorum: bool) -> Result<Arc<dyn DistributedLock>, LockError> {
     Err(feature_off(url, "redis"))
+}
+
+#[cfg(feature = "etcd")]
+async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let shown = redact_url(url);
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let authority = rest.trim_end_matches('/');
+    let (user, hosts) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u.split_once(':').unwrap_or((u, ""))), h),
+        None => (None, authority),
+    };
+    let endpoints: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("http://{h}"))
+        .collect();
+    if endpoints.is_empty() || hosts.contains('/') {
+        return Err(LockError::Config(format!(
+            "{shown:?} is not an etcd URL: use etcd://host1:2379,host2:2379"
+        )));
+    }
+    let endpoints: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+    let mut builder = dlock_etcd::EtcdLock::builder(&endpoints);
+    if let Some((u, p)) = user {
+        builder = builder.user(u, p);
+    }
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("prefix", v) => builder = builder.prefix(v),
+            ("timeout", v) => {
+                let d = parse_duration(v)
+                    .map_err(|_| LockError::Config(format!("bad timeout in {shown:?}: {v}")))?;
+                builder = builder.timeout(d);
+            }
+            (k, _) => {
+                return Err(LockError::Config(format!(
+                    "{shown:?}: unknown etcd option {k:?} (known: prefix, timeout)"
+                )));
+            }
+        }
+    }
+    Ok(Arc::new(builder.connect().await?))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Err(feature_off(url, "etcd"))
 }
 
 /// `redlock://[userinfo@]h1:p,h2:p,h3:p[/db][?query]` as one `redis://` URL per host.

@@ -140,3 +140,22 @@ async fn malformed_redis_urls_are_config_errors() {
         assert!(!e.to_string().contains("secret"), "{e}");
     }
 }
+
+#[cfg(feature = "etcd")]
+#[tokio::test]
+async fn etcd_urls() {
+    let single = required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "");
+    works(&format!("etcd://{single}"), "etcd").await;
+    works(&format!("etcd://{single}?prefix=other/&timeout=2s"), "etcd").await;
+    let cluster = required_env("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS").replace("http://", "");
+    works(&format!("etcd://{cluster}"), "etcd").await;
+    for bad in [
+        "etcd://",
+        "etcd://h:1?colour=red",
+        "etcd://u:secret@h:1?timeout=later",
+    ] {
+        let e = connect(bad).await.map(|_| ()).unwrap_err();
+        assert!(matches!(e, LockError::Config(_)), "{bad}: {e:?}");
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+}

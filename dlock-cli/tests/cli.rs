@@ -334,6 +334,10 @@ fn exit_codes_pass_through(url: &str) {
 
 macro_rules! per_backend {
     ($backend:ident, $url:expr) => {
+        per_backend!($backend, $url, all());
+    };
+    ($backend:ident, $url:expr, $cfg:meta) => {
+        #[cfg($cfg)]
         mod $backend {
             fn url() -> String {
                 $url
@@ -377,6 +381,14 @@ per_backend!(
 per_backend!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
 per_backend!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
 per_backend!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
+per_backend!(
+    etcd,
+    format!(
+        "etcd://{}",
+        super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
+    ),
+    feature = "etcd"
+);
 per_backend!(
     redlock,
     format!(

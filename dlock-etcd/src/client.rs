@@ -1,0 +1,158 @@
+//! Connecting, and running RPCs within a deadline across endpoints.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::LockError;
+use etcd_client::{Client, ConnectOptions};
+use tokio::time::Instant;
+
+use crate::EtcdLock;
+use crate::errors::{from_etcd, is_transient};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "dlock/";
+
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub prefix: String,
+    pub timeout: Duration,
+}
+
+/// Builds an [`EtcdLock`] with a key prefix, a timeout and credentials.
+#[derive(Clone)]
+pub struct EtcdLockBuilder {
+    endpoints: Vec<String>,
+    opts: Options,
+    user: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for EtcdLockBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdLockBuilder")
+            .field("endpoints", &self.endpoints)
+            .field("opts", &self.opts)
+            .field("user", &self.user.as_ref().map(|(u, _)| u))
+            .finish()
+    }
+}
+
+impl EtcdLockBuilder {
+    pub(crate) fn new(endpoints: &[&str]) -> Self {
+        Self {
+            endpoints: endpoints.iter().map(|e| normalize(e)).collect(),
+            opts: Options {
+                prefix: DEFAULT_PREFIX.into(),
+                timeout: Duration::from_secs(3),
+            },
+            user: None,
+        }
+    }
+
+    /// The key prefix (default `dlock/`).
+    #[must_use]
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        prefix.clone_into(&mut self.opts.prefix);
+        self
+    }
+
+    /// How long one operation may take, retries on other endpoints included, before it
+    /// fails with `Unavailable` (default 3 s).
+    #[must_use]
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.opts.timeout = d;
+        self
+    }
+
+    /// Authenticates as `user`.
+    #[must_use]
+    pub fn user(mut self, user: &str, password: &str) -> Self {
+        self.user = Some((user.to_owned(), password.to_owned()));
+        self
+    }
+
+    /// Connects and checks that some endpoint answers.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] without endpoints; [`LockError::Unavailable`] when no
+    /// endpoint answers within the timeout.
+    pub async fn connect(self) -> Result<EtcdLock, LockError> {
+        if self.endpoints.is_empty() {
+            return Err(LockError::Config("etcd needs at least one endpoint".into()));
+        }
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(self.opts.timeout)
+            .with_timeout(self.opts.timeout)
+            .with_keep_alive(Duration::from_secs(5), self.opts.timeout);
+        if let Some((u, p)) = &self.user {
+            options = options.with_user(u.clone(), p.clone());
+        }
+        let shown = self.endpoints.join(",");
+        let client = tokio::time::timeout(
+            self.opts.timeout,
+            Client::connect(&self.endpoints, Some(options)),
+        )
+        .await
+        .map_err(|_| LockError::Unavailable {
+            message: format!(
+                "connecting to etcd {shown}: no answer within {:?}",
+                self.opts.timeout
+            ),
+            source: None,
+        })?
+        .map_err(|e| from_etcd(&format!("connecting to etcd {shown}"), e))?;
+        let lock = EtcdLock {
+            client,
+            opts: Arc::new(self.opts),
+        };
+        // The client connects lazily: make sure something answers before handing it out.
+        lock.rpc(
+            "probe",
+            |mut c| async move { c.get("dlock-probe", None).await },
+        )
+        .await?;
+        Ok(lock)
+    }
+}
+
+fn normalize(endpoint: &str) -> String {
+    if endpoint.contains("://") {
+        endpoint.to_owned()
+    } else {
+        format!("http://{endpoint}")
+    }
+}
+
+impl EtcdLock {
+    /// Runs an RPC, retrying transient failures (a dead endpoint in the list makes a
+    /// share of requests fail) until the operation's deadline.
+    pub(crate) async fn rpc<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, LockError>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let deadline = Instant::now() + self.opts.timeout;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match tokio::time::timeout_at(deadline, call(self.client.clone())).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if is_transient(&e) && Instant::now() + pause < deadline => {
+                    tracing::debug!(error = %e, "{what}: retrying on another endpoint");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Ok(Err(e)) => return Err(from_etcd(what, e)),
+                Err(_) => {
+                    return Err(LockError::Unavailable {
+                        message: format!(
+                            "{what}: etcd did not answer within {:?}",
+                            self.opts.timeout
+                        ),
+                        source: None,
+                    });
+                }
+            }
+        }
+    }
+}

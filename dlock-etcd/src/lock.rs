@@ -1,0 +1,454 @@
+//! The lock algorithm: a lease per acquisition, a queue of keys ordered by create
+//! revision, a watch on the immediate predecessor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dlock_core::{
+    Capabilities, Deadline, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
+    LockName, OwnerId, validate_ttl,
+};
+use etcd_client::{
+    Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse, TxnResponse,
+};
+use tokio::time::Instant;
+
+use crate::EtcdLock;
+use crate::errors::is_lease_not_found;
+use crate::keys::{owner_of, queue_dir};
+
+/// What an etcd lease carries inside a [`Lease`].
+#[derive(Debug)]
+struct Held {
+    lease_id: i64,
+}
+
+/// A granted etcd lease not yet handed to the caller: revoked (which deletes the queue
+/// key attached to it) if the acquisition fails, times out or is dropped.
+struct PendingLease {
+    lock: EtcdLock,
+    id: i64,
+    armed: bool,
+}
+
+impl PendingLease {
+    fn keep(mut self) -> i64 {
+        self.armed = false;
+        self.id
+    }
+}
+
+impl Drop for PendingLease {
+    fn drop(&mut self) {
+        if self.armed {
+            self.lock.revoke_in_background(self.id);
+        }
+    }
+}
+
+fn first_by_create() -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
+        .with_limit(1)
+}
+
+fn gets(resp: &TxnResponse) -> Vec<Vec<KeyValue>> {
+    resp.op_responses()
+        .into_iter()
+        .filter_map(|r| match r {
+            TxnOpResponse::Get(g) => Some(g.kvs().to_vec()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn token(rev: i64) -> Result<FencingToken, LockError> {
+    u64::try_from(rev)
+        .map(FencingToken::new)
+        .map_err(|_| LockError::Backend {
+            message: format!("negative create revision {rev}"),
+            source: None,
+        })
+}
+
+impl EtcdLock {
+    pub(crate) fn revoke_in_background(&self, id: i64) {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let lock = self.clone();
+            rt.spawn(async move {
+                let _ = lock
+                    .rpc("revoke", |mut c| async move { c.lease_revoke(id).await })
+                    .await;
+            });
+        }
+    }
+
+    /// Grants a lease for `ttl` (whole seconds, rounded up; the server may raise it to
+    /// its minimum). Returns it with the TTL granted and the time the request was sent.
+    async fn grant(&self, ttl: Duration) -> Result<(PendingLease, Duration, Instant), LockError> {
+        let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
+            .unwrap_or(i64::MAX)
+            .max(1);
+        let sent = Instant::now();
+        let resp = self
+            .rpc("lease grant", |mut c| async move {
+                c.lease_grant(secs, None).await
+            })
+            .await?;
+        let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(0));
+        let pending = PendingLease {
+            lock: self.clone(),
+            id: resp.id(),
+            armed: true,
+        };
+        Ok((pending, granted, sent))
+    }
+
+    /// Sends one keep-alive. `Ok(false)` when the lease is gone.
+    async fn keep_alive(&self, id: i64) -> Result<bool, LockError> {
+        match self
+            .rpc(
+                "keep-alive",
+                |mut c| async move { c.lease_keep_alive(id).await },
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(
+                LockError::Backend {
+                    source: Some(src), ..
+                }
+                | LockError::Unavailable {
+                    source: Some(src), ..
+                },
+            ) if src
+                .downcast_ref::<etcd_client::Error>()
+                .is_some_and(is_lease_not_found) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn first_in_queue(&self, dir: &str) -> Result<Option<KeyValue>, LockError> {
+        let dir = dir.to_owned();
+        let resp = self
+            .rpc("read queue", |mut c| {
+                let dir = dir.clone();
+                async move { c.get(dir, Some(first_by_create())).await }
+            })
+            .await?;
+        Ok(resp.kvs().first().cloned())
+    }
+
+    /// The key queued right before `my_rev`, if any.
+    async fn predecessor(&self, dir: &str, my_rev: i64) -> Result<Option<KeyValue>, LockError> {
+        let dir = dir.to_owned();
+        let resp = self
+            .rpc("read predecessor", |mut c| {
+                let dir = dir.clone();
+                async move {
+                    let opts = GetOptions::new()
+                        .with_prefix()
+                        .with_max_create_revision(my_rev - 1)
+                        .with_sort(SortTarget::Create, SortOrder::Descend)
+                        .with_limit(1);
+                    c.get(dir, Some(opts)).await
+                }
+            })
+            .await?;
+        Ok(resp.kvs().first().cloned())
+    }
+
+    async fn key_exists(&self, key: &[u8]) -> Result<bool, LockError> {
+        let key = key.to_vec();
+        let resp = self
+            .rpc("read key", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        Ok(!resp.kvs().is_empty())
+    }
+
+    /// Waits until the predecessor's key is deleted, keeping our own lease alive
+    /// meanwhile. Returns the new refresh time, or `Err(Timeout)` at the deadline.
+    async fn wait_for_delete(
+        &self,
+        name: &LockName,
+        pred: &[u8],
+        lease_id: i64,
+        granted: Duration,
+        mut refreshed: Instant,
+        deadline: &Deadline,
+    ) -> Result<Instant, LockError> {
+        // Watch from now, then look again: a watch from a past revision is served by
+        // etcd's catch-up loop, which runs only every 100 ms.
+        let pred_key = pred.to_vec();
+        let mut watch = self
+            .rpc("watch", |mut c| {
+                let k = pred_key.clone();
+                async move { c.watch(k, None).await }
+            })
+            .await?;
+        if !self.key_exists(pred).await? {
+            return Ok(refreshed);
+        }
+        loop {
+            let next_refresh = refreshed + granted / 3;
+            tokio::select! {
+                msg = watch.message() => match msg {
+                    Ok(Some(resp)) if !resp.canceled()
+                        && !resp.events().iter().any(|e| e.event_type() == EventType::Delete) => {}
+                    // deleted, cancelled, or the stream broke: look again either way
+                    _ => return Ok(refreshed),
+                },
+                () = tokio::time::sleep_until(next_refresh) => {
+                    let sent = Instant::now();
+                    if !self.keep_alive(lease_id).await? {
+                        return Err(LockError::Unavailable {
+                            message: format!("the lease of the queued request for {name} expired while waiting"),
+                            source: None,
+                        });
+                    }
+                    refreshed = sent;
+                }
+                () = tokio::time::sleep_until(deadline.end()) => {
+                    return Err(LockError::Timeout { name: name.to_string(), waited: deadline.waited() });
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl DistributedLock for EtcdLock {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let dir = queue_dir(&self.opts.prefix, name);
+        let key = format!("{dir}{owner}");
+        let (pending, granted, sent) = self.grant(ttl).await?;
+        let id = pending.id;
+        // Take it only if nobody holds or waits (waiters keep their place in line).
+        let resp = self
+            .rpc("try acquire", |mut c| {
+                let (dir, key) = (dir.clone(), key.clone());
+                async move {
+                    let txn = Txn::new()
+                        .when([Compare::version(dir.clone(), CompareOp::Equal, 0).with_prefix()])
+                        .and_then([TxnOp::put(
+                            key.clone(),
+                            "",
+                            Some(PutOptions::new().with_lease(id)),
+                        )])
+                        .or_else([
+                            TxnOp::get(key, None),
+                            TxnOp::get(dir, Some(first_by_create())),
+                        ]);
+                    c.txn(txn).await
+                }
+            })
+            .await?;
+        let my_rev = if resp.succeeded() {
+            resp.header().map_or(0, |h| h.revision())
+        } else {
+            // our own put may have landed before a lost reply: then we are first in line
+            let g = gets(&resp);
+            let mine = g
+                .first()
+                .and_then(|kvs| kvs.first())
+                .map(KeyValue::create_revision);
+            let first = g
+                .get(1)
+                .and_then(|kvs| kvs.first())
+                .map(KeyValue::create_revision);
+            match (mine, first) {
+                (Some(m), Some(f)) if m == f => m,
+                _ => return Ok(None),
+            }
+        };
+        let lease = Lease::new(name.clone(), owner, token(my_rev)?, granted, sent)
+            .with_backend_data(Arc::new(Held { lease_id: id }));
+        if !lease.is_valid() {
+            return Ok(None);
+        }
+        pending.keep();
+        Ok(Some(lease))
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let deadline = Deadline::after(wait);
+        let dir = queue_dir(&self.opts.prefix, name);
+        let key = format!("{dir}{owner}");
+        let (pending, granted, sent) = self.grant(ttl).await?;
+        let id = pending.id;
+        // One txn enqueues us and reads the head of the queue; retried, it finds our key.
+        let resp = self
+            .rpc("enqueue", |mut c| {
+                let (dir, key) = (dir.clone(), key.clone());
+                async move {
+                    let txn = Txn::new()
+                        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                        .and_then([
+                            TxnOp::put(key.clone(), "", Some(PutOptions::new().with_lease(id))),
+                            TxnOp::get(dir.clone(), Some(first_by_create())),
+                        ])
+                        .or_else([
+                            TxnOp::get(key, None),
+                            TxnOp::get(dir, Some(first_by_create())),
+                        ]);
+                    c.txn(txn).await
+                }
+            })
+            .await?;
+        let g = gets(&resp);
+        let my_rev = if resp.succeeded() {
+            resp.header().map_or(0, |h| h.revision())
+        } else {
+            g.first()
+                .and_then(|kvs| kvs.first())
+                .map(KeyValue::create_revision)
+                .ok_or_else(|| LockError::Unavailable {
+                    message: format!("the queued request for {name} vanished"),
+                    source: None,
+                })?
+        };
+        let mut head = g
+            .last()
+            .and_then(|kvs| kvs.first())
+            .map(KeyValue::create_revision);
+        let mut refreshed = sent;
+        loop {
+            if head == Some(my_rev) {
+                let mut lease = Lease::new(
+                    name.clone(),
+                    owner.clone(),
+                    token(my_rev)?,
+                    granted,
+                    refreshed,
+                );
+                if !lease.is_valid() {
+                    // waited long: refresh so the caller gets a full, trustworthy lease
+                    let at = Instant::now();
+                    if !self.keep_alive(id).await? {
+                        return Err(LockError::Unavailable {
+                            message: format!(
+                                "the lease for {name} expired before it was handed out"
+                            ),
+                            source: None,
+                        });
+                    }
+                    lease = lease.renewed(granted, at);
+                }
+                // after waiting, make sure our key (and so our lease) still exists
+                if refreshed != sent && !self.key_exists(key.as_bytes()).await? {
+                    return Err(LockError::Unavailable {
+                        message: format!("the queued request for {name} expired while waiting"),
+                        source: None,
+                    });
+                }
+                let lease = lease.with_backend_data(Arc::new(Held {
+                    lease_id: pending.keep(),
+                }));
+                return Ok(lease);
+            }
+            if deadline.passed() {
+                return Err(LockError::Timeout {
+                    name: name.to_string(),
+                    waited: deadline.waited(),
+                });
+            }
+            if let Some(pred) = self.predecessor(&dir, my_rev).await? {
+                refreshed = self
+                    .wait_for_delete(name, pred.key(), id, granted, refreshed, &deadline)
+                    .await?;
+            }
+            head = self
+                .first_in_queue(&dir)
+                .await?
+                .map(|kv| kv.create_revision());
+        }
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let Some(held) = lease.backend_data::<Held>() else {
+            return Err(LockError::lease_lost(lease.name()));
+        };
+        let sent = Instant::now();
+        if self.keep_alive(held.lease_id).await? {
+            Ok(lease.renewed(lease.ttl(), sent))
+        } else {
+            Err(LockError::lease_lost(lease.name()))
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        let Some(held) = lease.backend_data::<Held>() else {
+            return Ok(false);
+        };
+        let id = held.lease_id;
+        // Revoking the lease deletes our key, which wakes the next in line.
+        match self
+            .rpc("release", |mut c| async move { c.lease_revoke(id).await })
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(LockError::Backend {
+                source: Some(src), ..
+            }) if src
+                .downcast_ref::<etcd_client::Error>()
+                .is_some_and(is_lease_not_found) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let dir = queue_dir(&self.opts.prefix, name);
+        let Some(head) = self.first_in_queue(&dir).await? else {
+            return Ok(None);
+        };
+        let lease_id = head.lease();
+        let ttl = self
+            .rpc("lease ttl", |mut c| async move {
+                c.lease_time_to_live(lease_id, None).await
+            })
+            .await?
+            .ttl();
+        // whole seconds, rounded down: 0 means "under a second", -1 "expired"
+        if ttl < 0 {
+            return Ok(None);
+        }
+        Ok(Some(LockInfo {
+            owner: OwnerId::from_stored(&owner_of(head.key())),
+            token: token(head.create_revision())?,
+            remaining: Duration::from_secs(u64::try_from(ttl).unwrap_or(0)),
+        }))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(true, LeaseScope::PerLease, true)
+    }
+
+    fn backend_name(&self) -> &'static str {
+        "etcd"
+    }
+}

@@ -1,0 +1,86 @@
+//! Harness for EtcdLock, on one member or a cluster.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_conformance::{FaultProxy, Harness, Link, TestClient, required_env};
+use dlock_core::async_trait;
+use dlock_etcd::EtcdLock;
+
+pub fn single() -> Vec<String> {
+    endpoints("DLOCK_TEST_ETCD_ENDPOINTS")
+}
+
+pub fn cluster() -> Vec<String> {
+    endpoints("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS")
+}
+
+fn endpoints(var: &str) -> Vec<String> {
+    required_env(var).split(',').map(str::to_owned).collect()
+}
+
+pub async fn etcd(endpoints: &[String]) -> EtcdLock {
+    let e: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+    EtcdLock::builder(&e)
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Proxies in front of every endpoint, cut and healed together.
+pub struct Proxies(pub Vec<Arc<FaultProxy>>);
+
+#[async_trait]
+impl Link for Proxies {
+    async fn cut(&self) {
+        for p in &self.0 {
+            p.cut().await;
+        }
+    }
+    async fn heal(&self) {
+        for p in &self.0 {
+            p.heal().await;
+        }
+    }
+}
+
+pub async fn proxied(endpoints: &[String]) -> (Vec<String>, Proxies) {
+    let mut out = Vec::new();
+    let mut proxies = Vec::new();
+    for e in endpoints {
+        let target = e.trim_start_matches("http://");
+        let p = Arc::new(FaultProxy::start(target).await.unwrap());
+        out.push(format!("http://{}", p.addr()));
+        proxies.push(p);
+    }
+    (out, Proxies(proxies))
+}
+
+pub struct Etcd(pub Vec<String>);
+
+#[async_trait]
+impl Harness for Etcd {
+    async fn client(&self) -> TestClient {
+        TestClient::new(Arc::new(etcd(&self.0).await))
+    }
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+        let (endpoints, link) = proxied(&self.0).await;
+        (
+            TestClient::new(Arc::new(etcd(&endpoints).await)),
+            Box::new(link),
+        )
+    }
+    /// The shortest lease these servers grant (1.5 × election timeout, rounded up).
+    fn short_ttl(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    /// etcd's lessor looks for expired leases every 500 ms.
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(1000)
+    }
+    fn workload(&self) -> (usize, usize) {
+        (8, 20)
+    }
+}
