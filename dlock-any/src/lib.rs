@@ -14,10 +14,13 @@
 //! | `redlock://[user:pw@]h1:p,h2:p,h3:p[/db]` | Redlock over independent Redis masters | `redis` |
 //!
 //! | `etcd://[user:pw@]h1:2379,h2:2379` | etcd v3 cluster members | `etcd` (needs `protoc` to build) |
+//! | `zk://[user:pw@]h1:2181,h2:2181[/chroot]` (`zookeeper://`) | ZooKeeper ensemble | `zookeeper` |
 //!
 //! Redis URLs take `prefix` (default `dlock:`) and `timeout` (per command, e.g. `2s`;
 //! per node for Redlock, default 250 ms); etcd URLs take `prefix` (default `dlock/`) and
-//! `timeout` (per operation, retries included, default 3 s).
+//! `timeout` (per operation, retries included, default 3 s); ZooKeeper URLs take
+//! `session_timeout` (every lease's TTL, default 10 s), `timeout` (per operation,
+//! default 5 s) and `root` (default `/dlock`), and digest credentials as user:password.
 //!
 //! SQL URLs take dlock's own query parameters too: `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
@@ -47,6 +50,8 @@ pub use dlock_etcd::EtcdLock;
 pub use dlock_redis::{RedisLock, Redlock};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use dlock_sql::{SqlLock, SqlLockBuilder};
+#[cfg(feature = "zookeeper")]
+pub use dlock_zk::ZkLock;
 
 /// Connects to the backend the URL names (see the table above).
 ///
@@ -69,8 +74,9 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
         "redis" | "rediss" => redis(url, false).await,
         "redlock" => redis(url, true).await,
         "etcd" => etcd(url).await,
+        "zk" | "zookeeper" => zookeeper(url).await,
         other => Err(LockError::Config(format!(
-            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb, redis, rediss, redlock, etcd"
+            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb, redis, rediss, redlock, etcd, zk, zookeeper"
         ))),
     }
 }
@@ -155,6 +161,48 @@ async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 #[cfg(not(feature = "etcd"))]
 async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     Err(feature_off(url, "etcd"))
+}
+
+#[cfg(feature = "zookeeper")]
+async fn zookeeper(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let shown = redact_url(url);
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (user, addr) = match rest.rsplit_once('@') {
+        Some((u, a)) => (Some(u.split_once(':').unwrap_or((u, ""))), a),
+        None => (None, rest),
+    };
+    if addr.is_empty() || addr.starts_with('/') {
+        return Err(LockError::Config(format!(
+            "{shown:?} is not a ZooKeeper URL: use zk://host1:2181,host2:2181[/chroot]"
+        )));
+    }
+    let mut builder = dlock_zk::ZkLock::builder(addr);
+    if let Some((u, p)) = user {
+        builder = builder.auth(u, p);
+    }
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let duration = || {
+            parse_duration(v).map_err(|_| LockError::Config(format!("bad {k} in {shown:?}: {v}")))
+        };
+        builder = match k {
+            "session_timeout" => builder.session_timeout(duration()?),
+            "timeout" => builder.timeout(duration()?),
+            "root" => builder.root(v),
+            _ => {
+                return Err(LockError::Config(format!(
+                    "{shown:?}: unknown ZooKeeper option {k:?} (known: session_timeout, timeout, root)"
+                )));
+            }
+        };
+    }
+    Ok(Arc::new(builder.connect().await?))
+}
+
+#[cfg(not(feature = "zookeeper"))]
+async fn zookeeper(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Err(feature_off(url, "zookeeper"))
 }
 
 /// `redlock://[userinfo@]h1:p,h2:p,h3:p[/db][?query]` as one `redis://` URL per host.

@@ -159,3 +159,30 @@ async fn etcd_urls() {
         assert!(!e.to_string().contains("secret"), "{e}");
     }
 }
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn zookeeper_urls() {
+    let single = required_env("DLOCK_TEST_ZK_ADDR");
+    works(&format!("zk://{single}"), "zookeeper").await;
+    works(
+        &format!("zookeeper://{single}/facade-chroot?session_timeout=2s&timeout=2s&root=/locks"),
+        "zookeeper",
+    )
+    .await;
+    works(
+        &format!("zk://{}", required_env("DLOCK_TEST_ZK_CLUSTER_ADDR")),
+        "zookeeper",
+    )
+    .await;
+    for bad in [
+        "zk://",
+        "zk:///chroot",
+        "zk://h:1?flavour=x",
+        "zk://u:secret@h:1?timeout=later",
+    ] {
+        let e = connect(bad).await.map(|_| ()).unwrap_err();
+        assert!(matches!(e, LockError::Config(_)), "{bad}: {e:?}");
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+}

@@ -390,6 +390,14 @@ per_backend!(
     feature = "etcd"
 );
 per_backend!(
+    zookeeper,
+    format!(
+        "zk://{}?session_timeout=1s",
+        super::required_env("DLOCK_TEST_ZK_ADDR")
+    ),
+    feature = "zookeeper"
+);
+per_backend!(
     redlock,
     format!(
         "redlock://{}",

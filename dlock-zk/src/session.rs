@@ -1,0 +1,77 @@
+//! The ZooKeeper session, replaced by a new one when it expires.
+
+use std::time::Duration;
+
+use dlock_core::LockError;
+use zookeeper_client as zk;
+
+/// How to open a session.
+#[derive(Clone)]
+pub(crate) struct Params {
+    pub hosts: String,
+    pub session_timeout: Duration,
+    pub op_timeout: Duration,
+    pub auth: Option<Vec<u8>>,
+}
+
+/// Holds the current session. ZooKeeper sessions end for good (expired, closed, auth
+/// failed); the locks of an ended session are gone, and new work needs a new session.
+pub(crate) struct Session {
+    params: Params,
+    client: tokio::sync::Mutex<zk::Client>,
+}
+
+impl Session {
+    pub(crate) async fn open(params: Params) -> Result<Self, LockError> {
+        let client = connect(&params).await?;
+        Ok(Self {
+            params,
+            client: tokio::sync::Mutex::new(client),
+        })
+    }
+
+    /// The live session, opening a new one if the current one has ended.
+    pub(crate) async fn get(&self) -> Result<zk::Client, LockError> {
+        let mut current = self.client.lock().await;
+        if matches!(
+            current.state(),
+            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+        ) {
+            tracing::info!("ZooKeeper session ended; opening a new one");
+            *current = connect(&self.params).await?;
+        }
+        Ok(current.clone())
+    }
+
+    pub(crate) fn op_timeout(&self) -> Duration {
+        self.params.op_timeout
+    }
+
+    pub(crate) fn authenticated(&self) -> bool {
+        self.params.auth.is_some()
+    }
+}
+
+async fn connect(p: &Params) -> Result<zk::Client, LockError> {
+    let mut connector = zk::Client::connector()
+        .with_session_timeout(p.session_timeout)
+        .with_connection_timeout(p.op_timeout);
+    if let Some(auth) = &p.auth {
+        connector = connector.with_auth("digest", auth);
+    }
+    let hosts = p.hosts.clone();
+    match tokio::time::timeout(p.op_timeout * 2, connector.connect(&hosts)).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(crate::errors::from_zk(
+            &format!("connecting to ZooKeeper {hosts}"),
+            e,
+        )),
+        Err(_) => Err(LockError::Unavailable {
+            message: format!(
+                "connecting to ZooKeeper {hosts}: no answer within {:?}",
+                p.op_timeout * 2
+            ),
+            source: None,
+        }),
+    }
+}

@@ -1,0 +1,93 @@
+//! Harness for ZkLock: every client behind its own fault proxy, so a crash is a real
+//! crash (the session is not closed; the server expires it).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_conformance::{FaultMode, FaultProxy, Harness, Link, TestClient, required_env};
+use dlock_core::async_trait;
+use dlock_zk::ZkLock;
+
+pub const SESSION: Duration = Duration::from_millis(1000);
+
+pub fn single() -> String {
+    required_env("DLOCK_TEST_ZK_ADDR")
+}
+
+pub fn ensemble() -> String {
+    required_env("DLOCK_TEST_ZK_CLUSTER_ADDR")
+}
+
+pub async fn zk(addr: &str) -> ZkLock {
+    ZkLock::builder(addr)
+        .session_timeout(SESSION)
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Proxies in front of every server of `addr`; returns the proxied address.
+pub async fn proxied(addr: &str) -> (String, Proxies) {
+    let mut hosts = Vec::new();
+    let mut proxies = Vec::new();
+    for h in addr.split(',') {
+        let p = Arc::new(FaultProxy::start(h).await.unwrap());
+        hosts.push(p.addr().to_string());
+        proxies.push(p);
+    }
+    (hosts.join(","), Proxies(proxies))
+}
+
+pub struct Proxies(pub Vec<Arc<FaultProxy>>);
+
+#[async_trait]
+impl Link for Proxies {
+    async fn cut(&self) {
+        for p in &self.0 {
+            p.cut().await;
+        }
+    }
+    async fn heal(&self) {
+        for p in &self.0 {
+            p.heal().await;
+        }
+    }
+}
+
+pub struct Zk(pub String);
+
+#[async_trait]
+impl Harness for Zk {
+    async fn client(&self) -> TestClient {
+        let (addr, proxies) = proxied(&self.0).await;
+        let lock = zk(&addr).await;
+        // a crashed process sends nothing more: its session expires on the server
+        TestClient::with_crash_hook(
+            Arc::new(lock),
+            Box::new(move || {
+                for p in &proxies.0 {
+                    p.set_mode(FaultMode::Blackhole);
+                }
+            }),
+        )
+    }
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+        let (addr, proxies) = proxied(&self.0).await;
+        (
+            TestClient::new(Arc::new(zk(&addr).await)),
+            Box::new(proxies),
+        )
+    }
+    fn short_ttl(&self) -> Duration {
+        SESSION
+    }
+    /// Sessions expire on tick boundaries (200 ms here) after the timeout.
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(1000)
+    }
+    fn workload(&self) -> (usize, usize) {
+        (8, 20)
+    }
+}

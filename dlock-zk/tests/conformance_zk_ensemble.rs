@@ -1,0 +1,9 @@
+//! The conformance suite on a 3-node ZooKeeper ensemble.
+
+mod common;
+
+async fn harness() -> common::Zk {
+    common::Zk(common::ensemble())
+}
+
+dlock_conformance::conformance_suite!(harness);

@@ -1,0 +1,180 @@
+//! What the ZooKeeper backend promises beyond the shared suite.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_conformance::FaultMode;
+use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
+use dlock_zk::ZkLock;
+use tokio::time::{Instant, sleep, timeout};
+use zookeeper_client as zk;
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn name(case: &str) -> LockName {
+    LockName::new(&format!("zk-{case}-{:016x}", random_u64())).unwrap()
+}
+
+async fn raw(addr: &str) -> zk::Client {
+    zk::Client::connect(addr).await.unwrap()
+}
+
+/// 100 waiting acquires cancelled at random points while the lock is held: once the
+/// holder releases, the lock is free at once and no node is left in the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_waiters_leave_no_ghost_nodes() {
+    let addr = common::single();
+    let holder = common::zk(&addr).await;
+    let waiter = common::zk(&addr).await;
+    let n = name("cancel");
+    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    for _ in 0..100 {
+        let cut = Duration::from_micros(random_u64() % 5000);
+        let _ = timeout(cut, waiter.acquire(&n, LONG, Duration::from_secs(10))).await;
+    }
+    // the clean-ups run in the background; give them a moment, then look
+    let queue = format!("/dlock/{}", n.as_str());
+    let zk = raw(&addr).await;
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let children = zk.list_children(&queue).await.unwrap();
+        if children.len() == 1 {
+            break;
+        }
+        assert!(Instant::now() < end, "ghost nodes remain: {children:?}");
+        sleep(Duration::from_millis(20)).await;
+    }
+    assert!(holder.release(&held).await.unwrap());
+    let next = waiter
+        .try_acquire(&n, LONG)
+        .await
+        .unwrap()
+        .expect("free the moment the holder released");
+    assert!(next.token() > held.token());
+    assert!(waiter.release(&next).await.unwrap());
+    assert!(zk.list_children(&queue).await.unwrap().is_empty());
+}
+
+/// A holder cut off past its session timeout loses its session: its guard reports
+/// lost, another client takes the lock with a higher token, and the cut-off client
+/// works again (with a new session) once healed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_session_loses_the_lock_to_a_higher_token() {
+    let addr = common::single();
+    let (proxied, proxies) = common::proxied(&addr).await;
+    let a: Arc<dyn DistributedLock> = Arc::new(common::zk(&proxied).await);
+    let b = common::zk(&addr).await;
+    let n = name("expire");
+    let lease = a.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let token_a = lease.token();
+    let guard = LockGuard::new(Arc::clone(&a), lease);
+    for p in &proxies.0 {
+        p.set_mode(FaultMode::Blackhole);
+    }
+    timeout(common::SESSION * 4, guard.lost())
+        .await
+        .expect("the guard must report lost");
+    assert_eq!(guard.state(), GuardState::Lost);
+    let next = b.acquire(&n, LONG, Duration::from_secs(10)).await.unwrap();
+    assert!(next.token() > token_a);
+    for p in &proxies.0 {
+        p.set_mode(FaultMode::Pass);
+    }
+    assert!(b.release(&next).await.unwrap());
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        match a.try_acquire(&n, LONG).await {
+            Ok(Some(l)) => {
+                assert!(l.token() > next.token());
+                assert!(a.release(&l).await.unwrap());
+                break;
+            }
+            other => assert!(
+                Instant::now() < end,
+                "no recovery with a new session: {other:?}"
+            ),
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// With digest credentials the lock nodes carry `creator_all`: another ZooKeeper user
+/// cannot delete them, and the lock still works for the owner.
+#[tokio::test]
+async fn authenticated_nodes_cannot_be_deleted_by_others() {
+    let addr = common::single();
+    let lock = ZkLock::builder(&addr)
+        .root("/dlock-auth")
+        .auth("app", "s3cret")
+        .connect()
+        .await
+        .unwrap();
+    let n = name("acl");
+    let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let queue = format!("/dlock-auth/{}", n.as_str());
+    let stranger = raw(&addr).await;
+    assert_eq!(
+        stranger.list_children(&queue).await,
+        Err(zk::Error::NoAuth),
+        "strangers cannot even list"
+    );
+    let friend = zk::Client::connector()
+        .with_auth("digest", b"app:s3cret")
+        .connect(&addr)
+        .await
+        .unwrap();
+    let children = friend.list_children(&queue).await.unwrap();
+    assert_eq!(children.len(), 1);
+    let r = stranger
+        .delete(&format!("{queue}/{}", children[0]), None)
+        .await;
+    assert_eq!(
+        r,
+        Err(zk::Error::NoAuth),
+        "a stranger deleted our lock node"
+    );
+    assert!(lock.release(&lease).await.unwrap());
+}
+
+/// A chroot in the address puts every node under it.
+#[tokio::test]
+async fn chroot_in_the_address_scopes_the_nodes() {
+    let addr = common::single();
+    let lock = ZkLock::builder(&format!("{addr}/apps/billing"))
+        .session_timeout(common::SESSION)
+        .connect()
+        .await
+        .unwrap();
+    let n = name("chroot");
+    let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let zk = raw(&addr).await;
+    let children = zk
+        .list_children(&format!("/apps/billing/dlock/{}", n.as_str()))
+        .await
+        .unwrap();
+    assert_eq!(children.len(), 1);
+    assert!(children[0].starts_with(&format!("lock-{}-", lease.owner())));
+    assert!(lock.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn bad_addresses_are_typed_errors() {
+    let e = ZkLock::connect("").await.unwrap_err();
+    assert!(matches!(e, dlock_core::LockError::Config(_)), "{e:?}");
+    let e = ZkLock::connect("127.0.0.1:1,").await.unwrap_err();
+    assert!(matches!(e, dlock_core::LockError::Config(_)), "{e:?}");
+    let t = Instant::now();
+    let e = ZkLock::builder("127.0.0.1:1")
+        .timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, dlock_core::LockError::Unavailable { .. }),
+        "{e:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
