@@ -1,0 +1,91 @@
+//! The long fault run: every backend in the environment × every fault that applies,
+//! several runs each, printed as the Markdown report kept in `FAULTS.md`.
+//!
+//! `dlock-faults [--runs N] [--seconds S]` (start the servers first:
+//! `eval "$(scripts/services up --cluster)"`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use dlock_faults::backends::from_env;
+use dlock_faults::report::{Row, add, table};
+use dlock_faults::run::{Plan, run};
+use dlock_faults::{Nemesis, Verdict};
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let runs = u32::try_from(arg("--runs", 3)).unwrap_or(3);
+    let seconds = arg("--seconds", 8);
+    let Ok(exe) = std::env::current_exe() else {
+        return ExitCode::FAILURE;
+    };
+    let worker = exe.with_file_name("dlock-fault-worker");
+    let services = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/services");
+    let dir = std::env::temp_dir().join(format!("dlock-faults-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let plan = |fenced| Plan {
+        worker: worker.clone(),
+        services: services.clone(),
+        workers: 3,
+        ttl: Duration::from_secs(1),
+        hold: Duration::from_millis(20),
+        duration: Duration::from_secs(seconds),
+        fenced,
+    };
+    let mut rows = Vec::new();
+    let mut unsafe_runs = 0;
+    for backend in from_env(&dir.display().to_string()) {
+        let mut cases: Vec<(Nemesis, bool)> =
+            backend.nemeses().into_iter().map(|n| (n, true)).collect();
+        cases.push((Nemesis::PauseHolder, false));
+        for (nemesis, fenced) in cases {
+            let mut row = Row {
+                backend: backend.label.into(),
+                nemesis: if fenced {
+                    nemesis.label().into()
+                } else {
+                    format!("{} (unfenced)", nemesis.label())
+                },
+                verdict: Verdict::default(),
+                recoveries: Vec::new(),
+                not_applied: 0,
+            };
+            for _ in 0..runs {
+                match run(&plan(fenced), &backend, nemesis).await {
+                    Ok(o) => {
+                        add(&mut row.verdict, &o.verdict);
+                        row.recoveries.extend(o.recovery);
+                        if !o.applied {
+                            row.not_applied += 1;
+                        }
+                        if fenced && !o.verdict.safe() {
+                            unsafe_runs += 1;
+                        }
+                    }
+                    Err(e) => eprintln!("{} / {}: {e}", backend.label, nemesis.label()),
+                }
+            }
+            eprintln!("{} / {}: {:?}", row.backend, row.nemesis, row.verdict);
+            rows.push(row);
+        }
+    }
+    let report = table(&rows);
+    if std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes()).is_err() {
+        return ExitCode::FAILURE;
+    }
+    if unsafe_runs > 0 {
+        eprintln!("{unsafe_runs} fenced run(s) were unsafe");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}

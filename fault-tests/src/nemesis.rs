@@ -1,0 +1,101 @@
+//! The faults, and how to find a cluster's leader.
+
+use std::path::Path;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One fault, applied once in the middle of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nemesis {
+    /// `kill -9` of the worker holding the lock.
+    KillHolder,
+    /// `SIGSTOP` of a holder right after it read the counter, past its TTL, then
+    /// `SIGCONT` (it then writes what it read, plus one).
+    PauseHolder,
+    /// The holder's network path to the servers blackholed past its TTL, then healed.
+    Partition,
+    /// 100 ms added to every packet of every worker for 2 s.
+    Latency,
+    /// The (single) server restarted.
+    RestartServer,
+    /// A minority of members killed (a follower; 2 of 5 Redlock nodes), then restarted.
+    KillMember,
+    /// The cluster's leader killed, then restarted.
+    KillLeader,
+}
+
+impl Nemesis {
+    /// Label for the report.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::KillHolder => "kill -9 holder",
+            Self::PauseHolder => "SIGSTOP holder > TTL",
+            Self::Partition => "partition holder",
+            Self::Latency => "latency +100 ms",
+            Self::RestartServer => "restart server",
+            Self::KillMember => "kill minority",
+            Self::KillLeader => "kill leader",
+        }
+    }
+}
+
+/// Runs `scripts/services ctl DIR ACTION NAMES...`.
+pub async fn services(script: &Path, action: &str, names: &[&str]) -> bool {
+    let Ok(dir) = std::env::var("DLOCK_SVC_DIR") else {
+        return false;
+    };
+    let mut cmd = tokio::process::Command::new(script);
+    cmd.arg("ctl").arg(dir).arg(action).args(names);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd.status().await.is_ok_and(|s| s.success())
+}
+
+/// The index of the leading member among `hosts` (`host:port`), asked the server's
+/// own way: ZooKeeper's `srvr` command, etcd's JSON gateway.
+pub async fn leader(hosts: &[String], etcd: bool) -> Option<usize> {
+    if etcd {
+        let mut ids = Vec::new();
+        let mut leader = None;
+        for h in hosts {
+            let body = http_post(h, "/v3/maintenance/status", "{}").await?;
+            ids.push(json_field(&body, "member_id")?);
+            leader = json_field(&body, "leader");
+        }
+        let leader = leader?;
+        return ids.iter().position(|id| *id == leader);
+    }
+    for (i, h) in hosts.iter().enumerate() {
+        let Ok(mut s) = TcpStream::connect(h).await else {
+            continue;
+        };
+        let _ = s.write_all(b"srvr").await;
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out).await;
+        if out.contains("Mode: leader") {
+            return Some(i);
+        }
+    }
+    None
+}
+
+async fn http_post(host: &str, path: &str, body: &str) -> Option<String> {
+    let mut s = TcpStream::connect(host).await.ok()?;
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    Some(out)
+}
+
+/// The string value of `"field":"123"` in a JSON text (etcd quotes 64-bit numbers).
+fn json_field(json: &str, field: &str) -> Option<String> {
+    let at = json.find(&format!("\"{field}\":"))? + field.len() + 3;
+    let rest = json[at..].trim_start().trim_start_matches('"');
+    Some(rest.chars().take_while(char::is_ascii_digit).collect())
+}

@@ -1,0 +1,68 @@
+//! The report table.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::checker::Verdict;
+
+/// One row: a backend under one fault, over one or more runs.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Backend label.
+    pub backend: String,
+    /// Fault label (with "(unfenced)" for runs without the fence).
+    pub nemesis: String,
+    /// Verdicts summed over the runs.
+    pub verdict: Verdict,
+    /// Recovery times of the runs.
+    pub recoveries: Vec<Duration>,
+    /// Runs in which the fault could not be applied.
+    pub not_applied: u32,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{}", d.as_millis())
+}
+
+/// A Markdown table of the rows.
+#[must_use]
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| backend | fault | ops | overlaps | stale writes accepted | fence rejections | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let mut rec = r.recoveries.clone();
+        rec.sort();
+        let recovery = match (rec.get(rec.len() / 2), rec.last()) {
+            (Some(p50), Some(max)) => format!("{} / {}", ms(*p50), ms(*max)),
+            _ => "–".into(),
+        };
+        let note = if r.not_applied > 0 {
+            format!(" ({} not applied)", r.not_applied)
+        } else {
+            String::new()
+        };
+        let v = &r.verdict;
+        let _ = writeln!(
+            out,
+            "| {} | {}{note} | {} | {} | {} | {} | {} | {recovery} |",
+            r.backend,
+            r.nemesis,
+            v.ops,
+            v.overlaps,
+            v.stale_accepted,
+            v.fence_rejections,
+            v.lost_increments
+        );
+    }
+    out
+}
+
+/// Adds one verdict into a sum.
+pub fn add(sum: &mut Verdict, v: &Verdict) {
+    sum.ops += v.ops;
+    sum.overlaps += v.overlaps;
+    sum.stale_accepted += v.stale_accepted;
+    sum.fence_rejections += v.fence_rejections;
+    sum.lost_increments += v.lost_increments;
+}

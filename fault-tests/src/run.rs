@@ -1,0 +1,263 @@
+//! One run: workers, a fenced store, one fault, a verdict.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_conformance::{FaultMode, FaultProxy, url_host_port};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::time::sleep;
+
+use crate::backends::Backend;
+use crate::checker::{Verdict, check};
+use crate::nemesis::{Nemesis, leader, services};
+use crate::store::{FencedStore, Kind};
+
+/// How a run is shaped.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The worker binary (`dlock-fault-worker`).
+    pub worker: PathBuf,
+    /// `scripts/services`.
+    pub services: PathBuf,
+    /// Worker processes.
+    pub workers: u32,
+    /// Lease TTL (ZooKeeper: the session timeout in its URL).
+    pub ttl: Duration,
+    /// Time a holder spends between its read and its write.
+    pub hold: Duration,
+    /// Length of the run.
+    pub duration: Duration,
+    /// Whether the store checks fencing tokens.
+    pub fenced: bool,
+}
+
+/// What one run found.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The checker's verdict.
+    pub verdict: Verdict,
+    /// Time from the fault to the next acquisition by a worker other than its victim.
+    pub recovery: Option<Duration>,
+    /// Whether the fault could be applied (a holder was found, the services answered).
+    pub applied: bool,
+}
+
+struct Worker {
+    child: Child,
+    proxies: Vec<Arc<FaultProxy>>,
+}
+
+/// `url` with every `host:port` of its authority behind a new proxy.
+async fn proxied(url: &str) -> std::io::Result<(String, Vec<Arc<FaultProxy>>)> {
+    let Some(authority) = url_host_port(url) else {
+        return Ok((url.to_owned(), Vec::new()));
+    };
+    if url.starts_with("sqlite") {
+        return Ok((url.to_owned(), Vec::new()));
+    }
+    let mut hosts = Vec::new();
+    let mut proxies = Vec::new();
+    for h in authority.split(',') {
+        let p = Arc::new(FaultProxy::start(h).await?);
+        hosts.push(p.addr().to_string());
+        proxies.push(p);
+    }
+    Ok((url.replacen(&authority, &hosts.join(","), 1), proxies))
+}
+
+async fn spawn_worker(
+    plan: &Plan,
+    backend: &Backend,
+    name: &str,
+    store: &str,
+    id: u32,
+) -> std::io::Result<Worker> {
+    let (url, proxies) = proxied(&backend.url).await?;
+    let child = Command::new(&plan.worker)
+        .args([
+            url.as_str(),
+            name,
+            store,
+            &id.to_string(),
+            &plan.ttl.as_millis().to_string(),
+            &plan.hold.as_millis().to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(if std::env::var_os("DLOCK_FAULTS_VERBOSE").is_some() {
+            std::process::Stdio::inherit()
+        } else {
+            std::process::Stdio::null()
+        })
+        .kill_on_drop(true)
+        .spawn()?;
+    Ok(Worker { child, proxies })
+}
+
+fn signal(w: &Worker, sig: Signal) {
+    if let Some(pid) = w.child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = kill(Pid::from_raw(pid), sig);
+    }
+}
+
+/// The worker that holds the lock now (acquired, not released), per the store's log.
+fn holder(store: &FencedStore) -> Option<u32> {
+    let mut held = None;
+    for e in store.log() {
+        match e.kind {
+            Kind::Acquired => held = Some(e.worker),
+            Kind::Released if held == Some(e.worker) => held = None,
+            _ => {}
+        }
+    }
+    held
+}
+
+/// A worker that has read the counter and not yet written: the moment to pause it.
+fn mid_update(store: &FencedStore) -> Option<u32> {
+    let mut reader = None;
+    for e in store.log() {
+        match e.kind {
+            Kind::Read if e.accepted => reader = Some(e.worker),
+            Kind::Write | Kind::Released if reader == Some(e.worker) => reader = None,
+            _ => {}
+        }
+    }
+    reader
+}
+
+async fn wait_for(mut probe: impl FnMut() -> Option<u32>, within: Duration) -> Option<u32> {
+    let end = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < end {
+        if let Some(w) = probe() {
+            return Some(w);
+        }
+        sleep(Duration::from_millis(1)).await;
+    }
+    None
+}
+
+/// Runs `nemesis` against `backend` once.
+///
+/// # Errors
+/// When the store or a worker cannot be started.
+pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::Result<Outcome> {
+    let store = FencedStore::start(plan.fenced).await?;
+    let started = store.now();
+    let name = format!("faults/{}/{:016x}", backend.label, dlock_any::random_u64());
+    let mut workers = Vec::new();
+    for id in 0..plan.workers {
+        workers.push(spawn_worker(plan, backend, &name, store.addr(), id).await?);
+    }
+    sleep(Duration::from_millis(1500)).await;
+    let (fault_at, victim, applied) = apply(plan, backend, nemesis, &store, &mut workers).await;
+    let rest = plan.duration.saturating_sub(store.now() - started);
+    sleep(rest.max(Duration::from_secs(1))).await;
+    for w in &mut workers {
+        signal(w, Signal::SIGCONT);
+        let _ = w.child.start_kill();
+        let _ = w.child.wait().await;
+    }
+    let log = store.log();
+    let recovery = log
+        .iter()
+        .find(|e| e.kind == Kind::Acquired && e.at > fault_at && Some(e.worker) != victim)
+        .map(|e| e.at - fault_at);
+    Ok(Outcome {
+        verdict: check(&log),
+        recovery,
+        applied,
+    })
+}
+
+/// Applies the fault; returns when it was applied, its victim, and whether it was.
+async fn apply(
+    plan: &Plan,
+    backend: &Backend,
+    nemesis: Nemesis,
+    store: &FencedStore,
+    workers: &mut [Worker],
+) -> (Duration, Option<u32>, bool) {
+    let past_ttl = plan.ttl + Duration::from_millis(1500);
+    let script: &Path = &plan.services;
+    match nemesis {
+        Nemesis::KillHolder => {
+            let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
+                return (store.now(), None, false);
+            };
+            let at = store.now();
+            signal(&workers[v as usize], Signal::SIGKILL);
+            (at, Some(v), true)
+        }
+        Nemesis::PauseHolder => {
+            let Some(v) = wait_for(|| mid_update(store), Duration::from_secs(5)).await else {
+                return (store.now(), None, false);
+            };
+            let at = store.now();
+            signal(&workers[v as usize], Signal::SIGSTOP);
+            sleep(past_ttl).await;
+            signal(&workers[v as usize], Signal::SIGCONT);
+            (at, Some(v), true)
+        }
+        Nemesis::Partition => {
+            let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
+                return (store.now(), None, false);
+            };
+            let at = store.now();
+            for p in &workers[v as usize].proxies {
+                p.set_mode(FaultMode::Blackhole);
+            }
+            sleep(past_ttl).await;
+            for p in &workers[v as usize].proxies {
+                p.set_mode(FaultMode::Pass);
+            }
+            (at, Some(v), true)
+        }
+        Nemesis::Latency => {
+            let at = store.now();
+            for w in workers.iter() {
+                for p in &w.proxies {
+                    p.set_mode(FaultMode::Delay(Duration::from_millis(100)));
+                }
+            }
+            sleep(Duration::from_secs(2)).await;
+            for w in workers.iter() {
+                for p in &w.proxies {
+                    p.set_mode(FaultMode::Pass);
+                }
+            }
+            (at, None, true)
+        }
+        Nemesis::RestartServer => {
+            let at = store.now();
+            let ok = services(script, "restart", &backend.servers).await;
+            (at, None, ok)
+        }
+        Nemesis::KillMember | Nemesis::KillLeader => {
+            let victims: Vec<&str> = if backend.has_leader {
+                let hosts: Vec<String> = url_host_port(&backend.url)
+                    .map(|a| a.split(',').map(str::to_owned).collect())
+                    .unwrap_or_default();
+                let Some(l) = leader(&hosts, backend.label.starts_with("etcd")).await else {
+                    return (store.now(), None, false);
+                };
+                let i = if nemesis == Nemesis::KillLeader {
+                    l
+                } else {
+                    (l + 1) % hosts.len()
+                };
+                vec![backend.servers[i]]
+            } else {
+                // Redlock: two of five masters
+                backend.servers[..2].to_vec()
+            };
+            let at = store.now();
+            let killed = services(script, "kill", &victims).await;
+            sleep(Duration::from_secs(2)).await;
+            let started = services(script, "start", &victims).await;
+            (at, None, killed && started)
+        }
+    }
+}

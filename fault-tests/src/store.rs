@@ -1,0 +1,175 @@
+//! The fenced store: a tiny TCP service holding one counter, logging every request.
+//! All times are the machine's `CLOCK_MONOTONIC`, shared by every process: workers
+//! stamp their own acquisitions, validity deadlines and releases, the store stamps
+//! reads and writes as it serves them.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// The machine's monotonic clock (the same in every process).
+#[must_use]
+pub fn mono() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map_or(Duration::ZERO, Duration::from)
+}
+
+/// What a worker told the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Got the lock at `at` (worker's stamp); `n` = its `valid_until` in nanoseconds.
+    Acquired,
+    /// Read the counter under `token`; `n` = the value read.
+    Read,
+    /// Wrote `n` under `token`.
+    Write,
+    /// Called release at `at` (worker's stamp).
+    Released,
+}
+
+/// One logged request.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// When it happened, on the machine's monotonic clock.
+    pub at: Duration,
+    /// The worker.
+    pub worker: u32,
+    /// What happened.
+    pub kind: Kind,
+    /// The fencing token the worker carried.
+    pub token: u64,
+    /// Value read or written, or `valid_until` in nanoseconds (Acquired).
+    pub n: u64,
+    /// Whether the store accepted it (reads and writes can be fenced off).
+    pub accepted: bool,
+}
+
+#[derive(Default)]
+struct State {
+    value: u64,
+    highest_token: u64,
+    log: Vec<Event>,
+}
+
+/// The counter and its log. With `fenced`, a read or write carrying a token below the
+/// highest one seen is rejected (reads register their token too, so a holder that
+/// read under a newer token fences off an older holder's later write).
+pub struct FencedStore {
+    addr: String,
+    state: Arc<Mutex<State>>,
+    task: JoinHandle<()>,
+}
+
+impl FencedStore {
+    /// Listens on a free loopback port.
+    ///
+    /// # Errors
+    /// When the port cannot be bound.
+    pub async fn start(fenced: bool) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?.to_string();
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = Arc::clone(&state);
+        let task = tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                tokio::spawn(serve(conn, Arc::clone(&st), fenced));
+            }
+        });
+        Ok(Self { addr, state, task })
+    }
+
+    /// Where workers connect.
+    #[must_use]
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Now, on the log's clock.
+    #[must_use]
+    pub fn now(&self) -> Duration {
+        mono()
+    }
+
+    /// A copy of the log so far.
+    #[must_use]
+    pub fn log(&self) -> Vec<Event> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .log
+            .clone()
+    }
+
+    /// The final counter value.
+    #[must_use]
+    pub fn value(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .value
+    }
+}
+
+impl Drop for FencedStore {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
+    let (r, mut w) = conn.into_split();
+    let mut lines = BufReader::new(r).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let num = |i: usize| {
+            parts
+                .get(i)
+                .and_then(|p| p.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        // ACQ id token at_ns valid_until_ns | REL id token at_ns | READ id token | WRITE id token value
+        let (worker, token, n) = (u32::try_from(num(1)).unwrap_or(0), num(2), num(3));
+        let reply = {
+            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let served = mono();
+            let stale = token < s.highest_token;
+            let stamped = Duration::from_nanos(n);
+            let (kind, accepted, reply, at) = match parts.first().copied() {
+                Some("ACQ") => (Kind::Acquired, true, "OK".to_owned(), stamped),
+                Some("REL") => (Kind::Released, true, "OK".to_owned(), stamped),
+                Some("READ") if fenced && stale => (Kind::Read, false, "REJ".to_owned(), served),
+                Some("READ") => {
+                    s.highest_token = s.highest_token.max(token);
+                    (Kind::Read, true, format!("VAL {}", s.value), served)
+                }
+                Some("WRITE") if fenced && stale => (Kind::Write, false, "REJ".to_owned(), served),
+                Some("WRITE") => {
+                    s.highest_token = s.highest_token.max(token);
+                    s.value = n;
+                    (Kind::Write, true, "OK".to_owned(), served)
+                }
+                _ => continue,
+            };
+            let n = match kind {
+                Kind::Read if accepted => s.value,
+                Kind::Acquired => num(4),
+                _ => n,
+            };
+            s.log.push(Event {
+                at,
+                worker,
+                kind,
+                token,
+                n,
+                accepted,
+            });
+            reply
+        };
+        if w.write_all(format!("{reply}\n").as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The short fault suite, run in CI: every backend under every fault that applies, with
+//! the fence (must be safe) and once without it (the pause must bite).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dlock_conformance::required_env;
+use dlock_faults::Nemesis;
+use dlock_faults::backends::{Backend, from_env};
+use dlock_faults::report::{Row, table};
+use dlock_faults::run::{Plan, run};
+
+/// One scenario at a time: faults restart shared servers.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const TTL: Duration = Duration::from_secs(1);
+
+fn plan(fenced: bool) -> Plan {
+    Plan {
+        worker: PathBuf::from(env!("CARGO_BIN_EXE_dlock-fault-worker")),
+        services: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services")),
+        workers: 3,
+        ttl: TTL,
+        hold: Duration::from_millis(20),
+        duration: Duration::from_secs(5),
+        fenced,
+    }
+}
+
+fn backend(label: &str, env_var: Option<&str>) -> Backend {
+    if let Some(v) = env_var {
+        let _ = required_env(v);
+        let _ = required_env("DLOCK_SVC_DIR");
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "dlock-faults-test-{:016x}",
+        dlock_any::random_u64()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    from_env(&dir.display().to_string())
+        .into_iter()
+        .find(|b| b.label == label)
+        .unwrap()
+}
+
+async fn faults(label: &str, env_var: Option<&str>) {
+    let _serial = SERIAL.lock().await;
+    let b = backend(label, env_var);
+    let mut rows = Vec::new();
+    for nemesis in b.nemeses() {
+        let o = run(&plan(true), &b, nemesis).await.unwrap();
+        let v = &o.verdict;
+        rows.push(Row {
+            backend: label.into(),
+            nemesis: nemesis.label().into(),
+            verdict: v.clone(),
+            recoveries: o.recovery.into_iter().collect(),
+            not_applied: u32::from(!o.applied),
+        });
+        assert!(
+            o.applied,
+            "{label}: {} could not be applied",
+            nemesis.label()
+        );
+        assert!(v.safe(), "{label} / {}: {v:?}", nemesis.label());
+        assert_eq!(v.lost_increments, 0, "{label} / {}: {v:?}", nemesis.label());
+        assert!(v.ops > 0, "{label} / {}: no progress", nemesis.label());
+        if nemesis == Nemesis::KillHolder {
+            let r = o.recovery.expect("someone took over");
+            assert!(
+                r <= TTL + Duration::from_secs(1),
+                "{label}: recovery after kill -9 took {r:?}"
+            );
+        }
+    }
+    // Without the fence, a holder paused between its read and its write must corrupt
+    // the counter: otherwise this nemesis is not biting.
+    let o = run(&plan(false), &b, Nemesis::PauseHolder).await.unwrap();
+    rows.push(Row {
+        backend: label.into(),
+        nemesis: "SIGSTOP holder > TTL (unfenced)".into(),
+        verdict: o.verdict.clone(),
+        recoveries: o.recovery.into_iter().collect(),
+        not_applied: u32::from(!o.applied),
+    });
+    eprintln!("{}", table(&rows));
+    assert!(
+        o.verdict.stale_accepted + o.verdict.lost_increments > 0,
+        "{label}: the unfenced pause did no harm: {:?}",
+        o.verdict
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    faults("sqlite", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    faults("postgres", Some("DLOCK_TEST_POSTGRES_URL")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb() {
+    faults("mariadb", Some("DLOCK_TEST_MYSQL_URL")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis() {
+    faults("redis", Some("DLOCK_TEST_REDIS_URL")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock() {
+    faults("redlock×5", Some("DLOCK_TEST_REDLOCK_URLS")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd() {
+    faults("etcd", Some("DLOCK_TEST_ETCD_ENDPOINTS")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_cluster() {
+    faults("etcd×3", Some("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper() {
+    faults("zookeeper", Some("DLOCK_TEST_ZK_ADDR")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_ensemble() {
+    faults("zookeeper×3", Some("DLOCK_TEST_ZK_CLUSTER_ADDR")).await;
+}
