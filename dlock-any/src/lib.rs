@@ -53,13 +53,20 @@ pub use dlock_sql::{SqlLock, SqlLockBuilder};
 #[cfg(feature = "zookeeper")]
 pub use dlock_zk::ZkLock;
 
-/// Connects to the backend the URL names (see the table above).
+/// Connects to the backend the URL names (see the table above), wrapped in
+/// [`Instrumented`]: every operation gets a `tracing` span and the metrics listed in
+/// [`metric_names`] (collected by whatever `metrics` recorder the program installs).
 ///
 /// # Errors
 /// [`LockError::Config`] for a malformed URL, an unknown scheme, or a scheme whose
 /// cargo feature is off (the message names the feature);
 /// [`LockError::Unavailable`] when the server cannot be reached.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let backend = connect_backend(url).await?;
+    Ok(Arc::new(Instrumented::new(backend)))
+}
+
+async fn connect_backend(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     let shown = redact_url(url);
     let Some((scheme, _)) = url.split_once("://").or_else(|| url.split_once(':')) else {
         return Err(LockError::Config(format!(

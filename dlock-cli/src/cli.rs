@@ -38,7 +38,8 @@ Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
 (~/.local/state/dlock). Examples:
   dlock run nightly-report -- ./report.sh
   dlock run --wait 0 --ttl 1m backup -- pg_dump app
-  DLOCK_URL=postgres://app@db/app dlock run --wait 10m invoices -- ./charge.sh";
+  DLOCK_URL=postgres://app@db/app dlock run --wait 10m invoices -- ./charge.sh
+  dlock run --metrics-addr 127.0.0.1:9464 reindex -- ./reindex.sh   # scrape /metrics";
 
 /// Options shared by the subcommands.
 #[derive(Debug, Args)]
@@ -69,6 +70,10 @@ pub struct RunArgs {
     /// Do not report progress while waiting.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Serve Prometheus metrics (acquire, renew, release, hold time, …) at
+    /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// The lock name, e.g. `nightly-report` or `orders/42`.
     pub name: String,
     /// The command and its arguments (after `--`).

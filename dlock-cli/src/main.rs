@@ -14,6 +14,7 @@
 mod cli;
 mod exit;
 mod json;
+mod metrics;
 mod progress;
 mod run;
 mod status;

@@ -19,6 +19,12 @@ pub async fn run(args: RunArgs) -> ExitCode {
         Ok(n) => n,
         Err(e) => return exit::fail(&e),
     };
+    if let Some(addr) = args.metrics_addr
+        && let Err(e) = crate::metrics::serve(addr).await
+    {
+        eprintln!("dlock: {e}");
+        return ExitCode::from(exit::USAGE);
+    }
     let backend = match url::resolve(args.backend.url.as_deref()) {
         Ok(u) => match dlock_any::connect(&u).await {
             Ok(b) => b,

@@ -459,3 +459,50 @@ fn usage_and_backend_errors_have_their_codes() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2"));
     assert_eq!(code(&["--help"], "memory://"), Some(0));
 }
+
+/// `--metrics-addr` serves Prometheus text with the acquire and renew series while the
+/// command runs.
+#[test]
+fn metrics_endpoint_shows_acquire_and_renew_series() {
+    use std::io::{Read, Write};
+    let dir = scratch();
+    let url = format!("sqlite://{}/locks.sqlite", dir.display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let name = unique("metrics");
+    let mut holder = spawn(
+        &url,
+        &[
+            "run",
+            "--ttl",
+            "300ms",
+            "--metrics-addr",
+            &addr,
+            &name,
+            "--",
+            "sleep",
+            "1.5",
+        ],
+    );
+    sleep(Duration::from_millis(800)); // a few renewals at ttl/3
+    let mut conn = std::net::TcpStream::connect(&addr).expect("metrics endpoint");
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(
+        text.contains("dlock_acquire_total{backend=\"sqlite\",outcome=\"acquired\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("dlock_renew_total{backend=\"sqlite\",outcome=\"ok\"}"),
+        "{text}"
+    );
+    assert!(text.contains("dlock_acquire_wait_seconds"), "{text}");
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
+}

@@ -50,6 +50,7 @@ pub struct Locker {
     lock: Arc<dyn DistributedLock>,
     ttl: Duration,
     wait: Duration,
+    name_label: bool,
 }
 
 /// Default lease TTL of a [`Locker`].
@@ -65,7 +66,16 @@ impl Locker {
             lock,
             ttl: DEFAULT_TTL,
             wait: DEFAULT_WAIT,
+            name_label: false,
         }
+    }
+
+    /// Labels the guards' metrics with the lock name too (one series per name: mind
+    /// the cardinality). See [`crate::metric_names`].
+    #[must_use]
+    pub fn with_name_label(mut self, on: bool) -> Self {
+        self.name_label = on;
+        self
     }
 
     /// Sets the lease TTL; the watchdog renews at about a third of it.
@@ -95,7 +105,11 @@ impl Locker {
     pub async fn lock(&self, name: impl AsRef<str>) -> Result<LockGuard, LockError> {
         let name = LockName::new(name.as_ref())?;
         let lease = self.lock.acquire(&name, self.ttl, self.wait).await?;
-        Ok(LockGuard::new(Arc::clone(&self.lock), lease))
+        Ok(LockGuard::start(
+            Arc::clone(&self.lock),
+            lease,
+            self.name_label,
+        ))
     }
 
     /// Takes `name` if it is free.
@@ -105,7 +119,7 @@ impl Locker {
     pub async fn try_lock(&self, name: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
         let name = LockName::new(name.as_ref())?;
         let lease = self.lock.try_acquire(&name, self.ttl).await?;
-        Ok(lease.map(|l| LockGuard::new(Arc::clone(&self.lock), l)))
+        Ok(lease.map(|l| LockGuard::start(Arc::clone(&self.lock), l, self.name_label)))
     }
 
     /// Runs `work` under the lock, passing it the fencing token, and releases the lock
@@ -125,7 +139,8 @@ impl Locker {
         tokio::select! {
             biased;
             () = lost => {
-                drop(guard);
+                // owner-checked, so harmless if someone else holds it now
+                let _ = guard.release().await;
                 Err(LockError::lease_lost(&name))
             }
             out = work(guard.token()) => {
@@ -141,6 +156,9 @@ impl Locker {
 struct Shared {
     lease: Mutex<Lease>,
     state: watch::Sender<GuardState>,
+    backend: &'static str,
+    labels: Vec<metrics::Label>,
+    acquired: Instant,
 }
 
 impl Shared {
@@ -155,16 +173,29 @@ impl Shared {
         *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
     }
 
-    fn set_state(&self, state: GuardState) {
+    /// Moves to `state` (Lost and Released are final); records the hold time when the
+    /// guard's life ends, and the loss.
+    fn set_state(&self, state: GuardState) -> bool {
+        let lock = self.lease().name().clone();
         self.state.send_if_modified(|s| {
-            // Lost and Released are final.
             let changed = *s != state && !matches!(*s, GuardState::Lost | GuardState::Released);
             if changed {
-                tracing::debug!(from = ?*s, to = ?state, "lock guard state");
+                match state {
+                    GuardState::Lost => tracing::warn!(%lock, backend = self.backend, from = ?*s, "lease lost"),
+                    GuardState::Suspect => tracing::warn!(%lock, backend = self.backend, "lease suspect: renewal failed"),
+                    _ => tracing::debug!(%lock, backend = self.backend, from = ?*s, to = ?state, "lock guard state"),
+                }
+                if matches!(state, GuardState::Lost | GuardState::Released) {
+                    metrics::histogram!(crate::metric_names::HOLD, self.labels.clone())
+                        .record(self.acquired.elapsed().as_secs_f64());
+                }
+                if state == GuardState::Lost {
+                    metrics::counter!(crate::metric_names::LEASES_LOST, self.labels.clone()).increment(1);
+                }
                 *s = state;
             }
             changed
-        });
+        })
     }
 }
 
@@ -185,10 +216,19 @@ impl LockGuard {
     /// tokio runtime.
     #[must_use]
     pub fn new(lock: Arc<dyn DistributedLock>, lease: Lease) -> Self {
+        Self::start(lock, lease, false)
+    }
+
+    fn start(lock: Arc<dyn DistributedLock>, lease: Lease, name_label: bool) -> Self {
         let (state, _) = watch::channel(GuardState::Held);
+        let backend = lock.backend_name();
+        let labels = crate::instrument::labels(backend, lease.name(), name_label);
         let shared = Arc::new(Shared {
             lease: Mutex::new(lease),
             state,
+            backend,
+            labels,
+            acquired: Instant::now(),
         });
         let watchdog = tokio::spawn(watchdog(Arc::clone(&lock), Arc::clone(&shared)));
         Self {
@@ -244,7 +284,7 @@ impl LockGuard {
         self.finished = true;
         self.watchdog.abort();
         let lease = self.shared.lease();
-        self.shared.set_state(GuardState::Released);
+        let _ = self.shared.set_state(GuardState::Released);
         self.lock.release(&lease).await
     }
 }
@@ -256,7 +296,12 @@ impl Drop for LockGuard {
             return;
         }
         let lease = self.shared.lease();
-        self.shared.set_state(GuardState::Released);
+        metrics::counter!(
+            crate::metric_names::GUARDS_DROPPED,
+            self.shared.labels.clone()
+        )
+        .increment(1);
+        let _ = self.shared.set_state(GuardState::Released);
         let lock = Arc::clone(&self.lock);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
@@ -291,28 +336,27 @@ async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>) {
         loop {
             let now = Instant::now();
             if now >= lease.valid_until() {
-                shared.set_state(GuardState::Lost);
+                let _ = shared.set_state(GuardState::Lost);
                 return;
             }
             let attempt_end = (now + attempt_limit).min(lease.valid_until());
             match tokio::time::timeout_at(attempt_end, lock.renew(&lease)).await {
                 Ok(Ok(renewed)) => {
                     shared.set_lease(renewed);
-                    shared.set_state(GuardState::Held);
+                    let _ = shared.set_state(GuardState::Held);
                     break;
                 }
                 Ok(Err(LockError::LeaseLost { .. })) => {
-                    tracing::warn!(lock = %lease.name(), "renewal refused: lease lost");
-                    shared.set_state(GuardState::Lost);
+                    let _ = shared.set_state(GuardState::Lost);
                     return;
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(lock = %lease.name(), error = %e, "renewal failed; retrying until the lease runs out");
-                    shared.set_state(GuardState::Suspect);
+                    tracing::debug!(lock = %lease.name(), error = %e, "renewal failed; retrying until the lease runs out");
+                    let _ = shared.set_state(GuardState::Suspect);
                 }
                 Err(_) => {
-                    tracing::warn!(lock = %lease.name(), "renewal timed out; retrying until the lease runs out");
-                    shared.set_state(GuardState::Suspect);
+                    tracing::debug!(lock = %lease.name(), "renewal timed out; retrying until the lease runs out");
+                    let _ = shared.set_state(GuardState::Suspect);
                 }
             }
             let pause_end = (Instant::now() + retry_pause).min(lease.valid_until());

@@ -91,8 +91,10 @@ async fn main() -> ExitCode {
             tokio::time::sleep(Duration::from_millis(hold)).await;
             let _ = store.ask(format!("WRITE {id} {t} {}", v + 1)).await;
         }
-        let released = mono();
+        // Report the end of the critical section before releasing: a worker killed
+        // between the two must not leave a window open after others could take over.
+        let done = mono();
+        let _ = store.ask(format!("REL {id} {t} {}", nanos(done))).await;
         let _ = lock.release(&lease).await;
-        let _ = store.ask(format!("REL {id} {t} {}", nanos(released))).await;
     }
 }

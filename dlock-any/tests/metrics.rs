@@ -1,0 +1,155 @@
+//! The metrics every backend gets through `connect`: exact counters for a
+//! lock / contend / lose sequence, and samples in the histograms. One test in this
+//! binary, because the recorder is global.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_any::{DistributedLock, LockName, Locker, metric_names as m};
+use dlock_conformance::required_env;
+use metrics_util::CompositeKey;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+/// One snapshot (taking it resets the recorder's values).
+type Snapshot = Vec<(
+    CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    DebugValue,
+)>;
+
+fn counter(s: &Snapshot, name: &str, backend: &str, outcome: Option<&str>) -> u64 {
+    s.iter()
+        .filter(|(k, ..)| {
+            let key = k.key();
+            let has = |l: &str, v: &str| key.labels().any(|x| x.key() == l && x.value() == v);
+            key.name() == name
+                && has("backend", backend)
+                && outcome.is_none_or(|o| has("outcome", o))
+        })
+        .map(|(.., v)| match v {
+            DebugValue::Counter(c) => *c,
+            _ => 0,
+        })
+        .sum()
+}
+
+fn samples(s: &Snapshot, name: &str, backend: &str) -> usize {
+    s.iter()
+        .filter(|(k, ..)| {
+            k.key().name() == name
+                && k.key()
+                    .labels()
+                    .any(|l| l.key() == "backend" && l.value() == backend)
+        })
+        .map(|(.., v)| match v {
+            DebugValue::Histogram(h) => h.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// try (acquired), try (busy), acquire (timeout), release (released), release again
+/// (not held), a guard that renews, is made to lose its lease, and is dropped (its
+/// background release then finds the lock not held).
+async fn sequence(lock: Arc<dyn DistributedLock>) {
+    let name = LockName::new(&format!("metrics/{:016x}", dlock_any::random_u64())).unwrap();
+    let a = lock
+        .try_acquire(&name, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        lock.try_acquire(&name, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        lock.acquire(&name, Duration::from_secs(30), Duration::from_millis(200))
+            .await
+            .is_err()
+    );
+    assert!(lock.release(&a).await.unwrap());
+    assert!(!lock.release(&a).await.unwrap());
+    let locker = Locker::new(Arc::clone(&lock)).with_ttl(Duration::from_millis(600));
+    let guard = locker.lock(name.as_str()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await; // one renewal at ttl/3
+    assert!(lock.release(&guard.lease()).await.unwrap()); // pulled from under the guard
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .unwrap();
+    drop(guard);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_and_histograms_on_memory_and_postgres() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    for (url, backend) in [
+        ("memory://".to_owned(), "memory"),
+        (required_env("DLOCK_TEST_POSTGRES_URL"), "postgres"),
+    ] {
+        sequence(dlock_any::connect(&url).await.unwrap()).await;
+        let s = snapshotter.snapshot().into_vec();
+        assert_eq!(
+            counter(&s, m::ACQUIRE_TOTAL, backend, Some("acquired")),
+            2,
+            "{backend}"
+        );
+        assert_eq!(
+            counter(&s, m::ACQUIRE_TOTAL, backend, Some("busy")),
+            1,
+            "{backend}"
+        );
+        assert_eq!(
+            counter(&s, m::ACQUIRE_TOTAL, backend, Some("timeout")),
+            1,
+            "{backend}"
+        );
+        assert_eq!(
+            counter(&s, m::RELEASE_TOTAL, backend, Some("released")),
+            2,
+            "{backend}"
+        );
+        assert_eq!(
+            counter(&s, m::RELEASE_TOTAL, backend, Some("not_held")),
+            2,
+            "{backend}"
+        );
+        assert_eq!(
+            counter(&s, m::RENEW_TOTAL, backend, Some("ok")),
+            1,
+            "{backend}"
+        );
+        assert_eq!(
+            counter(&s, m::RENEW_TOTAL, backend, Some("lost")),
+            1,
+            "{backend}"
+        );
+        assert_eq!(counter(&s, m::LEASES_LOST, backend, None), 1, "{backend}");
+        assert_eq!(
+            counter(&s, m::GUARDS_DROPPED, backend, None),
+            1,
+            "{backend}"
+        );
+        assert_eq!(
+            samples(&s, m::ACQUIRE_LATENCY, backend),
+            2,
+            "{backend}: one sample per try_acquire"
+        );
+        assert_eq!(
+            samples(&s, m::ACQUIRE_WAIT, backend),
+            2,
+            "{backend}: one sample per acquire"
+        );
+        assert_eq!(
+            samples(&s, m::HOLD, backend),
+            1,
+            "{backend}: the guard's hold time"
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! Tracing spans and metrics around any backend.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use crate::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+
+/// The metric names dlock records (through the `metrics` facade: install any recorder
+/// or exporter to collect them; without one they cost next to nothing).
+///
+/// Every metric has a `backend` label (`redis`, `postgres`, …). With
+/// [`Instrumented::with_name_label`] (and [`crate::Locker::with_name_label`]) they
+/// also get a `lock` label: mind the cardinality — one series per lock name.
+pub mod names {
+    /// Histogram: seconds a `try_acquire` call took (one attempt).
+    pub const ACQUIRE_LATENCY: &str = "dlock_acquire_latency_seconds";
+    /// Histogram: seconds an `acquire` call waited, whatever its outcome.
+    pub const ACQUIRE_WAIT: &str = "dlock_acquire_wait_seconds";
+    /// Counter: acquisitions by `outcome` = `acquired` | `busy` | `timeout` | `error`.
+    pub const ACQUIRE_TOTAL: &str = "dlock_acquire_total";
+    /// Counter: renewals by `outcome` = `ok` | `lost` | `error`.
+    pub const RENEW_TOTAL: &str = "dlock_renew_total";
+    /// Counter: releases by `outcome` = `released` | `not_held` | `error`.
+    pub const RELEASE_TOTAL: &str = "dlock_release_total";
+    /// Histogram: seconds a [`crate::LockGuard`] held its lock (until release, loss or drop).
+    pub const HOLD: &str = "dlock_hold_seconds";
+    /// Counter: guards whose lease was lost.
+    pub const LEASES_LOST: &str = "dlock_leases_lost_total";
+    /// Counter: guards dropped without `release()`.
+    pub const GUARDS_DROPPED: &str = "dlock_guards_dropped_total";
+}
+
+/// Labels for one lock operation: backend always, lock name when asked for.
+pub(crate) fn labels(
+    backend: &'static str,
+    name: &LockName,
+    with_name: bool,
+) -> Vec<metrics::Label> {
+    let mut l = vec![metrics::Label::new("backend", backend)];
+    if with_name {
+        l.push(metrics::Label::new("lock", name.as_str().to_owned()));
+    }
+    l
+}
+
+fn with(
+    mut labels: Vec<metrics::Label>,
+    key: &'static str,
+    value: &'static str,
+) -> Vec<metrics::Label> {
+    labels.push(metrics::Label::new(key, value));
+    labels
+}
+
+/// Wraps a backend with `tracing` spans (`dlock.acquire`, `dlock.try_acquire`,
+/// `dlock.renew`, `dlock.release`, with the lock name, backend and outcome) and the
+/// metrics in [`names`]. `dlock_any::connect` applies it to every backend it returns,
+/// so adapters stay free of it and third-party adapters get it too.
+///
+/// ```
+/// use std::sync::Arc;
+/// use dlock_core::{DistributedLock, Instrumented, MemoryLock};
+/// let lock: Arc<dyn DistributedLock> = Arc::new(Instrumented::new(MemoryLock::new()));
+/// assert_eq!(lock.backend_name(), "memory");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Instrumented<L> {
+    inner: L,
+    name_label: bool,
+}
+
+impl<L: DistributedLock> Instrumented<L> {
+    /// Instruments `inner`.
+    pub fn new(inner: L) -> Self {
+        Self {
+            inner,
+            name_label: false,
+        }
+    }
+
+    /// Adds the lock name as a `lock` label (one series per name: mind the cardinality).
+    #[must_use]
+    pub fn with_name_label(mut self, on: bool) -> Self {
+        self.name_label = on;
+        self
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+
+    fn labels(&self, name: &LockName) -> Vec<metrics::Label> {
+        labels(self.inner.backend_name(), name, self.name_label)
+    }
+}
+
+fn outcome_of_error(e: &LockError) -> &'static str {
+    match e {
+        LockError::Timeout { .. } => "timeout",
+        LockError::LeaseLost { .. } => "lost",
+        _ => "error",
+    }
+}
+
+#[async_trait]
+impl<L: DistributedLock> DistributedLock for Instrumented<L> {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        let span = tracing::debug_span!("dlock.try_acquire", lock = %name, backend = self.inner.backend_name(), outcome = tracing::field::Empty);
+        let start = Instant::now();
+        let r = self
+            .inner
+            .try_acquire(name, ttl)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &r {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "busy",
+            Err(e) => outcome_of_error(e),
+        };
+        span.record("outcome", outcome);
+        let labels = self.labels(name);
+        metrics::histogram!(names::ACQUIRE_LATENCY, labels.clone())
+            .record(start.elapsed().as_secs_f64());
+        metrics::counter!(names::ACQUIRE_TOTAL, with(labels, "outcome", outcome)).increment(1);
+        r
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        let span = tracing::info_span!(
+            "dlock.acquire",
+            lock = %name,
+            backend = self.inner.backend_name(),
+            wait_ms = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let start = Instant::now();
+        let r = self
+            .inner
+            .acquire(name, ttl, wait)
+            .instrument(span.clone())
+            .await;
+        let waited = start.elapsed();
+        let outcome = match &r {
+            Ok(_) => "acquired",
+            Err(e) => outcome_of_error(e),
+        };
+        span.record(
+            "wait_ms",
+            u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        );
+        span.record("outcome", outcome);
+        let labels = self.labels(name);
+        metrics::histogram!(names::ACQUIRE_WAIT, labels.clone()).record(waited.as_secs_f64());
+        metrics::counter!(names::ACQUIRE_TOTAL, with(labels, "outcome", outcome)).increment(1);
+        r
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let span = tracing::debug_span!("dlock.renew", lock = %lease.name(), backend = self.inner.backend_name(), outcome = tracing::field::Empty);
+        let r = self.inner.renew(lease).instrument(span.clone()).await;
+        let outcome = match &r {
+            Ok(_) => "ok",
+            Err(e) => outcome_of_error(e),
+        };
+        span.record("outcome", outcome);
+        metrics::counter!(
+            names::RENEW_TOTAL,
+            with(self.labels(lease.name()), "outcome", outcome)
+        )
+        .increment(1);
+        r
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), outcome = tracing::field::Empty);
+        let r = self.inner.release(lease).instrument(span.clone()).await;
+        let outcome = match &r {
+            Ok(true) => "released",
+            Ok(false) => "not_held",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
+        metrics::counter!(
+            names::RELEASE_TOTAL,
+            with(self.labels(lease.name()), "outcome", outcome)
+        )
+        .increment(1);
+        r
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.inner.inspect(name).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn backend_name(&self) -> &'static str {
+        self.inner.backend_name()
+    }
+}
+
+/// A shared backend is a backend, so `Instrumented<Arc<dyn DistributedLock>>` works.
+#[async_trait]
+impl<T: DistributedLock + ?Sized> DistributedLock for Arc<T> {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        (**self).try_acquire(name, ttl).await
+    }
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        (**self).acquire(name, ttl, wait).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        (**self).renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        (**self).release(lease).await
+    }
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        (**self).inspect(name).await
+    }
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn backend_name(&self) -> &'static str {
+        (**self).backend_name()
+    }
+}
