@@ -22,6 +22,9 @@ pub enum Command {
     Run(RunArgs),
     /// Show who holds each NAME (owner, fencing token, time left) or that it is free.
     Status(StatusArgs),
+    /// Measure a backend: uncontended cycle, hand-off, contention, parallel names,
+    /// many held locks; with the raw-protocol floor and the ratio where one exists.
+    Bench(BenchArgs),
 }
 
 const RUN_HELP: &str = "\
@@ -106,4 +109,57 @@ pub struct StatusArgs {
 
 fn duration(text: &str) -> Result<Duration, String> {
     dlock_any::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// A benchmark scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// One client, acquire + release on a free lock.
+    Uncontended,
+    /// Time from a release to the blocked waiter holding the lock.
+    Handoff,
+    /// Many clients on one lock.
+    Contended,
+    /// Many tasks on distinct names over one client.
+    Parallel,
+    /// Many locks held with renewing guards for three TTLs.
+    Held,
+}
+
+/// `dlock bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Scenarios to run (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub scenario: Vec<Scenario>,
+    /// Length of the contended and parallel runs.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub duration: Duration,
+    /// Measured cycles of the uncontended scenario (plus a tenth to warm up).
+    #[arg(long, default_value_t = 2000)]
+    pub cycles: usize,
+    /// Hand-off trials.
+    #[arg(long, default_value_t = 30)]
+    pub trials: usize,
+    /// Clients in the contended scenario.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+    /// Tasks in the parallel scenario.
+    #[arg(long, default_value_t = 64)]
+    pub parallel: usize,
+    /// Locks held in the held scenario.
+    #[arg(long, default_value_t = 1000)]
+    pub held_locks: usize,
+    /// TTL of the held locks (held for three of them).
+    #[arg(long, default_value = "3s", value_parser = duration)]
+    pub held_ttl: Duration,
+    /// Skip the raw-protocol floor.
+    #[arg(long)]
+    pub no_floor: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -6,11 +6,13 @@
 //! ```text
 //! dlock run [--url URL] [--ttl 30s] [--wait 10m|forever] [--on-lost term|kill] NAME -- COMMAND [ARGS...]
 //! dlock status [--url URL] [--json] NAME...
+//! dlock bench [--url URL] [--scenario uncontended,handoff,contended,parallel,held] [--json]
 //! ```
 //!
 //! The backend comes from `--url`, `DLOCK_URL`, or an SQLite file in the user's state
 //! directory. See `dlock run --help` for the exit codes.
 
+mod bench;
 mod cli;
 mod exit;
 mod json;
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         match cli.command {
             cli::Command::Run(args) => run::run(args).await,
             cli::Command::Status(args) => status::status(args).await,
+            cli::Command::Bench(args) => bench::bench(args).await,
         }
     })
 }

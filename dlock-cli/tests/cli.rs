@@ -506,3 +506,62 @@ fn metrics_endpoint_shows_acquire_and_renew_series() {
     assert!(text.contains("dlock_acquire_wait_seconds"), "{text}");
     assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
 }
+
+/// `dlock bench` runs every scenario and reports each figure, with the floor and its
+/// ratio on the uncontended cycle.
+#[test]
+fn bench_reports_every_scenario() {
+    let dir = scratch();
+    let url = format!("sqlite://{}/bench.sqlite", dir.display());
+    let out = output(
+        &url,
+        &[
+            "bench",
+            "--json",
+            "--cycles",
+            "50",
+            "--trials",
+            "3",
+            "--duration",
+            "500ms",
+            "--held-locks",
+            "20",
+            "--held-ttl",
+            "300ms",
+            "--clients",
+            "3",
+            "--parallel",
+            "4",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = String::from_utf8_lossy(&out.stdout);
+    for (scenario, metric) in [
+        ("uncontended", "cycle p50 ms"),
+        ("handoff", "p50 ms"),
+        ("contended", "cycles/s"),
+        ("parallel", "cycles/s"),
+        ("held", "renewals/s"),
+    ] {
+        assert!(
+            json.contains(&format!(
+                "{{\"scenario\":\"{scenario}\",\"metric\":\"{metric}\""
+            )),
+            "{scenario}: {json}"
+        );
+    }
+    assert!(!json.contains("\"cycle p50 ms\",\"dlock\":0,"), "{json}");
+    assert!(
+        json.contains("\"metric\":\"cycle p50 ms\",\"dlock\":")
+            && !json.contains("\"metric\":\"cycle p50 ms\",\"dlock\":NaN")
+    );
+    assert!(!json.contains("\"metric\":\"cycle p50 ms\",\"dlock\":null"));
+    assert!(
+        json.contains("\"floor\":0.") || json.contains("\"floor\":1."),
+        "the sqlite floor ran: {json}"
+    );
+}

@@ -1,0 +1,354 @@
+//! Raw-protocol floors: the same acquire + release job with the fewest server commands,
+//! on the same client crates the adapters use. Our figure divided by the floor's, in
+//! the same run, is what the adapter's own work costs.
+
+use std::time::Duration;
+
+use dlock_any::async_trait;
+
+/// One acquire + release cycle on a free lock, done the cheapest way.
+#[async_trait]
+pub trait Floor: Send + Sync {
+    /// What the floor does, for the report.
+    fn describe(&self) -> &'static str;
+    /// One cycle.
+    async fn cycle(&self) -> Result<(), String>;
+}
+
+fn owner() -> String {
+    format!(
+        "{:016x}{:016x}",
+        dlock_any::random_u64(),
+        dlock_any::random_u64()
+    )
+}
+
+fn key() -> String {
+    format!("bench-floor-{:016x}", dlock_any::random_u64())
+}
+
+/// A floor for the URL's backend, if there is one for it in this build.
+pub async fn for_url(url: &str) -> Option<Result<Box<dyn Floor>, String>> {
+    let scheme = url
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let plain = url.split('?').next().unwrap_or(url);
+    match scheme.as_str() {
+        #[cfg(feature = "redis")]
+        "redis" => Some(redis_floor::connect(plain).await),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Some(sql_floor::postgres(plain).await),
+        #[cfg(feature = "mysql")]
+        "mysql" | "mariadb" => {
+            Some(sql_floor::mysql(&plain.replacen("mariadb:", "mysql:", 1)).await)
+        }
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Some(sql_floor::sqlite(plain).await),
+        #[cfg(feature = "etcd")]
+        "etcd" => Some(etcd_floor::connect(plain).await),
+        #[cfg(feature = "zookeeper")]
+        "zk" | "zookeeper" => Some(zk_floor::connect(plain).await),
+        _ => None,
+    }
+}
+
+#[cfg(feature = "redis")]
+mod redis_floor {
+    use super::*;
+
+    /// `SET NX PX` + `INCR` of the fence in one EVALSHA; compare-and-delete + `PUBLISH`
+    /// in another.
+    pub struct RedisFloor {
+        conn: redis::aio::MultiplexedConnection,
+        acquire: redis::Script,
+        release: redis::Script,
+        key: String,
+        fence: String,
+        owner: String,
+    }
+
+    pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| e.to_string())?;
+        let k = key();
+        Ok(Box::new(RedisFloor {
+            conn,
+            acquire: redis::Script::new(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
+            ),
+            release: redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', ARGV[2], '1') return 1 end return 0",
+            ),
+            key: format!("{{{k}}}:lock"),
+            fence: format!("{{{k}}}:fence"),
+            owner: owner(),
+        }))
+    }
+
+    #[async_trait]
+    impl Floor for RedisFloor {
+        fn describe(&self) -> &'static str {
+            "1 EVALSHA (SET NX PX + INCR) + 1 EVALSHA (compare, DEL, PUBLISH)"
+        }
+        async fn cycle(&self) -> Result<(), String> {
+            let mut c = self.conn.clone();
+            let t: i64 = self
+                .acquire
+                .key(&self.key)
+                .key(&self.fence)
+                .arg(&self.owner)
+                .arg(10_000)
+                .invoke_async(&mut c)
+                .await
+                .map_err(|e| e.to_string())?;
+            if t == 0 {
+                return Err("floor lock busy".into());
+            }
+            let _: i64 = self
+                .release
+                .key(&self.key)
+                .arg(&self.owner)
+                .arg("bench-floor")
+                .invoke_async(&mut c)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod sql_floor {
+    use super::*;
+    use sqlx::AssertSqlSafe;
+
+    /// The two statements, on one connection.
+    pub struct SqlFloor<DB: sqlx::Database> {
+        pool: sqlx::Pool<DB>,
+        take: &'static str,
+        release: &'static str,
+        name: String,
+        owner: String,
+    }
+
+    #[cfg(feature = "postgres")]
+    pub async fn postgres(url: &str) -> Result<Box<dyn Floor>, String> {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(url)
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name TEXT PRIMARY KEY, owner TEXT NOT NULL, token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)")
+            .execute(&pool).await.map_err(|e| e.to_string())?;
+        Ok(Box::new(SqlFloor {
+            pool,
+            take: "INSERT INTO dlock_floor AS d (name, owner, token, expires_at) VALUES ($1, $2, 1, clock_timestamp() + interval '10 seconds') \
+                   ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, token = d.token + 1, expires_at = EXCLUDED.expires_at \
+                   WHERE d.expires_at <= clock_timestamp() RETURNING token",
+            release: "WITH r AS (UPDATE dlock_floor SET owner = '', expires_at = clock_timestamp() WHERE name = $1 AND owner = $2 RETURNING name) \
+                      SELECT pg_notify('bench_floor', name) FROM r",
+            name: key(),
+            owner: owner(),
+        }))
+    }
+
+    #[cfg(feature = "mysql")]
+    pub async fn mysql(url: &str) -> Result<Box<dyn Floor>, String> {
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(1)
+            .connect(url)
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name VARBINARY(256) NOT NULL PRIMARY KEY, owner VARCHAR(64) NOT NULL, token BIGINT NOT NULL, expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB")
+            .execute(&pool).await.map_err(|e| e.to_string())?;
+        Ok(Box::new(SqlFloor {
+            pool,
+            take: "INSERT INTO dlock_floor (name, owner, token, expires_at) VALUES (?, ?, LAST_INSERT_ID(1), UTC_TIMESTAMP(6) + INTERVAL 10 SECOND) \
+                   ON DUPLICATE KEY UPDATE owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner), \
+                   token = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)), \
+                   expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 10 SECOND, expires_at)",
+            release: "UPDATE dlock_floor SET owner = '', expires_at = UTC_TIMESTAMP(6) WHERE name = ? AND owner = ?",
+            name: key(),
+            owner: owner(),
+        }))
+    }
+
+    #[cfg(feature = "sqlite")]
+    pub async fn sqlite(url: &str) -> Result<Box<dyn Floor>, String> {
+        use std::str::FromStr;
+        let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+            .map_err(|e| e.to_string())?
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts)
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name TEXT PRIMARY KEY, owner TEXT NOT NULL, token INTEGER NOT NULL, expires_at INTEGER NOT NULL) STRICT")
+            .execute(&pool).await.map_err(|e| e.to_string())?;
+        Ok(Box::new(SqlFloor {
+            pool,
+            take: "INSERT INTO dlock_floor (name, owner, token, expires_at) VALUES (?1, ?2, 1, CAST(unixepoch('subsec') * 1000 AS INTEGER) + 10000) \
+                   ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, token = dlock_floor.token + 1, expires_at = excluded.expires_at \
+                   WHERE dlock_floor.expires_at <= CAST(unixepoch('subsec') * 1000 AS INTEGER) RETURNING token",
+            release: "UPDATE dlock_floor SET owner = '', expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE name = ?1 AND owner = ?2",
+            name: key(),
+            owner: owner(),
+        }))
+    }
+
+    #[async_trait]
+    impl<DB> Floor for SqlFloor<DB>
+    where
+        DB: sqlx::Database,
+        for<'q> <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+        for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+        for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    {
+        fn describe(&self) -> &'static str {
+            "1 upsert statement + 1 update statement"
+        }
+        async fn cycle(&self) -> Result<(), String> {
+            sqlx::query(AssertSqlSafe(self.take))
+                .bind(self.name.clone())
+                .bind(self.owner.clone())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| e.to_string())?;
+            sqlx::query(AssertSqlSafe(self.release))
+                .bind(self.name.clone())
+                .bind(self.owner.clone())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(feature = "etcd")]
+mod etcd_floor {
+    use super::*;
+    use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
+
+    /// With a lease granted once up front: one txn to create the key, one delete.
+    pub struct EtcdFloor {
+        client: Client,
+        lease: i64,
+        key: String,
+    }
+
+    pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+        let hosts = url
+            .split_once("://")
+            .map_or(url, |(_, h)| h)
+            .trim_end_matches('/');
+        let endpoints: Vec<String> = hosts.split(',').map(|h| format!("http://{h}")).collect();
+        let mut client = Client::connect(&endpoints, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let lease = client
+            .lease_grant(60, None)
+            .await
+            .map_err(|e| e.to_string())?
+            .id();
+        Ok(Box::new(EtcdFloor {
+            client,
+            lease,
+            key: format!("bench-floor/{}", key()),
+        }))
+    }
+
+    #[async_trait]
+    impl Floor for EtcdFloor {
+        fn describe(&self) -> &'static str {
+            "1 txn (create with a pre-granted lease) + 1 delete"
+        }
+        async fn cycle(&self) -> Result<(), String> {
+            let mut c = self.client.clone();
+            let txn = Txn::new()
+                .when([Compare::create_revision(
+                    self.key.clone(),
+                    CompareOp::Equal,
+                    0,
+                )])
+                .and_then([TxnOp::put(
+                    self.key.clone(),
+                    "",
+                    Some(PutOptions::new().with_lease(self.lease)),
+                )])
+                .or_else([TxnOp::get(self.key.clone(), None)]);
+            let r = c.txn(txn).await.map_err(|e| e.to_string())?;
+            if !r.succeeded() {
+                return Err("floor key exists".into());
+            }
+            c.delete(self.key.clone(), None)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(feature = "zookeeper")]
+mod zk_floor {
+    use super::*;
+    use zookeeper_client as zk;
+
+    /// Create an ephemeral-sequential node and list its parent in one round trip, then
+    /// delete the node.
+    pub struct ZkFloor {
+        client: zk::Client,
+        dir: String,
+    }
+
+    pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+        let hosts = url.split_once("://").map_or(url, |(_, h)| h);
+        let hosts = hosts.split('/').next().unwrap_or(hosts);
+        let client = zk::Client::connect(hosts)
+            .await
+            .map_err(|e| e.to_string())?;
+        let dir = format!("/bench-floor-{}", key());
+        client
+            .mkdir(
+                &dir,
+                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Box::new(ZkFloor { client, dir }))
+    }
+
+    #[async_trait]
+    impl Floor for ZkFloor {
+        fn describe(&self) -> &'static str {
+            "create ephemeral-sequential + list children (one round trip) + delete"
+        }
+        async fn cycle(&self) -> Result<(), String> {
+            let prefix = format!("{}/lock-", self.dir);
+            let create = self.client.create(
+                &prefix,
+                b"",
+                &zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all()),
+            );
+            let list = self.client.list_children(&self.dir);
+            let (created, listed) = tokio::join!(create, list);
+            let (_, seq) = created.map_err(|e| e.to_string())?;
+            listed.map_err(|e| e.to_string())?;
+            self.client
+                .delete(&format!("{prefix}{seq}"), None)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+    }
+}

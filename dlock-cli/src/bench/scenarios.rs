@@ -1,0 +1,263 @@
+//! The five scenarios, on any backend through the trait.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dlock_any::{DistributedLock, LockError, LockName, Locker};
+use tokio::time::{Instant, sleep};
+
+use super::stats::Samples;
+
+const TTL: Duration = Duration::from_secs(10);
+
+pub fn name(scenario: &str) -> Result<LockName, LockError> {
+    LockName::new(&format!(
+        "bench/{scenario}/{:016x}",
+        dlock_any::random_u64()
+    ))
+}
+
+/// One client, acquire + release of a free lock, back to back.
+pub async fn uncontended(lock: &dyn DistributedLock, cycles: usize) -> Result<Samples, LockError> {
+    let n = name("uncontended")?;
+    let mut s = Samples::default();
+    for i in 0..cycles + cycles / 10 {
+        let t = Instant::now();
+        let lease = lock.acquire(&n, TTL, Duration::from_secs(5)).await?;
+        lock.release(&lease).await?;
+        if i >= cycles / 10 {
+            s.push(t.elapsed()); // the first tenth warms connections and caches up
+        }
+    }
+    Ok(s)
+}
+
+/// A holder releases while a waiter is blocked in `acquire`: time from the release
+/// returning to the waiter holding the lock.
+pub async fn handoff(
+    holder: Arc<dyn DistributedLock>,
+    waiter: Arc<dyn DistributedLock>,
+    trials: usize,
+) -> Result<Samples, LockError> {
+    let n = name("handoff")?;
+    let mut s = Samples::default();
+    for _ in 0..trials {
+        let held = holder.acquire(&n, TTL, Duration::from_secs(5)).await?;
+        let w = {
+            let (waiter, n) = (Arc::clone(&waiter), n.clone());
+            tokio::spawn(async move {
+                let l = waiter.acquire(&n, TTL, Duration::from_secs(30)).await;
+                (l, Instant::now())
+            })
+        };
+        // 100-200 ms: long enough for the waiter to be waiting, and not in step with a poller
+        sleep(Duration::from_millis(100 + dlock_any::random_u64() % 100)).await;
+        holder.release(&held).await?;
+        let released = Instant::now();
+        let (lease, at) = w.await.map_err(|e| LockError::Backend {
+            message: e.to_string(),
+            source: None,
+        })?;
+        let lease = lease?;
+        s.push(at.saturating_duration_since(released));
+        waiter.release(&lease).await?;
+    }
+    Ok(s)
+}
+
+/// Result of the contended scenario.
+pub struct Contended {
+    pub cycles_per_s: f64,
+    pub waits: Samples,
+}
+
+/// `clients` clients hammer one lock for `duration`.
+pub async fn contended(
+    clients: Vec<Arc<dyn DistributedLock>>,
+    duration: Duration,
+) -> Result<Contended, LockError> {
+    let n = name("contended")?;
+    let end = Instant::now() + duration;
+    let mut tasks = Vec::new();
+    for c in clients {
+        let n = n.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut waits = Samples::default();
+            let mut cycles = 0u64;
+            while Instant::now() < end {
+                let t = Instant::now();
+                let Ok(lease) = c.acquire(&n, TTL, Duration::from_secs(30)).await else {
+                    continue;
+                };
+                waits.push(t.elapsed());
+                if Instant::now() <= end {
+                    cycles += 1;
+                }
+                let _ = c.release(&lease).await;
+            }
+            (cycles, waits)
+        }));
+    }
+    let mut total = 0;
+    let mut waits = Samples::default();
+    for t in tasks {
+        let (c, w) = t.await.map_err(|e| LockError::Backend {
+            message: e.to_string(),
+            source: None,
+        })?;
+        total += c;
+        waits.extend(w);
+    }
+    Ok(Contended {
+        cycles_per_s: total as f64 / duration.as_secs_f64(),
+        waits,
+    })
+}
+
+/// `tasks` tasks on distinct names over one client for `duration`: cycles per second.
+pub async fn parallel(
+    lock: Arc<dyn DistributedLock>,
+    tasks: usize,
+    duration: Duration,
+) -> Result<f64, LockError> {
+    let done = Arc::new(AtomicU64::new(0));
+    let end = Instant::now() + duration;
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (lock, done, n) = (Arc::clone(&lock), Arc::clone(&done), name("parallel")?);
+        handles.push(tokio::spawn(async move {
+            while Instant::now() < end {
+                if let Ok(l) = lock.acquire(&n, TTL, Duration::from_secs(5)).await {
+                    let _ = lock.release(&l).await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / duration.as_secs_f64())
+}
+
+/// Result of the held scenario.
+pub struct Held {
+    pub locks: usize,
+    pub renewals_per_s: f64,
+    pub rss_bytes_per_lock: f64,
+    pub cpu_percent: f64,
+}
+
+/// Holds `count` locks with renewing guards for three TTLs.
+pub async fn held(
+    lock: Arc<dyn DistributedLock>,
+    count: usize,
+    ttl: Duration,
+) -> Result<Held, LockError> {
+    let counting = Arc::new(Counting {
+        inner: lock,
+        renewals: AtomicU64::new(0),
+    });
+    let locker = Locker::new(Arc::clone(&counting) as Arc<dyn DistributedLock>)
+        .with_ttl(ttl)
+        .with_wait(Duration::from_secs(10));
+    let rss_before = rss_bytes();
+    let mut guards = Vec::with_capacity(count);
+    let prefix = format!("bench/held/{:016x}", dlock_any::random_u64());
+    for i in 0..count {
+        guards.push(locker.lock(format!("{prefix}/{i}")).await?);
+    }
+    let rss_held = rss_bytes();
+    let (cpu0, t0, r0) = (
+        cpu_time(),
+        Instant::now(),
+        counting.renewals.load(Ordering::Relaxed),
+    );
+    sleep(ttl * 3).await;
+    let elapsed = t0.elapsed().as_secs_f64();
+    let renewals = counting.renewals.load(Ordering::Relaxed) - r0;
+    let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
+    let held_ok = guards.iter().filter(|g| g.is_held()).count();
+    for g in guards {
+        let _ = g.release().await;
+    }
+    if held_ok < count {
+        return Err(LockError::Backend {
+            message: format!("only {held_ok} of {count} guards still held"),
+            source: None,
+        });
+    }
+    Ok(Held {
+        locks: count,
+        renewals_per_s: renewals as f64 / elapsed,
+        rss_bytes_per_lock: rss_held.saturating_sub(rss_before) as f64 / count as f64,
+        cpu_percent: cpu / elapsed * 100.0,
+    })
+}
+
+/// Counts renew calls on their way to the backend.
+struct Counting {
+    inner: Arc<dyn DistributedLock>,
+    renewals: AtomicU64,
+}
+
+#[dlock_any::async_trait]
+impl DistributedLock for Counting {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<dlock_any::Lease>, LockError> {
+        self.inner.try_acquire(name, ttl).await
+    }
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<dlock_any::Lease, LockError> {
+        self.inner.acquire(name, ttl, wait).await
+    }
+    async fn renew(&self, lease: &dlock_any::Lease) -> Result<dlock_any::Lease, LockError> {
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &dlock_any::Lease) -> Result<bool, LockError> {
+        self.inner.release(lease).await
+    }
+    async fn inspect(&self, name: &LockName) -> Result<Option<dlock_any::LockInfo>, LockError> {
+        self.inner.inspect(name).await
+    }
+    fn capabilities(&self) -> dlock_any::Capabilities {
+        self.inner.capabilities()
+    }
+    fn backend_name(&self) -> &'static str {
+        self.inner.backend_name()
+    }
+}
+
+/// Resident set size, from /proc/self/statm (pages × 4 KiB).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// User + system CPU time of this process, from /proc/self/stat (clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(Duration::from_millis(ticks * 10))
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,39 @@
+//! Percentiles and rates.
+
+use std::time::Duration;
+
+/// Latency samples.
+#[derive(Default, Clone, Debug)]
+pub struct Samples(Vec<Duration>);
+
+impl Samples {
+    pub fn push(&mut self, d: Duration) {
+        self.0.push(d);
+    }
+
+    pub fn extend(&mut self, other: Samples) {
+        self.0.extend(other.0);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The `p`-th percentile in milliseconds (nearest rank).
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        let mut v = self.0.clone();
+        v.sort();
+        let rank = ((p / 100.0) * (v.len() as f64)).ceil().max(1.0) as usize;
+        v[rank.min(v.len()) - 1].as_secs_f64() * 1000.0
+    }
+
+    pub fn max_ms(&self) -> f64 {
+        self.0
+            .iter()
+            .max()
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
+    }
+}
