@@ -40,12 +40,14 @@ pub mod cases;
 mod fenced;
 mod harness;
 mod proxy;
+mod servers;
 mod switch;
 mod urls;
 
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};
 pub use proxy::{FaultMode, FaultProxy};
+pub use servers::{ProxyGroup, services_ctl};
 pub use switch::switched_client;
 pub use urls::{url_host_port, url_with_host_port};
 

@@ -162,4 +162,8 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also print the run's metrics (the same series `dlock run --metrics-addr` serves)
+    /// in Prometheus text format.
+    #[arg(long)]
+    pub metrics: bool,
 }

@@ -122,6 +122,15 @@ fn busy_run_exits_at_once(url: &str) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is held by"));
     let out = output(url, &["run", "--wait", "300ms", "-q", &name, "--", "true"]);
     assert_eq!(out.status.code(), Some(TIMEOUT));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gave up waiting"));
+    // without -q, a waiting run says who holds the lock
+    let out = output(url, &["run", "--wait", "1200ms", &name, "--", "true"]);
+    assert_eq!(out.status.code(), Some(TIMEOUT));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("waiting for {name}: held by")) && err.contains("(token "),
+        "{err}"
+    );
     assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
 }
 

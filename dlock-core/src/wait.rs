@@ -22,6 +22,17 @@ pub enum Attempt {
     },
 }
 
+impl Attempt {
+    /// The lease if acquired (what `try_acquire` returns).
+    #[must_use]
+    pub fn into_lease(self) -> Option<Lease> {
+        match self {
+            Self::Acquired(lease) => Some(lease),
+            Self::Held { .. } => None,
+        }
+    }
+}
+
 /// A registration for wake-ups about one lock: notified when the server reports a
 /// release. Dropping it unregisters (the guard inside does whatever that takes).
 pub struct Subscription {

@@ -8,25 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use dlock_conformance::{FencedCounter, required_env};
+use dlock_conformance::{FencedCounter, services_ctl};
 use dlock_core::{DistributedLock, LockName, random_u64};
 use tokio::time::{Instant, sleep};
 
 const TTL: Duration = Duration::from_secs(3);
-
-async fn ctl(action: &str, names: &[&str]) {
-    let dir = required_env("DLOCK_SVC_DIR");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");
-    let mut args = vec!["ctl".to_owned(), dir, action.to_owned()];
-    args.extend(names.iter().map(|s| (*s).to_owned()));
-    let status = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(script).args(&args).status()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(status.success(), "services {action} {names:?} failed");
-}
 
 /// Which member (etcd-c1..c3, in endpoint order) leads.
 async fn leader(endpoints: &[String]) -> usize {
@@ -110,9 +96,9 @@ async fn cluster_members_killed_under_load() {
     let n = LockName::new(&format!("cluster/follower/{:016x}", random_u64())).unwrap();
     let (done, failures, counter) = workload_during(&endpoints, &n, async {
         sleep(Duration::from_millis(500)).await;
-        ctl("kill", &[follower]).await;
+        services_ctl("kill", &[follower]).await;
         sleep(Duration::from_secs(2)).await;
-        ctl("start", &[follower]).await;
+        services_ctl("start", &[follower]).await;
         sleep(Duration::from_millis(500)).await;
     })
     .await;
@@ -130,7 +116,7 @@ async fn cluster_members_killed_under_load() {
     let n = LockName::new(&format!("cluster/leader/{:016x}", random_u64())).unwrap();
     let (done, _failures, counter) = workload_during(&endpoints, &n, async {
         sleep(Duration::from_millis(500)).await;
-        ctl("kill", &[names[l]]).await;
+        services_ctl("kill", &[names[l]]).await;
         sleep(Duration::from_secs(3)).await;
     })
     .await;
@@ -140,7 +126,7 @@ async fn cluster_members_killed_under_load() {
         done > 10,
         "waiters did not proceed after the election: {done} cycles"
     );
-    ctl("start", &[names[l]]).await;
+    services_ctl("start", &[names[l]]).await;
     let lock = common::etcd(&endpoints).await;
     let end = Instant::now() + Duration::from_secs(10);
     loop {

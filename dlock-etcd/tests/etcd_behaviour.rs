@@ -62,9 +62,7 @@ async fn partitioned_holder_goes_suspect_then_lost_before_takeover() {
     let token_a = lease.token();
     let guard = LockGuard::new(Arc::clone(&a), lease);
     sleep(Duration::from_millis(200)).await;
-    for p in &proxies.0 {
-        p.set_mode(FaultMode::Blackhole);
-    }
+    proxies.set_mode(FaultMode::Blackhole);
     let waiter = {
         let n = n.clone();
         tokio::spawn(async move {
@@ -91,9 +89,7 @@ async fn partitioned_holder_goes_suspect_then_lost_before_takeover() {
         valid_until - got_at
     );
     assert!(lease_b.token() > token_a);
-    for p in &proxies.0 {
-        p.set_mode(FaultMode::Pass);
-    }
+    proxies.set_mode(FaultMode::Pass);
 }
 
 /// With a dead endpoint in the list every operation still succeeds (each RPC that

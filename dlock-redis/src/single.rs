@@ -156,10 +156,7 @@ impl DistributedLock for RedisLock {
         validate_ttl(ttl)?;
         let owner = OwnerId::random()?;
         let keys = Keys::new(&self.opts.prefix, name);
-        Ok(match self.attempt(name, &keys, &owner, ttl).await? {
-            Attempt::Acquired(l) => Some(l),
-            Attempt::Held { .. } => None,
-        })
+        Ok(self.attempt(name, &keys, &owner, ttl).await?.into_lease())
     }
 
     async fn acquire(

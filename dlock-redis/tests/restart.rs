@@ -7,24 +7,10 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock_conformance::required_env;
+use dlock_conformance::services_ctl;
 use dlock_core::{DistributedLock, GuardState, LockError, LockGuard, LockName, random_u64};
 
 const LONG: Duration = Duration::from_secs(30);
-
-async fn ctl(action: &str, names: &[&str]) {
-    let dir = required_env("DLOCK_SVC_DIR");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");
-    let mut args = vec!["ctl".to_owned(), dir, action.to_owned()];
-    args.extend(names.iter().map(|s| (*s).to_owned()));
-    let status = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(script).args(&args).status()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(status.success(), "services {action} {names:?} failed");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servers_restarting_under_held_locks() {
@@ -42,7 +28,7 @@ async fn single_redis_restart_mid_hold() {
     let lease = lock.try_acquire(&n, ttl).await.unwrap().unwrap();
     let before = lease.token();
     let guard = LockGuard::new(Arc::clone(&lock), lease);
-    ctl("stop", &["redis"]).await;
+    services_ctl("stop", &["redis"]).await;
     let end = Instant::now() + ttl;
     while guard.state() == GuardState::Held && Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -56,7 +42,7 @@ async fn single_redis_restart_mid_hold() {
         guard.is_held(),
         "suspect, not yet lost: the lease may still be valid"
     );
-    ctl("start", &["redis"]).await;
+    services_ctl("start", &["redis"]).await;
     tokio::time::timeout(ttl * 2, guard.lost())
         .await
         .expect("lost once the key is gone");
@@ -98,17 +84,17 @@ async fn redlock_nodes_killed_and_restarted() {
         }
     };
 
-    ctl("kill", &["redis-r1", "redis-r2"]).await;
+    services_ctl("kill", &["redis-r1", "redis-r2"]).await;
     let l = take(&lock).await;
     assert!(l.token() > last);
     last = l.token();
     assert!(lock.release(&l).await.unwrap());
 
-    ctl("kill", &["redis-r3"]).await;
+    services_ctl("kill", &["redis-r3"]).await;
     let r = lock.try_acquire(&n, LONG).await;
     assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
 
-    ctl("start", &["redis-r1", "redis-r2", "redis-r3"]).await;
+    services_ctl("start", &["redis-r1", "redis-r2", "redis-r3"]).await;
     let l = take(&lock).await;
     assert!(l.token() > last, "{} after {last}", l.token());
     assert!(lock.release(&l).await.unwrap());

@@ -193,10 +193,7 @@ impl DistributedLock for SqlLock {
     ) -> Result<Option<Lease>, LockError> {
         validate_ttl(ttl)?;
         let owner = OwnerId::random()?;
-        Ok(match self.attempt(name, &owner, ttl).await? {
-            Attempt::Acquired(lease) => Some(lease),
-            Attempt::Held { .. } => None,
-        })
+        Ok(self.attempt(name, &owner, ttl).await?.into_lease())
     }
 
     async fn acquire(

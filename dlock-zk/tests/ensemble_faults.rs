@@ -7,24 +7,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{FencedCounter, required_env};
+use dlock_conformance::{FencedCounter, services_ctl};
 use dlock_core::{DistributedLock, LockName, random_u64};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{Instant, sleep};
-
-async fn ctl(action: &str, names: &[&str]) {
-    let dir = required_env("DLOCK_SVC_DIR");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");
-    let mut args = vec!["ctl".to_owned(), dir, action.to_owned()];
-    args.extend(names.iter().map(|s| (*s).to_owned()));
-    let status = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(script).args(&args).status()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(status.success(), "services {action} {names:?} failed");
-}
 
 /// Which server (zk-c1..c3, in address order) leads, asked with the `srvr` command.
 async fn leader(addr: &str) -> usize {
@@ -82,7 +68,7 @@ async fn leader_killed_while_held_and_waiters_queue() {
     sleep(Duration::from_millis(300)).await;
     let l = leader(&addr).await;
     let name = ["zk-c1", "zk-c2", "zk-c3"][l];
-    ctl("kill", &[name]).await;
+    services_ctl("kill", &[name]).await;
     // the holder either keeps the lock (its session moved to a survivor) or loses it;
     // while it believes it holds, nobody else may be inside
     let end = Instant::now() + Duration::from_secs(3);
@@ -107,7 +93,7 @@ async fn leader_killed_while_held_and_waiters_queue() {
     for w in waiters {
         w.await.unwrap();
     }
-    ctl("start", &[name]).await;
+    services_ctl("start", &[name]).await;
     assert_eq!(
         counter.overlaps(),
         0,

@@ -71,18 +71,14 @@ async fn expired_session_loses_the_lock_to_a_higher_token() {
     let lease = a.try_acquire(&n, LONG).await.unwrap().unwrap();
     let token_a = lease.token();
     let guard = LockGuard::new(Arc::clone(&a), lease);
-    for p in &proxies.0 {
-        p.set_mode(FaultMode::Blackhole);
-    }
+    proxies.set_mode(FaultMode::Blackhole);
     timeout(common::SESSION * 4, guard.lost())
         .await
         .expect("the guard must report lost");
     assert_eq!(guard.state(), GuardState::Lost);
     let next = b.acquire(&n, LONG, Duration::from_secs(10)).await.unwrap();
     assert!(next.token() > token_a);
-    for p in &proxies.0 {
-        p.set_mode(FaultMode::Pass);
-    }
+    proxies.set_mode(FaultMode::Pass);
     assert!(b.release(&next).await.unwrap());
     let end = Instant::now() + Duration::from_secs(10);
     loop {

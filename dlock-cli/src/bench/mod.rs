@@ -27,8 +27,23 @@ struct Figure {
 }
 
 pub async fn bench(args: BenchArgs) -> ExitCode {
+    let recorder = if args.metrics {
+        match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+            Ok(h) => Some(h),
+            Err(e) => {
+                eprintln!("dlock: cannot install the metrics recorder: {e}");
+                return ExitCode::from(exit::BACKEND);
+            }
+        }
+    } else {
+        None
+    };
     match run(&args).await {
-        Ok(out) => {
+        Ok(mut out) => {
+            if let Some(h) = recorder {
+                out.push('\n');
+                out.push_str(&h.render());
+            }
             let mut stdout = std::io::stdout().lock();
             if stdout
                 .write_all(out.as_bytes())

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{FaultProxy, Harness, Link, TestClient, required_env};
+use dlock_conformance::{Harness, Link, ProxyGroup, TestClient, required_env};
 use dlock_core::async_trait;
 use dlock_etcd::EtcdLock;
 
@@ -29,33 +29,14 @@ pub async fn etcd(endpoints: &[String]) -> EtcdLock {
         .unwrap()
 }
 
-/// Proxies in front of every endpoint, cut and healed together.
-pub struct Proxies(pub Vec<Arc<FaultProxy>>);
-
-#[async_trait]
-impl Link for Proxies {
-    async fn cut(&self) {
-        for p in &self.0 {
-            p.cut().await;
-        }
-    }
-    async fn heal(&self) {
-        for p in &self.0 {
-            p.heal().await;
-        }
-    }
-}
-
-pub async fn proxied(endpoints: &[String]) -> (Vec<String>, Proxies) {
-    let mut out = Vec::new();
-    let mut proxies = Vec::new();
-    for e in endpoints {
-        let target = e.trim_start_matches("http://");
-        let p = Arc::new(FaultProxy::start(target).await.unwrap());
-        out.push(format!("http://{}", p.addr()));
-        proxies.push(p);
-    }
-    (out, Proxies(proxies))
+/// Every endpoint behind its own proxy.
+pub async fn proxied(endpoints: &[String]) -> (Vec<String>, ProxyGroup) {
+    let hosts: Vec<&str> = endpoints
+        .iter()
+        .map(|e| e.trim_start_matches("http://"))
+        .collect();
+    let (addrs, group) = ProxyGroup::start(&hosts).await;
+    (addrs.iter().map(|a| format!("http://{a}")).collect(), group)
 }
 
 pub struct Etcd(pub Vec<String>);

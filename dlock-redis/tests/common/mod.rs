@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::{
-    FaultProxy, Harness, Link, TestClient, required_env, url_host_port, url_with_host_port,
+    Harness, Link, ProxyGroup, TestClient, required_env, url_host_port, url_with_host_port,
 };
 use dlock_core::async_trait;
 use dlock_redis::{RedisLock, Redlock};
@@ -38,33 +38,17 @@ pub async fn redlock(urls: &[String]) -> Redlock {
         .unwrap()
 }
 
-/// Proxies in front of several servers, cut and healed together.
-pub struct Proxies(pub Vec<Arc<FaultProxy>>);
-
-#[async_trait]
-impl Link for Proxies {
-    async fn cut(&self) {
-        for p in &self.0 {
-            p.cut().await;
-        }
-    }
-    async fn heal(&self) {
-        for p in &self.0 {
-            p.heal().await;
-        }
-    }
-}
-
 /// Each URL routed through its own proxy.
-pub async fn proxied(urls: &[String]) -> (Vec<String>, Proxies) {
-    let mut out = Vec::new();
-    let mut proxies = Vec::new();
-    for u in urls {
-        let p = Arc::new(FaultProxy::start(&url_host_port(u).unwrap()).await.unwrap());
-        out.push(url_with_host_port(u, &p.addr().to_string()));
-        proxies.push(p);
-    }
-    (out, Proxies(proxies))
+pub async fn proxied(urls: &[String]) -> (Vec<String>, ProxyGroup) {
+    let hosts: Vec<String> = urls.iter().map(|u| url_host_port(u).unwrap()).collect();
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let (addrs, group) = ProxyGroup::start(&hosts).await;
+    let urls = urls
+        .iter()
+        .zip(&addrs)
+        .map(|(u, a)| url_with_host_port(u, a))
+        .collect();
+    (urls, group)
 }
 
 pub struct Single(pub String);

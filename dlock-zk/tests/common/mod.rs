@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{FaultMode, FaultProxy, Harness, Link, TestClient, required_env};
+use dlock_conformance::{FaultMode, Harness, Link, ProxyGroup, TestClient, required_env};
 use dlock_core::async_trait;
 use dlock_zk::ZkLock;
 
@@ -28,32 +28,11 @@ pub async fn zk(addr: &str) -> ZkLock {
         .unwrap()
 }
 
-/// Proxies in front of every server of `addr`; returns the proxied address.
-pub async fn proxied(addr: &str) -> (String, Proxies) {
-    let mut hosts = Vec::new();
-    let mut proxies = Vec::new();
-    for h in addr.split(',') {
-        let p = Arc::new(FaultProxy::start(h).await.unwrap());
-        hosts.push(p.addr().to_string());
-        proxies.push(p);
-    }
-    (hosts.join(","), Proxies(proxies))
-}
-
-pub struct Proxies(pub Vec<Arc<FaultProxy>>);
-
-#[async_trait]
-impl Link for Proxies {
-    async fn cut(&self) {
-        for p in &self.0 {
-            p.cut().await;
-        }
-    }
-    async fn heal(&self) {
-        for p in &self.0 {
-            p.heal().await;
-        }
-    }
+/// Every server of `addr` behind its own proxy; returns the proxied address.
+pub async fn proxied(addr: &str) -> (String, ProxyGroup) {
+    let hosts: Vec<&str> = addr.split(',').collect();
+    let (addrs, group) = ProxyGroup::start(&hosts).await;
+    (addrs.join(","), group)
 }
 
 pub struct Zk(pub String);
@@ -66,11 +45,7 @@ impl Harness for Zk {
         // a crashed process sends nothing more: its session expires on the server
         TestClient::with_crash_hook(
             Arc::new(lock),
-            Box::new(move || {
-                for p in &proxies.0 {
-                    p.set_mode(FaultMode::Blackhole);
-                }
-            }),
+            Box::new(move || proxies.set_mode(FaultMode::Blackhole)),
         )
     }
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
