@@ -215,6 +215,13 @@ fn ttl_ms(ttl: Duration) -> u64 {
 /// Connection trouble is `Unavailable` (outcome unknown), a server error `Backend`.
 pub(crate) fn from_redis(what: &str, e: redis::RedisError) -> LockError {
     let message = format!("{what}: {e}");
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+    {
+        return LockError::Config(format!(
+            "{message} (check the user and password in the URL)"
+        ));
+    }
     if e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()

@@ -207,3 +207,39 @@ async fn a_lost_counter_restarts_above_earlier_tokens() {
     );
     assert!(lock.release(&third).await.unwrap());
 }
+
+/// An ACL user and password from the URL authenticate; a wrong password is a `Config`
+/// error that does not print the password.
+#[tokio::test]
+async fn acl_user_from_the_url() {
+    let url = common::redis_url();
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let user = format!("dlock{:08x}", random_u64() as u32);
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&user)
+        .arg("on")
+        .arg(">s3cret-pw")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let with_user = url.replacen("redis://", &format!("redis://{user}:s3cret-pw@"), 1);
+    let lock = RedisLock::connect(&with_user).await.unwrap();
+    let n = name("acl");
+    let l = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    assert!(lock.release(&l).await.unwrap());
+    let wrong = url.replacen("redis://", &format!("redis://{user}:not-the-pw@"), 1);
+    let e = RedisLock::connect(&wrong).await.unwrap_err();
+    assert!(matches!(e, LockError::Config(_)), "{e:?}");
+    assert!(!format!("{e} {e:?}").contains("not-the-pw"), "{e:?}");
+    let _: () = redis::cmd("ACL")
+        .arg("DELUSER")
+        .arg(&user)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+}
