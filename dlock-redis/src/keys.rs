@@ -6,10 +6,11 @@ use dlock_core::LockName;
 /// a script touching both keys stays in one Redis Cluster slot.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
-    /// `PREFIX{name}:lock` — value `"<owner> <token>"` (release and renew compare the
-    /// owner, unique per acquisition), with the lease as its PX expiry.
+    /// `PREFIX{name}:lock` — value: the holder's owner id (unique per acquisition;
+    /// release and renew compare it), with the lease as its PX expiry.
     pub lock: String,
-    /// `PREFIX{name}:fence` — the fencing counter; never expires.
+    /// `PREFIX{name}:fence` — the fencing counter; never expires. Only a new holder
+    /// increments it, so while a lock is held it equals the holder's token.
     pub fence: String,
     /// `PREFIX{name}:released` — pub/sub channel a release publishes on.
     pub channel: String,

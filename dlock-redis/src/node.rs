@@ -122,19 +122,12 @@ impl Node {
         })
     }
 
-    pub(crate) async fn settle(
-        &self,
-        keys: &Keys,
-        owner: &str,
-        token: u64,
-    ) -> Result<(), LockError> {
+    pub(crate) async fn raise_fence(&self, keys: &Keys, token: u64) -> Result<(), LockError> {
         let mut conn = self.conn.clone();
         self.run(
-            "settle token",
-            scripts::SETTLE
-                .key(&keys.lock)
+            "raise fence",
+            scripts::RAISE_FENCE
                 .key(&keys.fence)
-                .arg(owner)
                 .arg(token)
                 .invoke_async::<i64>(&mut conn),
         )
@@ -177,22 +170,26 @@ impl Node {
         Ok(n == 1)
     }
 
-    /// The holder value and its remaining time, if the key exists.
+    /// The holder's owner, remaining time and token, if the lock key exists.
     pub(crate) async fn inspect(
         &self,
         keys: &Keys,
-    ) -> Result<Option<(String, Duration)>, LockError> {
+    ) -> Result<Option<(String, Duration, u64)>, LockError> {
         let mut conn = self.conn.clone();
-        let (value, pttl): (Value, i64) = self
+        let (owner, pttl, token): (Value, i64, Option<u64>) = self
             .run(
                 "inspect",
-                scripts::INSPECT.key(&keys.lock).invoke_async(&mut conn),
+                scripts::INSPECT
+                    .key(&keys.lock)
+                    .key(&keys.fence)
+                    .invoke_async(&mut conn),
             )
             .await?;
-        Ok(match value {
+        Ok(match owner {
             Value::BulkString(v) => Some((
                 String::from_utf8_lossy(&v).into_owned(),
                 Duration::from_millis(u64::try_from(pttl).unwrap_or(0)),
+                token.unwrap_or(0),
             )),
             _ => None,
         })
@@ -232,10 +229,4 @@ pub(crate) fn from_redis(what: &str, e: redis::RedisError) -> LockError {
     } else {
         LockError::backend(message, e)
     }
-}
-
-/// Reads a holder value `"<owner> <token>"`.
-pub(crate) fn parse_holder(value: &str) -> Option<(&str, u64)> {
-    let (owner, token) = value.rsplit_once(' ')?;
-    Some((owner, token.parse().ok()?))
 }

@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::keys::Keys;
-use crate::node::{Node, NodeTaken, parse_holder};
+use crate::node::{Node, NodeTaken};
 use crate::options::{Options, take_url_options, validate_prefix};
 
 /// The Redlock algorithm over N independent Redis masters (no replication between
@@ -26,7 +26,8 @@ use crate::options::{Options, take_url_options, validate_prefix};
 /// **Fencing tokens are strictly monotonic across holders**: each node has its own
 /// counter, so after winning a quorum the client takes the largest token any node gave
 /// it and raises every node's counter to it (a second, parallel round), needing a
-/// quorum of acknowledgements before it returns the lease. Any later quorum overlaps
+/// quorum of acknowledgements before it returns the lease. (`inspect` reports the
+/// highest counter among the holder's nodes, which is that token.) Any later quorum overlaps
 /// that one in at least one node, whose counter is already at least that high, so the
 /// next token is higher. This assumes no node loses its data (run the nodes with
 /// `appendonly yes`; a node restarted empty reseeds its counter from its clock in
@@ -254,11 +255,11 @@ impl Redlock {
         }
         if tokens.len() >= self.quorum() {
             let token = tokens.iter().copied().max().unwrap_or(0);
-            let (k, o) = (keys.clone(), owner.as_str().to_owned());
+            let k = keys.clone();
             let settled = self
                 .on_all(move |n| {
-                    let (k, o) = (k.clone(), o.clone());
-                    async move { n.settle(&k, &o, token).await }
+                    let k = k.clone();
+                    async move { n.raise_fence(&k, token).await }
                 })
                 .await
                 .into_iter()
@@ -379,22 +380,18 @@ impl DistributedLock for Redlock {
             .await;
         let mut failures = 0;
         let mut last = None;
-        // owner -> (nodes holding it, highest token label, least time left)
+        // owner -> (nodes holding it, highest counter among them, least time left)
         let mut seen: Vec<(String, usize, u64, Duration)> = Vec::new();
         for r in results {
             match r {
-                Ok(Some((value, pttl))) => {
-                    if let Some((owner, token)) = parse_holder(&value) {
-                        match seen.iter_mut().find(|s| s.0 == owner) {
-                            Some(s) => {
-                                s.1 += 1;
-                                s.2 = s.2.max(token);
-                                s.3 = s.3.min(pttl);
-                            }
-                            None => seen.push((owner.to_owned(), 1, token, pttl)),
-                        }
+                Ok(Some((owner, pttl, token))) => match seen.iter_mut().find(|s| s.0 == owner) {
+                    Some(s) => {
+                        s.1 += 1;
+                        s.2 = s.2.max(token);
+                        s.3 = s.3.min(pttl);
                     }
-                }
+                    None => seen.push((owner, 1, token, pttl)),
+                },
                 Ok(None) => {}
                 Err(e) => {
                     failures += 1;

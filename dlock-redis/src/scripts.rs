@@ -5,41 +5,37 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms. Returns `{1, token}` when taken, else
-/// `{0, pttl}` of the holder. A missing counter (new name, or data lost in a restart
-/// without persistence) is seeded from the server clock in microseconds, so a new
-/// counter starts above every token handed out before while the server clock is sane
-/// and fewer than a million acquisitions per second happened since the last seed.
+/// `{0, pttl}` of the holder. Two commands on the fast path, as the raw floor: the
+/// counter is incremented only by whoever just set the lock key, so while a lock is
+/// held its counter is its holder's token. A missing counter (new name, or data lost
+/// in a restart without persistence) makes `INCR` return 1; it is then reseeded from
+/// the server clock in microseconds, so a new counter starts above every token handed
+/// out before while the server clock is sane and fewer than a million acquisitions per
+/// second happened since the last seed.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl ~= -2 then return {0, pttl} end
-local t
-if redis.call('EXISTS', KEYS[2]) == 0 then
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local t = redis.call('INCR', KEYS[2])
+if t == 1 then
   local now = redis.call('TIME')
   t = tonumber(now[1]) * 1000000 + tonumber(now[2])
   redis.call('SET', KEYS[2], string.format('%d', t))
-else
-  t = redis.call('INCR', KEYS[2])
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. string.format('%d', t), 'PX', ARGV[2])
 return {1, t}
 ",
     )
 });
 
-/// KEYS: lock, fence. ARGV: owner, token. Redlock's second round: raises the counter
-/// to at least `token` (so every later quorum, which must overlap this one, counts
-/// above it) and relabels our key with the token the lease carries.
-pub(crate) static SETTLE: LazyLock<Script> = LazyLock::new(|| {
+/// KEYS: fence. ARGV: token. Redlock's second round: raises the counter to at least
+/// `token`, so every later quorum, which must overlap this one, counts above it.
+pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-if cur < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. ' ' then
-  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'KEEPTTL')
-end
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 ",
     )
@@ -50,8 +46,7 @@ return 1
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. ' ' then
+if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1
@@ -65,8 +60,7 @@ return 0
 pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. ' ' then
+if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -74,12 +68,12 @@ return 0
     )
 });
 
-/// KEYS: lock. Returns `{value, pttl}` (`false` value when absent): one round trip
-/// for `inspect`.
+/// KEYS: lock, fence. Returns `{owner, pttl, token}` (`false` owner when free): one
+/// round trip for `inspect`.
 pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
 ",
     )
 });

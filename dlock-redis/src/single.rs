@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::keys::Keys;
-use crate::node::{Node, NodeTaken, parse_holder};
+use crate::node::{Node, NodeTaken};
 use crate::options::{Options, take_url_options, validate_prefix};
 
 /// A lock on one Redis server: one Lua script per operation (acquire, renew, release
@@ -203,13 +203,10 @@ impl DistributedLock for RedisLock {
             .node
             .inspect(&keys)
             .await?
-            .and_then(|(value, remaining)| {
-                let (owner, token) = parse_holder(&value)?;
-                Some(LockInfo {
-                    owner: OwnerId::from_stored(owner),
-                    token: FencingToken::new(token),
-                    remaining,
-                })
+            .map(|(owner, remaining, token)| LockInfo {
+                owner: OwnerId::from_stored(&owner),
+                token: FencingToken::new(token),
+                remaining,
             }))
     }
 

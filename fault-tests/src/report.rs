@@ -33,7 +33,7 @@ pub fn table(rows: &[Row]) -> String {
     for r in rows {
         let mut rec = r.recoveries.clone();
         rec.sort();
-        let recovery = match (rec.get(rec.len() / 2), rec.last()) {
+        let recovery = match (rec.get(rec.len().saturating_sub(1) / 2), rec.last()) {
             (Some(p50), Some(max)) => format!("{} / {}", ms(*p50), ms(*max)),
             _ => "–".into(),
         };

@@ -127,7 +127,9 @@ mod sql_floor {
     use super::*;
     use sqlx::AssertSqlSafe;
 
-    /// The two statements, on one connection.
+    /// The two statements, on a pool the size of the adapter's (8; SQLite 4): sqlx hands
+    /// a used connection back asynchronously, so a one-connection pool would make the
+    /// floor wait for that.
     pub struct SqlFloor<DB: sqlx::Database> {
         pool: sqlx::Pool<DB>,
         take: &'static str,
