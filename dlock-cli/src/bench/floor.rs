@@ -141,7 +141,7 @@ mod sql_floor {
     #[cfg(feature = "postgres")]
     pub async fn postgres(url: &str) -> Result<Box<dyn Floor>, String> {
         let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
+            .max_connections(8)
             .connect(url)
             .await
             .map_err(|e| e.to_string())?;
@@ -162,7 +162,7 @@ mod sql_floor {
     #[cfg(feature = "mysql")]
     pub async fn mysql(url: &str) -> Result<Box<dyn Floor>, String> {
         let pool = sqlx::mysql::MySqlPoolOptions::new()
-            .max_connections(1)
+            .max_connections(8)
             .connect(url)
             .await
             .map_err(|e| e.to_string())?;
@@ -190,7 +190,7 @@ mod sql_floor {
             .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5));
         let pool = sqlx::sqlite::SqlitePoolOptions::new()
-            .max_connections(1)
+            .max_connections(4)
             .connect_with(opts)
             .await
             .map_err(|e| e.to_string())?;
