@@ -47,7 +47,7 @@ mod urls;
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};
 pub use proxy::{FaultMode, FaultProxy};
-pub use servers::{ProxyGroup, services_ctl};
+pub use servers::{ProxyGroup, TestCerts, TestServer, free_port, services_ctl};
 pub use switch::switched_client;
 pub use urls::{url_host_port, url_with_host_port};
 

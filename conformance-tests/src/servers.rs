@@ -60,3 +60,165 @@ impl Link for ProxyGroup {
         self.set_mode(crate::FaultMode::Pass);
     }
 }
+
+/// A throwaway certificate authority and a server certificate for `127.0.0.1` and
+/// `localhost`, made with the `openssl` command line in `dir`.
+#[derive(Clone, Debug)]
+pub struct TestCerts {
+    /// The CA certificate (PEM), for the client to trust.
+    pub ca_pem: Vec<u8>,
+    /// Path of the CA certificate.
+    pub ca: std::path::PathBuf,
+    /// Path of the server certificate.
+    pub cert: std::path::PathBuf,
+    /// Path of the server's private key.
+    pub key: std::path::PathBuf,
+}
+
+impl TestCerts {
+    /// Makes the certificates.
+    ///
+    /// # Panics
+    /// When `openssl` fails or is missing (`scripts/services` installs it).
+    #[must_use]
+    pub fn make(dir: &std::path::Path) -> Self {
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("the openssl command line (Debian package openssl)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        run(&[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=dlock test CA",
+            ],
+        ]
+        .concat());
+        run(&[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=localhost",
+            ],
+        ]
+        .concat());
+        std::fs::write(
+            dir.join("san.cnf"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )
+        .expect("write san.cnf");
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.cnf",
+        ]);
+        Self {
+            ca_pem: std::fs::read(dir.join("ca.crt")).expect("read ca.crt"),
+            ca: dir.join("ca.crt"),
+            cert: dir.join("server.crt"),
+            key: dir.join("server.key"),
+        }
+    }
+}
+
+/// A server process started by a test, killed when dropped.
+pub struct TestServer {
+    child: std::process::Child,
+    /// The loopback port it serves on.
+    pub port: u16,
+}
+
+impl TestServer {
+    /// Starts `program args...` (every `{port}` in them replaced by a free port) and
+    /// waits until the port accepts connections.
+    ///
+    /// # Panics
+    /// When the program cannot start or does not listen within 20 s.
+    #[must_use]
+    pub fn start(program: &str, args: &[String]) -> Self {
+        let port = free_port();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("{port}", &port.to_string()))
+            .collect();
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("ETCD") {
+                cmd.env_remove(k); // ETCD_* in the environment would change etcd's flags
+            }
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {program}: {e}"));
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < end,
+                "{program} did not listen on {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nobody listens on right now.
+///
+/// # Panics
+/// When no loopback port can be bound.
+#[must_use]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a loopback port")
+}

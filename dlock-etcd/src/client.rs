@@ -26,6 +26,7 @@ pub struct EtcdLockBuilder {
     endpoints: Vec<String>,
     opts: Options,
     user: Option<(String, String)>,
+    tls_ca: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for EtcdLockBuilder {
@@ -34,6 +35,7 @@ impl std::fmt::Debug for EtcdLockBuilder {
             .field("endpoints", &self.endpoints)
             .field("opts", &self.opts)
             .field("user", &self.user.as_ref().map(|(u, _)| u))
+            .field("tls_ca", &self.tls_ca.is_some())
             .finish()
     }
 }
@@ -47,7 +49,17 @@ impl EtcdLockBuilder {
                 timeout: Duration::from_secs(3),
             },
             user: None,
+            tls_ca: None,
         }
+    }
+
+    /// Connects to `https://` endpoints trusting this CA certificate (PEM). Needs the
+    /// crate's `tls` feature.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
+        self.tls_ca = Some(pem.to_vec());
+        self
     }
 
     /// The key prefix (default `dlock/`).
@@ -87,6 +99,15 @@ impl EtcdLockBuilder {
             .with_keep_alive(Duration::from_secs(5), self.opts.timeout);
         if let Some((u, p)) = &self.user {
             options = options.with_user(u.clone(), p.clone());
+        }
+        #[cfg(feature = "tls")]
+        if let Some(ca) = &self.tls_ca {
+            // rustls cannot pick a crypto back end by itself when both are compiled in
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            options = options.with_tls(
+                etcd_client::TlsOptions::new()
+                    .ca_certificate(etcd_client::Certificate::from_pem(ca)),
+            );
         }
         let shown = self.endpoints.join(",");
         let client = tokio::time::timeout(

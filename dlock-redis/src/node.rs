@@ -32,6 +32,7 @@ impl Node {
         url: &str,
         timeout: Duration,
         lazy: bool,
+        tls_ca: Option<&[u8]>,
     ) -> Result<Self, LockError> {
         let shown = redact_url(url);
         let info = url
@@ -42,7 +43,7 @@ impl Node {
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
         let info = info.set_redis_settings(settings);
-        let client = redis::Client::open(info)
+        let client = open_client(info, tls_ca)
             .map_err(|e| LockError::Config(format!("cannot use Redis URL {shown:?}: {e}")))?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let config = ConnectionManagerConfig::new()
@@ -203,6 +204,31 @@ impl Node {
         self.run("subscribe", self.wakeups.subscribe(&keys.channel, notify))
             .await
     }
+}
+
+#[cfg(feature = "tls")]
+fn open_client(
+    info: redis::ConnectionInfo,
+    tls_ca: Option<&[u8]>,
+) -> redis::RedisResult<redis::Client> {
+    match tls_ca {
+        Some(ca) => redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(ca.to_vec()),
+            },
+        ),
+        None => redis::Client::open(info),
+    }
+}
+
+#[cfg(not(feature = "tls"))]
+fn open_client(
+    info: redis::ConnectionInfo,
+    _tls_ca: Option<&[u8]>,
+) -> redis::RedisResult<redis::Client> {
+    redis::Client::open(info)
 }
 
 fn ttl_ms(ttl: Duration) -> u64 {

@@ -12,6 +12,8 @@ pub(crate) struct Options {
     pub prefix: String,
     pub timeout: Duration,
     pub policy: WaitPolicy,
+    /// A CA certificate (PEM) to trust for `rediss://` instead of the system roots.
+    pub tls_ca: Option<Vec<u8>>,
 }
 
 impl Options {
@@ -20,6 +22,7 @@ impl Options {
             prefix: DEFAULT_PREFIX.into(),
             timeout,
             policy: WaitPolicy::default(),
+            tls_ca: None,
         }
     }
 }

@@ -61,6 +61,15 @@ pub struct RedlockBuilder {
 }
 
 impl RedlockBuilder {
+    /// Trusts this CA certificate (PEM) for `rediss://` connections instead of the
+    /// system's roots (a private CA). Needs the crate's `tls` feature.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
+        self.opts.tls_ca = Some(pem.to_vec());
+        self
+    }
+
     /// Sets the key prefix (default `dlock:`); no braces.
     #[must_use]
     pub fn prefix(mut self, prefix: &str) -> Self {
@@ -100,7 +109,9 @@ impl RedlockBuilder {
         }
         let mut nodes = Vec::new();
         for u in &plain {
-            nodes.push(Arc::new(Node::connect(u, opts.timeout, true).await?));
+            nodes.push(Arc::new(
+                Node::connect(u, opts.timeout, true, opts.tls_ca.as_deref()).await?,
+            ));
         }
         Ok(Redlock {
             nodes: Arc::new(nodes),

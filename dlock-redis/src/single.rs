@@ -46,6 +46,15 @@ pub struct RedisLockBuilder {
 }
 
 impl RedisLockBuilder {
+    /// Trusts this CA certificate (PEM) for `rediss://` connections instead of the
+    /// system's roots (a private CA). Needs the crate's `tls` feature.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
+        self.opts.tls_ca = Some(pem.to_vec());
+        self
+    }
+
     /// Sets the key prefix (default `dlock:`); no braces.
     #[must_use]
     pub fn prefix(mut self, prefix: &str) -> Self {
@@ -74,7 +83,7 @@ impl RedisLockBuilder {
         }
         let mut opts = self.opts;
         let url = take_url_options(&self.url, &mut opts)?;
-        let node = Node::connect(&url, opts.timeout, false).await?;
+        let node = Node::connect(&url, opts.timeout, false, opts.tls_ca.as_deref()).await?;
         Ok(RedisLock {
             node: Arc::new(node),
             opts: Arc::new(opts),

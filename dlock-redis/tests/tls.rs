@@ -1,0 +1,72 @@
+//! `rediss://` against a TLS-only Redis started for this test, with a private CA.
+#![cfg(feature = "tls")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use dlock_conformance::{TestCerts, TestServer};
+use dlock_core::{DistributedLock, LockName};
+use dlock_redis::RedisLock;
+
+#[tokio::test]
+async fn rediss_with_a_private_ca() {
+    let dir =
+        std::env::temp_dir().join(format!("dlock-redis-tls-{:016x}", dlock_core::random_u64()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certs = TestCerts::make(&dir);
+    let p = |x: &std::path::Path| x.display().to_string();
+    let server = TestServer::start(
+        "redis-server",
+        &[
+            "--port",
+            "0",
+            "--tls-port",
+            "{port}",
+            "--bind",
+            "127.0.0.1",
+            "--tls-cert-file",
+            &p(&certs.cert),
+            "--tls-key-file",
+            &p(&certs.key),
+            "--tls-ca-cert-file",
+            &p(&certs.ca),
+            "--tls-auth-clients",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            &p(&dir),
+        ]
+        .map(str::to_owned),
+    );
+    let url = format!("rediss://127.0.0.1:{}", server.port);
+    let lock = RedisLock::builder(&url)
+        .tls_ca_pem(&certs.ca_pem)
+        .connect()
+        .await
+        .unwrap();
+    let n = LockName::new("tls/redis").unwrap();
+    let lease = lock
+        .try_acquire(&n, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(lock.release(&lease).await.unwrap());
+    // without trusting the private CA the handshake must fail
+    let untrusted = RedisLock::builder(&url)
+        .timeout(Duration::from_secs(1))
+        .connect()
+        .await;
+    assert!(
+        untrusted.is_err(),
+        "a server with an unknown CA was trusted"
+    );
+    // and plain redis:// cannot talk to a TLS-only port
+    let plain = RedisLock::builder(&format!("redis://127.0.0.1:{}", server.port))
+        .timeout(Duration::from_secs(1))
+        .connect()
+        .await;
+    assert!(plain.is_err());
+}
