@@ -1,6 +1,7 @@
 //! The lock algorithm: a lease per acquisition, a queue of keys ordered by create
 //! revision, a watch on the immediate predecessor.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,49 @@ use tokio::time::Instant;
 use crate::EtcdLock;
 use crate::errors::is_lease_not_found;
 use crate::keys::{owner_of, queue_dir};
+
+/// A spare lease: id, granted TTL, when the grant was sent.
+type Spare = (i64, Duration, Instant);
+
+/// Spare leases by TTL in seconds, and the TTLs being refilled.
+type SpareState = (HashMap<i64, Spare>, HashSet<i64>);
+
+/// Pre-granted leases, one per TTL in seconds. Spares left when the lock is dropped
+/// simply expire (at most [`MAX_SPARES`] per client).
+#[derive(Default)]
+pub(crate) struct Spares(std::sync::Mutex<SpareState>);
+
+impl Spares {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SpareState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn take(&self, secs: i64) -> Option<Spare> {
+        self.lock().0.remove(&secs)
+    }
+
+    /// Marks a refill of `secs` as started, unless one is running or a spare exists.
+    fn start_refill(&self, secs: i64) -> bool {
+        let mut g = self.lock();
+        if g.0.contains_key(&secs) || g.1.contains(&secs) || g.0.len() + g.1.len() >= MAX_SPARES {
+            return false;
+        }
+        g.1.insert(secs)
+    }
+
+    fn finish_refill(&self, secs: i64, spare: Option<Spare>) {
+        let mut g = self.lock();
+        g.1.remove(&secs);
+        if let Some(s) = spare {
+            g.0.insert(secs, s);
+        }
+    }
+}
+
+/// How many different TTLs keep a spare lease.
+const MAX_SPARES: usize = 8;
 
 /// What an etcd lease carries inside a [`Lease`].
 #[derive(Debug)]
@@ -86,25 +130,61 @@ impl EtcdLock {
         }
     }
 
-    /// Grants a lease for `ttl` (whole seconds, rounded up; the server may raise it to
-    /// its minimum). Returns it with the TTL granted and the time the request was sent.
+    /// A lease for `ttl` (whole seconds, rounded up; the server may raise it to its
+    /// minimum): the spare one if it is fresh, else a new grant. Either way a new spare
+    /// is granted in the background for the next acquisition. Returns it with the TTL
+    /// granted and the time the grant was sent.
     async fn grant(&self, ttl: Duration) -> Result<(PendingLease, Duration, Instant), LockError> {
         let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
             .unwrap_or(i64::MAX)
             .max(1);
+        let spare = self.spares.take(secs);
+        self.refill(secs);
+        let (id, granted, sent) = match spare {
+            // fresh: at least two thirds of its TTL left
+            Some((id, granted, sent)) if sent.elapsed() < granted / 3 => (id, granted, sent),
+            stale => {
+                if let Some((id, ..)) = stale {
+                    self.revoke_in_background(id);
+                }
+                self.grant_now(secs).await?
+            }
+        };
+        let pending = PendingLease {
+            lock: self.clone(),
+            id,
+            armed: true,
+        };
+        Ok((pending, granted, sent))
+    }
+
+    async fn grant_now(&self, secs: i64) -> Result<(i64, Duration, Instant), LockError> {
         let sent = Instant::now();
         let resp = self
             .rpc("lease grant", |mut c| async move {
                 c.lease_grant(secs, None).await
             })
             .await?;
-        let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(0));
-        let pending = PendingLease {
-            lock: self.clone(),
-            id: resp.id(),
-            armed: true,
+        Ok((
+            resp.id(),
+            Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(0)),
+            sent,
+        ))
+    }
+
+    /// Grants the spare lease for `secs` in the background, if there is none.
+    fn refill(&self, secs: i64) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
         };
-        Ok((pending, granted, sent))
+        if !self.spares.start_refill(secs) {
+            return;
+        }
+        let lock = self.clone();
+        rt.spawn(async move {
+            let spare = lock.grant_now(secs).await.ok();
+            lock.spares.finish_refill(secs, spare);
+        });
     }
 
     /// Sends one keep-alive. `Ok(false)` when the lease is gone.
