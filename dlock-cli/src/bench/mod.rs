@@ -2,8 +2,6 @@
 //! measured in the same run, interleaved, and the ratio between them.
 
 mod floor;
-mod scenarios;
-mod stats;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -16,7 +14,8 @@ use tokio::time::Instant;
 
 use crate::cli::{BenchArgs, Scenario};
 use crate::{exit, json, url};
-use stats::Samples;
+use dlock_cli::scenarios;
+use dlock_cli::stats::Samples;
 
 /// One reported figure.
 struct Figure {

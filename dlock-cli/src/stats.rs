@@ -7,19 +7,30 @@ use std::time::Duration;
 pub struct Samples(Vec<Duration>);
 
 impl Samples {
+    /// Adds one sample.
     pub fn push(&mut self, d: Duration) {
         self.0.push(d);
     }
 
+    /// Adds all of `other`'s samples.
     pub fn extend(&mut self, other: Samples) {
         self.0.extend(other.0);
     }
 
+    /// How many samples.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// `true` without samples.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The `p`-th percentile in milliseconds (nearest rank).
+    #[must_use]
     pub fn percentile_ms(&self, p: f64) -> f64 {
         if self.0.is_empty() {
             return f64::NAN;
@@ -30,6 +41,8 @@ impl Samples {
         v[rank.min(v.len()) - 1].as_secs_f64() * 1000.0
     }
 
+    /// The largest sample in milliseconds.
+    #[must_use]
     pub fn max_ms(&self) -> f64 {
         self.0
             .iter()

@@ -1,4 +1,4 @@
-//! The five scenarios, on any backend through the trait.
+//! The five scenarios of `dlock bench`, on any backend through the trait.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,10 +7,15 @@ use std::time::Duration;
 use dlock_any::{DistributedLock, LockError, LockName, Locker};
 use tokio::time::{Instant, sleep};
 
-use super::stats::Samples;
+use crate::stats::Samples;
 
-const TTL: Duration = Duration::from_secs(10);
+/// The lease TTL the scenarios use (held: its own TTL).
+pub const TTL: Duration = Duration::from_secs(10);
 
+/// A fresh lock name for one scenario run.
+///
+/// # Errors
+/// Never in practice (the name is valid).
 pub fn name(scenario: &str) -> Result<LockName, LockError> {
     LockName::new(&format!(
         "bench/{scenario}/{:016x}",
@@ -18,7 +23,11 @@ pub fn name(scenario: &str) -> Result<LockName, LockError> {
     ))
 }
 
-/// One client, acquire + release of a free lock, back to back.
+/// One client, acquire + release of a free lock, back to back: `cycles` measured
+/// cycle times after a tenth as many to warm up.
+///
+/// # Errors
+/// The backend's.
 pub async fn uncontended(lock: &dyn DistributedLock, cycles: usize) -> Result<Samples, LockError> {
     let n = name("uncontended")?;
     let mut s = Samples::default();
@@ -35,6 +44,9 @@ pub async fn uncontended(lock: &dyn DistributedLock, cycles: usize) -> Result<Sa
 
 /// A holder releases while a waiter is blocked in `acquire`: time from the release
 /// returning to the waiter holding the lock.
+///
+/// # Errors
+/// The backend's.
 pub async fn handoff(
     holder: Arc<dyn DistributedLock>,
     waiter: Arc<dyn DistributedLock>,
@@ -68,11 +80,16 @@ pub async fn handoff(
 
 /// Result of the contended scenario.
 pub struct Contended {
+    /// Acquisitions completed per second.
     pub cycles_per_s: f64,
+    /// Time each acquisition spent in `acquire`.
     pub waits: Samples,
 }
 
 /// `clients` clients hammer one lock for `duration`.
+///
+/// # Errors
+/// The backend's.
 pub async fn contended(
     clients: Vec<Arc<dyn DistributedLock>>,
     duration: Duration,
@@ -116,6 +133,9 @@ pub async fn contended(
 }
 
 /// `tasks` tasks on distinct names over one client for `duration`: cycles per second.
+///
+/// # Errors
+/// The backend's.
 pub async fn parallel(
     lock: Arc<dyn DistributedLock>,
     tasks: usize,
@@ -143,13 +163,20 @@ pub async fn parallel(
 
 /// Result of the held scenario.
 pub struct Held {
+    /// Locks held.
     pub locks: usize,
+    /// Renewal requests sent per second.
     pub renewals_per_s: f64,
+    /// Resident memory added per held lock.
     pub rss_bytes_per_lock: f64,
+    /// CPU used by this process meanwhile.
     pub cpu_percent: f64,
 }
 
 /// Holds `count` locks with renewing guards for three TTLs.
+///
+/// # Errors
+/// The backend's, or if a guard lost its lock.
 pub async fn held(
     lock: Arc<dyn DistributedLock>,
     count: usize,
