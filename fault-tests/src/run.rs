@@ -192,14 +192,24 @@ async fn apply(
             (at, Some(v), true)
         }
         Nemesis::PauseHolder => {
-            let Some(v) = wait_for(|| mid_update(store), Duration::from_secs(5)).await else {
-                return (store.now(), None, false);
-            };
-            let at = store.now();
-            signal(&workers[v as usize], Signal::SIGSTOP);
-            sleep(past_ttl).await;
-            signal(&workers[v as usize], Signal::SIGCONT);
-            (at, Some(v), true)
+            // Stop a holder between its read and its write. On a busy machine the signal
+            // can land after the write; then let it go and catch another one.
+            for _ in 0..20 {
+                let Some(v) = wait_for(|| mid_update(store), Duration::from_secs(5)).await else {
+                    break;
+                };
+                let at = store.now();
+                signal(&workers[v as usize], Signal::SIGSTOP);
+                sleep(Duration::from_millis(50)).await;
+                if mid_update(store) != Some(v) {
+                    signal(&workers[v as usize], Signal::SIGCONT);
+                    continue;
+                }
+                sleep(past_ttl).await;
+                signal(&workers[v as usize], Signal::SIGCONT);
+                return (at, Some(v), true);
+            }
+            (store.now(), None, false)
         }
         Nemesis::Partition => {
             let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
