@@ -27,6 +27,37 @@ impl Options {
     }
 }
 
+/// What both builders collect: the options, and the first invalid value given.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub opts: Options,
+    error: Option<String>,
+}
+
+impl Settings {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self {
+            opts: Options::new(timeout),
+            error: None,
+        }
+    }
+
+    pub(crate) fn prefix(&mut self, prefix: &str) {
+        match validate_prefix(prefix) {
+            Ok(()) => prefix.clone_into(&mut self.opts.prefix),
+            Err(e) => self.error = Some(e.to_string()),
+        }
+    }
+
+    /// The options, or the first invalid value as a `Config` error.
+    pub(crate) fn finish(self) -> Result<Options, LockError> {
+        match self.error {
+            Some(e) => Err(LockError::Config(e)),
+            None => Ok(self.opts),
+        }
+    }
+}
+
 /// Checks a key prefix: no `{` or `}` (they would change the keys' hash tag) and no
 /// control characters.
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {

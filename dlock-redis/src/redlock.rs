@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::keys::Keys;
 use crate::node::{Node, NodeTaken};
-use crate::options::{Options, take_url_options, validate_prefix};
+use crate::options::{Options, Settings, take_url_options};
 
 /// The Redlock algorithm over N independent Redis masters (no replication between
 /// them). Acquire runs the acquire script on every node in parallel with a per-node
@@ -56,8 +56,7 @@ impl std::fmt::Debug for Redlock {
 #[derive(Clone, Debug)]
 pub struct RedlockBuilder {
     urls: Vec<String>,
-    opts: Options,
-    error: Option<String>,
+    settings: Settings,
 }
 
 impl RedlockBuilder {
@@ -66,17 +65,14 @@ impl RedlockBuilder {
     #[cfg(feature = "tls")]
     #[must_use]
     pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
-        self.opts.tls_ca = Some(pem.to_vec());
+        self.settings.opts.tls_ca = Some(pem.to_vec());
         self
     }
 
     /// Sets the key prefix (default `dlock:`); no braces.
     #[must_use]
     pub fn prefix(mut self, prefix: &str) -> Self {
-        match validate_prefix(prefix) {
-            Ok(()) => self.opts.prefix = prefix.to_owned(),
-            Err(e) => self.error = Some(e.to_string()),
-        }
+        self.settings.prefix(prefix);
         self
     }
 
@@ -84,7 +80,7 @@ impl RedlockBuilder {
     /// the TTL: the time spent waiting on slow nodes is taken from the lease.
     #[must_use]
     pub fn timeout(mut self, d: Duration) -> Self {
-        self.opts.timeout = d;
+        self.settings.opts.timeout = d;
         self
     }
 
@@ -94,15 +90,12 @@ impl RedlockBuilder {
     /// # Errors
     /// [`LockError::Config`] for no URLs or a malformed one.
     pub async fn connect(self) -> Result<Redlock, LockError> {
-        if let Some(e) = self.error {
-            return Err(LockError::Config(e));
-        }
         if self.urls.is_empty() {
             return Err(LockError::Config(
                 "Redlock needs at least one Redis URL".into(),
             ));
         }
-        let mut opts = self.opts;
+        let mut opts = self.settings.finish()?;
         let mut plain = Vec::new();
         for u in &self.urls {
             plain.push(take_url_options(u, &mut opts)?);
@@ -142,8 +135,7 @@ impl Redlock {
     pub fn builder(urls: &[&str]) -> RedlockBuilder {
         RedlockBuilder {
             urls: urls.iter().map(|u| (*u).to_owned()).collect(),
-            opts: Options::new(Duration::from_millis(250)),
-            error: None,
+            settings: Settings::new(Duration::from_millis(250)),
         }
     }
 

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::keys::Keys;
 use crate::node::{Node, NodeTaken};
-use crate::options::{Options, take_url_options, validate_prefix};
+use crate::options::{Options, Settings, take_url_options};
 
 /// A lock on one Redis server: one Lua script per operation (acquire, renew, release
 /// each one round trip), a fencing counter per name that never expires, and waiters
@@ -41,8 +41,7 @@ impl std::fmt::Debug for RedisLock {
 #[derive(Clone, Debug)]
 pub struct RedisLockBuilder {
     url: String,
-    opts: Options,
-    error: Option<String>,
+    settings: Settings,
 }
 
 impl RedisLockBuilder {
@@ -51,17 +50,14 @@ impl RedisLockBuilder {
     #[cfg(feature = "tls")]
     #[must_use]
     pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
-        self.opts.tls_ca = Some(pem.to_vec());
+        self.settings.opts.tls_ca = Some(pem.to_vec());
         self
     }
 
     /// Sets the key prefix (default `dlock:`); no braces.
     #[must_use]
     pub fn prefix(mut self, prefix: &str) -> Self {
-        match validate_prefix(prefix) {
-            Ok(()) => self.opts.prefix = prefix.to_owned(),
-            Err(e) => self.error = Some(e.to_string()),
-        }
+        self.settings.prefix(prefix);
         self
     }
 
@@ -69,7 +65,7 @@ impl RedisLockBuilder {
     /// `Unavailable` (default 2 s).
     #[must_use]
     pub fn timeout(mut self, d: Duration) -> Self {
-        self.opts.timeout = d;
+        self.settings.opts.timeout = d;
         self
     }
 
@@ -78,10 +74,7 @@ impl RedisLockBuilder {
     /// # Errors
     /// See [`RedisLock::connect`].
     pub async fn connect(self) -> Result<RedisLock, LockError> {
-        if let Some(e) = self.error {
-            return Err(LockError::Config(e));
-        }
-        let mut opts = self.opts;
+        let mut opts = self.settings.finish()?;
         let url = take_url_options(&self.url, &mut opts)?;
         let node = Node::connect(&url, opts.timeout, false, opts.tls_ca.as_deref()).await?;
         Ok(RedisLock {
@@ -108,8 +101,7 @@ impl RedisLock {
     pub fn builder(url: &str) -> RedisLockBuilder {
         RedisLockBuilder {
             url: url.to_owned(),
-            opts: Options::new(Duration::from_secs(2)),
-            error: None,
+            settings: Settings::new(Duration::from_secs(2)),
         }
     }
 
