@@ -7,12 +7,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::{
     Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, Subscription, validate_ttl, wait_for_lock,
+    LockName, OwnerId, Subscription,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::acquire::{self, Attempts};
 use crate::keys::Keys;
 use crate::node::{Node, NodeTaken};
 use crate::options::{Options, Settings, take_url_options};
@@ -221,6 +222,13 @@ impl Redlock {
             source: None,
         }
     }
+}
+
+#[async_trait]
+impl Attempts for Redlock {
+    fn opts(&self) -> &Options {
+        &self.opts
+    }
 
     async fn attempt(
         &self,
@@ -313,10 +321,7 @@ impl DistributedLock for Redlock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let keys = Keys::new(&self.opts.prefix, name);
-        Ok(self.attempt(name, &keys, &owner, ttl).await?.into_lease())
+        acquire::try_acquire(self, name, ttl).await
     }
 
     async fn acquire(
@@ -325,17 +330,7 @@ impl DistributedLock for Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let keys = Keys::new(&self.opts.prefix, name);
-        wait_for_lock(
-            name,
-            wait,
-            &self.opts.policy,
-            || self.attempt(name, &keys, &owner, ttl),
-            || self.subscribe(&keys),
-        )
-        .await
+        acquire::acquire(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {

@@ -6,11 +6,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::{
     Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, Subscription, validate_ttl, wait_for_lock,
+    LockName, OwnerId, Subscription,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::acquire::{self, Attempts};
 use crate::keys::Keys;
 use crate::node::{Node, NodeTaken};
 use crate::options::{Options, Settings, take_url_options};
@@ -104,6 +105,13 @@ impl RedisLock {
             settings: Settings::new(Duration::from_secs(2)),
         }
     }
+}
+
+#[async_trait]
+impl Attempts for RedisLock {
+    fn opts(&self) -> &Options {
+        &self.opts
+    }
 
     async fn attempt(
         &self,
@@ -154,10 +162,7 @@ impl DistributedLock for RedisLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let keys = Keys::new(&self.opts.prefix, name);
-        Ok(self.attempt(name, &keys, &owner, ttl).await?.into_lease())
+        acquire::try_acquire(self, name, ttl).await
     }
 
     async fn acquire(
@@ -166,17 +171,7 @@ impl DistributedLock for RedisLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let keys = Keys::new(&self.opts.prefix, name);
-        wait_for_lock(
-            name,
-            wait,
-            &self.opts.policy,
-            || self.attempt(name, &keys, &owner, ttl),
-            || self.subscribe(&keys),
-        )
-        .await
+        acquire::acquire(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
