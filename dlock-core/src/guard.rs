@@ -322,14 +322,16 @@ impl std::fmt::Debug for LockGuard {
     }
 }
 
-/// Renews at about ttl/3 after each successful renewal. A failed attempt makes the
+/// Renews at about ttl/3 after each successful renewal (on the process-wide renewal
+/// grid, so guards with one TTL renew together). A failed attempt makes the
 /// guard suspect and is retried; a refusal, or reaching `valid_until`, makes it lost.
 async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>) {
     loop {
         let lease = shared.lease();
         let ttl = lease.ttl();
-        // valid_until = sent + ttl - drift, so sent + ttl/3 is this:
-        let renew_at = lease.valid_until() - (ttl - crate::drift_margin(ttl)) + ttl / 3;
+        // valid_until = sent + ttl - drift, so the send time is this:
+        let sent = lease.valid_until() - (ttl - crate::drift_margin(ttl));
+        let renew_at = crate::renew_grid::renewal_due(sent, ttl);
         tokio::time::sleep_until(renew_at.min(lease.valid_until())).await;
         let retry_pause = (ttl / 20).max(Duration::from_millis(10));
         let attempt_limit = (ttl / 6).max(Duration::from_millis(50));

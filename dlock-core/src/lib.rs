@@ -34,6 +34,7 @@ mod lease;
 mod lock;
 mod memory;
 mod name;
+mod renew_grid;
 mod token;
 mod wait;
 

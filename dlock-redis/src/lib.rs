@@ -9,7 +9,9 @@
 //!   undo on failure, and fencing tokens kept monotonic across quorums.
 //!
 //! Both use one multiplexed RESP3 connection per server, which carries commands and
-//! release notifications alike and re-subscribes after a reconnect.
+//! release notifications alike and re-subscribes after a reconnect. Renewals that come
+//! due together (guards renew on a shared grid) go out as one script call per server,
+//! so holding many locks costs one round trip per renewal tick, not one per lock.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -36,6 +38,7 @@ mod keys;
 mod node;
 mod options;
 mod redlock;
+mod renewals;
 mod scripts;
 mod single;
 mod wakeups;

@@ -9,6 +9,7 @@ use redis::{IntoConnectionInfo, ProtocolVersion, Value};
 use tokio::sync::Notify;
 
 use crate::keys::Keys;
+use crate::renewals::Renewals;
 use crate::scripts;
 use crate::wakeups::{SubscriptionGuard, Wakeups};
 
@@ -21,6 +22,7 @@ pub(crate) enum NodeTaken {
 pub(crate) struct Node {
     conn: ConnectionManager,
     wakeups: Arc<Wakeups>,
+    renewals: Renewals,
     timeout: Duration,
     shown: String,
 }
@@ -67,9 +69,11 @@ impl Node {
         }
         .map_err(|e| from_redis(&format!("connecting to {shown}"), e))?;
         let wakeups = Wakeups::start(conn.clone(), rx);
+        let renewals = Renewals::start(conn.clone(), timeout, shown.clone());
         Ok(Self {
             conn,
             wakeups,
+            renewals,
             timeout,
             shown,
         })
@@ -136,24 +140,14 @@ impl Node {
         .map(|_| ())
     }
 
+    /// Queued with the other renewals due now and sent in one script call.
     pub(crate) async fn renew(
         &self,
         keys: &Keys,
         owner: &str,
         ttl: Duration,
     ) -> Result<bool, LockError> {
-        let mut conn = self.conn.clone();
-        let n: i64 = self
-            .run(
-                "renew",
-                scripts::RENEW
-                    .key(&keys.lock)
-                    .arg(owner)
-                    .arg(ttl_ms(ttl))
-                    .invoke_async(&mut conn),
-            )
-            .await?;
-        Ok(n == 1)
+        self.renewals.renew(&keys.lock, owner, ttl_ms(ttl)).await
     }
 
     pub(crate) async fn release(&self, keys: &Keys, owner: &str) -> Result<bool, LockError> {

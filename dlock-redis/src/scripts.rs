@@ -56,14 +56,21 @@ return 0
     )
 });
 
-/// KEYS: lock. ARGV: owner, ttl ms. Extends the key if our owner id still holds it.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
+/// KEYS: lock₁…lockₙ. ARGV: owner₁, ttl ms₁, …, ownerₙ, ttl msₙ. Extends each key whose
+/// owner id still holds it; returns one 1 (renewed) or 0 (not held) per key, in order.
+/// Every renewal due in one tick goes out in one call (see `renewals`).
+pub(crate) static RENEW_MANY: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[2 * i - 1] then
+    out[i] = redis.call('PEXPIRE', key, ARGV[2 * i])
+  else
+    out[i] = 0
+  end
 end
-return 0
+return out
 ",
     )
 });

@@ -1,0 +1,142 @@
+//! Renewals sent together: every renewal that reaches a node while the previous batch
+//! is being taken off the queue goes out in one script call. Guards renew on a shared
+//! grid (see `dlock_core::LockGuard`), so the renewals of all locks with one TTL come
+//! due at the same instant and cost one round trip per tick, not one per lock.
+
+use std::time::Duration;
+
+use dlock_core::LockError;
+use redis::aio::ConnectionManager;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::node::from_redis;
+use crate::scripts;
+
+/// Keys per script call: a call blocks the server while it runs, so a huge batch is cut
+/// into calls of this size, pipelined on the one connection.
+const MAX_BATCH: usize = 256;
+
+struct Request {
+    key: String,
+    owner: String,
+    ttl_ms: u64,
+    reply: oneshot::Sender<Result<bool, LockError>>,
+}
+
+/// The renewal queue of one node.
+pub(crate) struct Renewals {
+    queue: mpsc::UnboundedSender<Request>,
+}
+
+impl Renewals {
+    /// Starts the batching task; it ends when this value is dropped.
+    pub(crate) fn start(conn: ConnectionManager, timeout: Duration, shown: String) -> Self {
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(batch_loop(conn, rx, timeout, shown));
+        Self { queue }
+    }
+
+    /// Extends `key` to `ttl_ms` if `owner` still holds it; `Ok(false)` if not.
+    pub(crate) async fn renew(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, LockError> {
+        let (reply, answer) = oneshot::channel();
+        let request = Request {
+            key: key.to_owned(),
+            owner: owner.to_owned(),
+            ttl_ms,
+            reply,
+        };
+        let gone = || LockError::Unavailable {
+            message: "the Redis renewal queue has stopped".into(),
+            source: None,
+        };
+        self.queue.send(request).map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+async fn batch_loop(
+    conn: ConnectionManager,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    timeout: Duration,
+    shown: String,
+) {
+    while let Some(first) = rx.recv().await {
+        // Let the other renewals woken by the same timer tick reach the queue: keep
+        // yielding while more keep arriving.
+        let mut batch = vec![first];
+        loop {
+            tokio::task::yield_now().await;
+            let before = batch.len();
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            if batch.len() == before || batch.len() >= MAX_BATCH {
+                break;
+            }
+        }
+        // Not awaited here, so the next batch is pipelined behind this one.
+        tokio::spawn(send(conn.clone(), batch, timeout, shown.clone()));
+    }
+}
+
+async fn send(mut conn: ConnectionManager, batch: Vec<Request>, timeout: Duration, shown: String) {
+    let mut call = scripts::RENEW_MANY.prepare_invoke();
+    for r in &batch {
+        call.key(&r.key).arg(&r.owner).arg(r.ttl_ms);
+    }
+    let answer: Result<Vec<i64>, LockError> =
+        match tokio::time::timeout(timeout, call.invoke_async(&mut conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(from_redis(&format!("renew on {shown}"), e)),
+            Err(_) => Err(LockError::Unavailable {
+                message: format!("renew on {shown}: no answer within {timeout:?}"),
+                source: None,
+            }),
+        };
+    match answer {
+        Ok(renewed) if renewed.len() == batch.len() => {
+            for (r, n) in batch.into_iter().zip(renewed) {
+                let _ = r.reply.send(Ok(n == 1));
+            }
+        }
+        Ok(renewed) => {
+            let message = format!(
+                "renew on {shown}: {} answers for {} locks",
+                renewed.len(),
+                batch.len()
+            );
+            for r in batch {
+                let _ = r.reply.send(Err(LockError::Backend {
+                    message: message.clone(),
+                    source: None,
+                }));
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let unavailable = matches!(e, LockError::Unavailable { .. });
+            for r in batch {
+                let e = if unavailable {
+                    LockError::Unavailable {
+                        message: message.clone(),
+                        source: None,
+                    }
+                } else {
+                    LockError::Backend {
+                        message: message.clone(),
+                        source: None,
+                    }
+                };
+                let _ = r.reply.send(Err(e));
+            }
+        }
+    }
+}
