@@ -126,7 +126,7 @@ impl EtcdLockBuilder {
         let lock = EtcdLock {
             client,
             opts: Arc::new(self.opts),
-            spares: Arc::default(),
+            pool: Arc::default(),
         };
         // The client connects lazily: make sure something answers before handing it out.
         lock.rpc(

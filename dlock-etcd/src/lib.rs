@@ -13,11 +13,16 @@
 //!   key still exists before it returns (etcd#11456);
 //! - waiters are served **FIFO**; a timed-out or dropped `acquire` revokes its lease,
 //!   which deletes its queue key;
-//! - renew is a lease keep-alive, release a lease revoke;
+//! - renew is a lease keep-alive; release deletes the holder's key (only if it is
+//!   still the one that acquisition created) and takes the lease back into a small
+//!   pool for the next acquisition, so an uncontended acquire + release is one txn and
+//!   one txn, as the raw protocol needs. A lease is handed out again only after it was
+//!   taken back, and the client remembers which lock each lease backs, so a stale
+//!   [`Lease`](dlock_core::Lease) can neither renew nor release its successor;
 //! - a failing endpoint in a list is retried on the others within the timeout;
-//! - the lease grant is kept off the acquire path: one spare lease per TTL is granted
-//!   in the background and handed to the next acquisition while at least two thirds of
-//!   its TTL are left, so an uncontended acquire is one txn.
+//! - the lease grant is kept off the acquire path: a pooled lease is handed out while
+//!   at least two thirds of its TTL are left, and a fresh one is granted in the
+//!   background before the pool runs dry.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -41,6 +46,7 @@ mod client;
 mod errors;
 mod keys;
 mod lock;
+mod pool;
 
 use std::sync::Arc;
 
@@ -51,7 +57,7 @@ pub use client::{DEFAULT_PREFIX, EtcdLockBuilder};
 pub struct EtcdLock {
     client: etcd_client::Client,
     opts: Arc<client::Options>,
-    spares: Arc<lock::Spares>,
+    pool: Arc<pool::LeasePool>,
 }
 
 impl std::fmt::Debug for EtcdLock {

@@ -1,14 +1,13 @@
 //! The lock algorithm: a lease per acquisition, a queue of keys ordered by create
 //! revision, a watch on the immediate predecessor.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::{
     Capabilities, Deadline, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, validate_ttl,
+    LockName, OwnerId, drift_margin, validate_ttl,
 };
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
@@ -19,49 +18,7 @@ use tokio::time::Instant;
 use crate::EtcdLock;
 use crate::errors::is_lease_not_found;
 use crate::keys::{owner_of, queue_dir};
-
-/// A spare lease: id, granted TTL, when the grant was sent.
-type Spare = (i64, Duration, Instant);
-
-/// Spare leases by TTL in seconds, and the TTLs being refilled.
-type SpareState = (HashMap<i64, Spare>, HashSet<i64>);
-
-/// Pre-granted leases, one per TTL in seconds. Spares left when the lock is dropped
-/// simply expire (at most [`MAX_SPARES`] per client).
-#[derive(Default)]
-pub(crate) struct Spares(std::sync::Mutex<SpareState>);
-
-impl Spares {
-    fn lock(&self) -> std::sync::MutexGuard<'_, SpareState> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn take(&self, secs: i64) -> Option<Spare> {
-        self.lock().0.remove(&secs)
-    }
-
-    /// Marks a refill of `secs` as started, unless one is running or a spare exists.
-    fn start_refill(&self, secs: i64) -> bool {
-        let mut g = self.lock();
-        if g.0.contains_key(&secs) || g.1.contains(&secs) || g.0.len() + g.1.len() >= MAX_SPARES {
-            return false;
-        }
-        g.1.insert(secs)
-    }
-
-    fn finish_refill(&self, secs: i64, spare: Option<Spare>) {
-        let mut g = self.lock();
-        g.1.remove(&secs);
-        if let Some(s) = spare {
-            g.0.insert(secs, s);
-        }
-    }
-}
-
-/// How many different TTLs keep a spare lease.
-const MAX_SPARES: usize = 8;
+use crate::pool::{Assigned, Idle};
 
 /// What an etcd lease carries inside a [`Lease`].
 #[derive(Debug)]
@@ -78,8 +35,18 @@ struct PendingLease {
 }
 
 impl PendingLease {
-    fn keep(mut self) -> i64 {
+    /// Hands the lease to the caller's lock: it now backs the key created at `revision`.
+    fn keep(mut self, secs: i64, revision: i64, granted: Duration, refreshed: Instant) -> i64 {
         self.armed = false;
+        self.lock.pool.assign(
+            self.id,
+            Assigned {
+                secs,
+                revision,
+                granted,
+                refreshed,
+            },
+        );
         self.id
     }
 }
@@ -109,6 +76,11 @@ fn gets(resp: &TxnResponse) -> Vec<Vec<KeyValue>> {
         .collect()
 }
 
+/// The create revision of the lease's key: its fencing token.
+fn revision(lease: &Lease) -> i64 {
+    i64::try_from(lease.token().get()).unwrap_or(i64::MAX)
+}
+
 fn token(rev: i64) -> Result<FencingToken, LockError> {
     u64::try_from(rev)
         .map(FencingToken::new)
@@ -131,31 +103,34 @@ impl EtcdLock {
     }
 
     /// A lease for `ttl` (whole seconds, rounded up; the server may raise it to its
-    /// minimum): the spare one if it is fresh, else a new grant. Either way a new spare
-    /// is granted in the background for the next acquisition. Returns it with the TTL
-    /// granted and the time the grant was sent.
-    async fn grant(&self, ttl: Duration) -> Result<(PendingLease, Duration, Instant), LockError> {
+    /// minimum): an idle one from the pool if one is fresh, else a new grant; a fresh
+    /// idle lease is prepared in the background before the pool runs dry. Returns it
+    /// with the pool key (seconds asked for), the TTL granted and the time it was last
+    /// refreshed.
+    async fn grant(
+        &self,
+        ttl: Duration,
+    ) -> Result<(PendingLease, i64, Duration, Instant), LockError> {
         let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
             .unwrap_or(i64::MAX)
             .max(1);
-        let spare = self.spares.take(secs);
-        self.refill(secs);
-        let (id, granted, sent) = match spare {
-            // fresh: at least two thirds of its TTL left
-            Some((id, granted, sent)) if sent.elapsed() < granted / 3 => (id, granted, sent),
-            stale => {
-                if let Some((id, ..)) = stale {
-                    self.revoke_in_background(id);
-                }
-                self.grant_now(secs).await?
-            }
+        let taken = self.pool.take(secs);
+        for id in taken.stale {
+            self.revoke_in_background(id);
+        }
+        if taken.refill {
+            self.refill(secs);
+        }
+        let (id, granted, refreshed) = match taken.lease {
+            Some(l) => (l.id, l.granted, l.refreshed),
+            None => self.grant_now(secs).await?,
         };
         let pending = PendingLease {
             lock: self.clone(),
             id,
             armed: true,
         };
-        Ok((pending, granted, sent))
+        Ok((pending, secs, granted, refreshed))
     }
 
     async fn grant_now(&self, secs: i64) -> Result<(i64, Duration, Instant), LockError> {
@@ -172,18 +147,27 @@ impl EtcdLock {
         ))
     }
 
-    /// Grants the spare lease for `secs` in the background, if there is none.
+    /// Grants a lease for `secs` in the background and puts it in the pool (the pool
+    /// has marked the refill as started).
     fn refill(&self, secs: i64) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            let _ = self.pool.refilled(secs, None);
             return;
         };
-        if !self.spares.start_refill(secs) {
-            return;
-        }
         let lock = self.clone();
         rt.spawn(async move {
-            let spare = lock.grant_now(secs).await.ok();
-            lock.spares.finish_refill(secs, spare);
+            let idle = lock
+                .grant_now(secs)
+                .await
+                .ok()
+                .map(|(id, granted, refreshed)| Idle {
+                    id,
+                    granted,
+                    refreshed,
+                });
+            if let Some(extra) = lock.pool.refilled(secs, idle) {
+                lock.revoke_in_background(extra);
+            }
         });
     }
 
@@ -242,6 +226,54 @@ impl EtcdLock {
             })
             .await?;
         Ok(resp.kvs().first().cloned())
+    }
+
+    /// One txn that creates `key` only if nobody holds or waits for the lock (waiters
+    /// keep their place in line), and otherwise reads our key (a put may have landed
+    /// before a lost reply) and the head of the queue.
+    async fn take_if_free(&self, dir: &str, key: &str, id: i64) -> Result<TxnResponse, LockError> {
+        self.rpc("take if free", |mut c| {
+            let (dir, key) = (dir.to_owned(), key.to_owned());
+            async move {
+                let txn = Txn::new()
+                    .when([Compare::version(dir.clone(), CompareOp::Equal, 0).with_prefix()])
+                    .and_then([TxnOp::put(
+                        key.clone(),
+                        "",
+                        Some(PutOptions::new().with_lease(id)),
+                    )])
+                    .or_else([
+                        TxnOp::get(key, None),
+                        TxnOp::get(dir, Some(first_by_create())),
+                    ]);
+                c.txn(txn).await
+            }
+        })
+        .await
+    }
+
+    /// The queue key of the lease's holder.
+    fn holder_key(&self, lease: &Lease) -> String {
+        format!(
+            "{}{}",
+            queue_dir(&self.opts.prefix, lease.name()),
+            lease.owner()
+        )
+    }
+
+    /// Whether `key` exists and was created at `rev`.
+    async fn key_has_revision(&self, key: &str, rev: i64) -> Result<bool, LockError> {
+        let key = key.to_owned();
+        let resp = self
+            .rpc("read key", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        Ok(resp
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.create_revision() == rev))
     }
 
     async fn key_exists(&self, key: &[u8]) -> Result<bool, LockError> {
@@ -316,28 +348,9 @@ impl DistributedLock for EtcdLock {
         let owner = OwnerId::random()?;
         let dir = queue_dir(&self.opts.prefix, name);
         let key = format!("{dir}{owner}");
-        let (pending, granted, sent) = self.grant(ttl).await?;
+        let (pending, secs, granted, sent) = self.grant(ttl).await?;
         let id = pending.id;
-        // Take it only if nobody holds or waits (waiters keep their place in line).
-        let resp = self
-            .rpc("try acquire", |mut c| {
-                let (dir, key) = (dir.clone(), key.clone());
-                async move {
-                    let txn = Txn::new()
-                        .when([Compare::version(dir.clone(), CompareOp::Equal, 0).with_prefix()])
-                        .and_then([TxnOp::put(
-                            key.clone(),
-                            "",
-                            Some(PutOptions::new().with_lease(id)),
-                        )])
-                        .or_else([
-                            TxnOp::get(key, None),
-                            TxnOp::get(dir, Some(first_by_create())),
-                        ]);
-                    c.txn(txn).await
-                }
-            })
-            .await?;
+        let resp = self.take_if_free(&dir, &key, id).await?;
         let my_rev = if resp.succeeded() {
             resp.header().map_or(0, |h| h.revision())
         } else {
@@ -353,6 +366,8 @@ impl DistributedLock for EtcdLock {
                 .map(KeyValue::create_revision);
             match (mine, first) {
                 (Some(m), Some(f)) if m == f => m,
+                // Busy. The lease is revoked rather than pooled: a put retried after a
+                // lost reply might still land later, and revoking removes it then too.
                 _ => return Ok(None),
             }
         };
@@ -361,7 +376,7 @@ impl DistributedLock for EtcdLock {
         if !lease.is_valid() {
             return Ok(None);
         }
-        pending.keep();
+        pending.keep(secs, my_rev, granted, sent);
         Ok(Some(lease))
     }
 
@@ -376,30 +391,41 @@ impl DistributedLock for EtcdLock {
         let deadline = Deadline::after(wait);
         let dir = queue_dir(&self.opts.prefix, name);
         let key = format!("{dir}{owner}");
-        let (pending, granted, sent) = self.grant(ttl).await?;
+        let (pending, secs, granted, sent) = self.grant(ttl).await?;
         let id = pending.id;
-        // One txn enqueues us and reads the head of the queue; retried, it finds our key.
+        // One txn: a free lock is taken as `try_acquire` takes it (no read needed); a busy
+        // one is queued by a nested txn that also reads the head of the queue. Retried
+        // after a lost reply, it finds our key instead.
         let resp = self
             .rpc("enqueue", |mut c| {
                 let (dir, key) = (dir.clone(), key.clone());
                 async move {
-                    let txn = Txn::new()
+                    let queue = Txn::new()
                         .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
                         .and_then([
                             TxnOp::put(key.clone(), "", Some(PutOptions::new().with_lease(id))),
                             TxnOp::get(dir.clone(), Some(first_by_create())),
                         ])
                         .or_else([
-                            TxnOp::get(key, None),
-                            TxnOp::get(dir, Some(first_by_create())),
+                            TxnOp::get(key.clone(), None),
+                            TxnOp::get(dir.clone(), Some(first_by_create())),
                         ]);
+                    let txn = Txn::new()
+                        .when([Compare::version(dir, CompareOp::Equal, 0).with_prefix()])
+                        .and_then([TxnOp::put(key, "", Some(PutOptions::new().with_lease(id)))])
+                        .or_else([TxnOp::txn(queue)]);
                     c.txn(txn).await
                 }
             })
             .await?;
-        let g = gets(&resp);
-        let my_rev = if resp.succeeded() {
-            resp.header().map_or(0, |h| h.revision())
+        let took_free = resp.succeeded();
+        let revision = resp.header().map_or(0, |h| h.revision());
+        let (queued, g) = match resp.op_responses().into_iter().next() {
+            Some(TxnOpResponse::Txn(inner)) => (inner.succeeded(), gets(&inner)),
+            _ => (false, Vec::new()),
+        };
+        let my_rev = if took_free || queued {
+            revision
         } else {
             g.first()
                 .and_then(|kvs| kvs.first())
@@ -409,10 +435,13 @@ impl DistributedLock for EtcdLock {
                     source: None,
                 })?
         };
-        let mut head = g
-            .last()
-            .and_then(|kvs| kvs.first())
-            .map(KeyValue::create_revision);
+        let mut head = if took_free {
+            Some(my_rev)
+        } else {
+            g.last()
+                .and_then(|kvs| kvs.first())
+                .map(KeyValue::create_revision)
+        };
         let mut refreshed = sent;
         loop {
             if head == Some(my_rev) {
@@ -443,8 +472,9 @@ impl DistributedLock for EtcdLock {
                         source: None,
                     });
                 }
+                let refreshed = lease.valid_until() - (granted - drift_margin(granted));
                 let lease = lease.with_backend_data(Arc::new(Held {
-                    lease_id: pending.keep(),
+                    lease_id: pending.keep(secs, my_rev, granted, refreshed),
                 }));
                 return Ok(lease);
             }
@@ -470,35 +500,67 @@ impl DistributedLock for EtcdLock {
         let Some(held) = lease.backend_data::<Held>() else {
             return Err(LockError::lease_lost(lease.name()));
         };
+        let (id, rev) = (held.lease_id, revision(lease));
+        let lost = || Err(LockError::lease_lost(lease.name()));
+        let ours = match self.pool.assigned(id) {
+            Some(a) if a.revision == rev => true,
+            // the lease was taken back and now backs a newer lock, or waits in the pool
+            Some(_) => return lost(),
+            None if self.pool.is_idle(id) => return lost(),
+            // handed out by another client: its key must be checked too
+            None => false,
+        };
         let sent = Instant::now();
-        if self.keep_alive(held.lease_id).await? {
-            Ok(lease.renewed(lease.ttl(), sent))
-        } else {
-            Err(LockError::lease_lost(lease.name()))
+        if !self.keep_alive(id).await? {
+            self.pool.unassign(id, rev);
+            return lost();
         }
+        if !ours && !self.key_has_revision(&self.holder_key(lease), rev).await? {
+            return lost();
+        }
+        self.pool.refreshed(id, rev, sent);
+        Ok(lease.renewed(lease.ttl(), sent))
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
         let Some(held) = lease.backend_data::<Held>() else {
             return Ok(false);
         };
-        let id = held.lease_id;
-        // Revoking the lease deletes our key, which wakes the next in line.
-        match self
-            .rpc("release", |mut c| async move { c.lease_revoke(id).await })
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(LockError::Backend {
-                source: Some(src), ..
-            }) if src
-                .downcast_ref::<etcd_client::Error>()
-                .is_some_and(is_lease_not_found) =>
-            {
-                Ok(false)
+        let (id, rev) = (held.lease_id, revision(lease));
+        // Deleting our key wakes the next in line. The key carries this acquisition's
+        // owner id, which nobody else ever writes, so a plain delete is owner-checked.
+        // The lease goes back to the pool for the next acquisition.
+        let key = self.holder_key(lease);
+        let deleted = self
+            .rpc("release", |mut c| {
+                let key = key.clone();
+                async move { c.delete(key, None).await }
+            })
+            .await?
+            .deleted()
+            > 0;
+        match self.pool.unassign(id, rev) {
+            Some(a) if deleted => {
+                let idle = Idle {
+                    id,
+                    granted: a.granted,
+                    refreshed: a.refreshed,
+                };
+                if let Some(extra) = self.pool.give_back(a.secs, idle) {
+                    self.revoke_in_background(extra);
+                }
             }
-            Err(e) => Err(e),
+            // our key is gone (expired or deleted): the lease backs nothing any more
+            Some(_) => self.revoke_in_background(id),
+            // another client's lease: revoke it so that client's renewals fail now
+            None if deleted => {
+                let _ = self
+                    .rpc("revoke", |mut c| async move { c.lease_revoke(id).await })
+                    .await;
+            }
+            None => {}
         }
+        Ok(deleted)
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {

@@ -127,3 +127,66 @@ async fn short_ttls_round_up_to_whole_seconds() {
     assert!(info.remaining <= Duration::from_secs(2));
     assert!(lock.release(&l).await.unwrap());
 }
+
+/// The lease behind each key under `name`'s queue, read with the raw client.
+async fn lease_ids(endpoints: &[String], name: &LockName) -> Vec<i64> {
+    let mut raw = etcd_client::Client::connect(endpoints, None).await.unwrap();
+    let dir = format!(
+        "dlock/{}/",
+        name.as_str().replace('%', "%25").replace('/', "%2F")
+    );
+    let resp = raw
+        .get(dir, Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    resp.kvs()
+        .iter()
+        .map(etcd_client::KeyValue::lease)
+        .collect()
+}
+
+/// Release takes the lease back and the next acquisition reuses it (one txn each way),
+/// yet the old `Lease` can neither renew nor release the new holder; a lease released
+/// through another client is revoked, so its first client's renewals fail at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reused_leases_never_serve_a_stale_lease() {
+    let e = common::single();
+    let c = common::etcd(&e).await;
+    let (a, b) = (name("reuse-a"), name("reuse-b"));
+    // warm up: the first acquisition grants on the path and a spare in the background
+    let warm = c.try_acquire(&a, LONG).await.unwrap().unwrap();
+    assert!(c.release(&warm).await.unwrap());
+    sleep(Duration::from_millis(300)).await;
+    let first = c.try_acquire(&a, LONG).await.unwrap().unwrap();
+    let first_lease = lease_ids(&e, &a).await;
+    assert!(c.release(&first).await.unwrap());
+    assert!(
+        lease_ids(&e, &a).await.is_empty(),
+        "release deleted the key"
+    );
+
+    let second = c.try_acquire(&b, LONG).await.unwrap().unwrap();
+    assert_eq!(lease_ids(&e, &b).await, first_lease, "the lease was reused");
+    assert!(matches!(
+        c.renew(&first).await,
+        Err(dlock_core::LockError::LeaseLost { .. })
+    ));
+    assert!(!c.release(&first).await.unwrap());
+    let renewed = c.renew(&second).await.unwrap();
+    assert_eq!(renewed.token(), second.token());
+    assert_eq!(c.inspect(&b).await.unwrap().unwrap().token, second.token());
+
+    // Released by another client: deleted and revoked.
+    let other = common::etcd(&e).await;
+    assert!(other.release(&second).await.unwrap());
+    assert!(c.inspect(&b).await.unwrap().is_none());
+    assert!(matches!(
+        c.renew(&second).await,
+        Err(dlock_core::LockError::LeaseLost { .. })
+    ));
+    // ...and the client that lost it does not put the revoked lease back to work.
+    let third = c.try_acquire(&a, LONG).await.unwrap().unwrap();
+    assert_ne!(lease_ids(&e, &a).await, first_lease);
+    assert!(c.renew(&third).await.is_ok());
+    assert!(c.release(&third).await.unwrap());
+}
