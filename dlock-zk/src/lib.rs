@@ -14,8 +14,11 @@
 //!   an empty queue node;
 //! - leases are **per session** (`LeaseScope::PerSession`): a lock lives as long as the
 //!   client's session, the TTL reported is the session timeout the server granted, and
-//!   renew confirms that the session is alive and still owns the node. A session that
-//!   expired (partition, pause) loses its locks; the client then opens a new session.
+//!   renew confirms that the session is alive and still owns the node. Renewals that
+//!   come due together (guards renew on a shared grid) are checked in one multi-read
+//!   (ZooKeeper 3.6+), so holding many locks costs one request per renewal tick. A
+//!   session that expired (partition, pause) loses its locks; the client then opens a
+//!   new session.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -40,6 +43,7 @@
 mod errors;
 mod lock;
 mod path;
+mod renewals;
 mod session;
 
 use std::sync::Arc;
@@ -55,6 +59,7 @@ pub const DEFAULT_ROOT: &str = "/dlock";
 #[derive(Clone)]
 pub struct ZkLock {
     session: Arc<session::Session>,
+    renewals: Arc<renewals::Renewals>,
     root: String,
 }
 
@@ -138,8 +143,10 @@ impl ZkLockBuilder {
             auth: self.auth,
         })
         .await?;
+        let session = Arc::new(session);
         let lock = ZkLock {
-            session: Arc::new(session),
+            renewals: Arc::new(renewals::Renewals::start(Arc::clone(&session))),
+            session,
             root: format!("{}{}", self.chroot, self.root),
         };
         let client = lock.session.get().await?;

@@ -306,18 +306,12 @@ impl DistributedLock for ZkLock {
         let Some(held) = lease.backend_data::<Held>() else {
             return Err(LockError::lease_lost(lease.name()));
         };
-        let client = self.session.get().await?;
-        let sent = Instant::now();
-        match client.check_stat(&held.path).await {
+        // batched with the other renewals due now: one multi-read per tick
+        match self.renewals.renew(&held.path).await? {
             // the node exists and belongs to our live session: the lease holds for
-            // another session timeout from now
-            Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => {
-                Ok(lease.renewed(client.session_timeout(), sent))
-            }
-            Ok(_) | Err(zk::Error::SessionExpired | zk::Error::NoNode) => {
-                Err(LockError::lease_lost(lease.name()))
-            }
-            Err(e) => Err(from_zk("renew", e)),
+            // another session timeout from when the check was sent
+            Some((timeout, sent)) => Ok(lease.renewed(timeout, sent)),
+            None => Err(LockError::lease_lost(lease.name())),
         }
     }
 
