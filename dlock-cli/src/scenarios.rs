@@ -161,19 +161,32 @@ pub async fn parallel(
     Ok(done.load(Ordering::Relaxed) as f64 / duration.as_secs_f64())
 }
 
+/// Reads how many requests a server has received so far, from its own statistics.
+#[dlock_any::async_trait]
+pub trait RequestCounter: Send + Sync {
+    /// What is counted, for the report.
+    fn describe(&self) -> &'static str;
+    /// The server's total so far, if it could be read.
+    async fn requests(&self) -> Option<u64>;
+}
+
 /// Result of the held scenario.
 pub struct Held {
     /// Locks held.
     pub locks: usize,
-    /// Renewal requests sent per second.
+    /// Renewal calls made through the trait per second (one per lock per renewal).
     pub renewals_per_s: f64,
+    /// Requests per second the server received meanwhile, by its own count (batched
+    /// renewals count once), when a [`RequestCounter`] was given.
+    pub server_requests_per_s: Option<f64>,
     /// Resident memory added per held lock.
     pub rss_bytes_per_lock: f64,
     /// CPU used by this process meanwhile.
     pub cpu_percent: f64,
 }
 
-/// Holds `count` locks with renewing guards for three TTLs.
+/// Holds `count` locks with renewing guards for three TTLs; `server` counts what the
+/// server received meanwhile.
 ///
 /// # Errors
 /// The backend's, or if a guard lost its lock.
@@ -181,6 +194,7 @@ pub async fn held(
     lock: Arc<dyn DistributedLock>,
     count: usize,
     ttl: Duration,
+    server: Option<&dyn RequestCounter>,
 ) -> Result<Held, LockError> {
     let counting = Arc::new(Counting {
         inner: lock,
@@ -196,6 +210,10 @@ pub async fn held(
         guards.push(locker.lock(format!("{prefix}/{i}")).await?);
     }
     let rss_held = rss_bytes();
+    let s0 = match server {
+        Some(s) => s.requests().await,
+        None => None,
+    };
     let (cpu0, t0, r0) = (
         cpu_time(),
         Instant::now(),
@@ -204,6 +222,13 @@ pub async fn held(
     sleep(ttl * 3).await;
     let elapsed = t0.elapsed().as_secs_f64();
     let renewals = counting.renewals.load(Ordering::Relaxed) - r0;
+    let s1 = match server {
+        Some(s) => s.requests().await,
+        None => None,
+    };
+    let server_requests_per_s = s0
+        .zip(s1)
+        .map(|(a, b)| b.saturating_sub(a) as f64 / elapsed);
     let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
     let held_ok = guards.iter().filter(|g| g.is_held()).count();
     for g in guards {
@@ -218,6 +243,7 @@ pub async fn held(
     Ok(Held {
         locks: count,
         renewals_per_s: renewals as f64 / elapsed,
+        server_requests_per_s,
         rss_bytes_per_lock: rss_held.saturating_sub(rss_before) as f64 / count as f64,
         cpu_percent: cpu / elapsed * 100.0,
     })

@@ -126,8 +126,13 @@ impl EtcdLockBuilder {
         let lock = EtcdLock {
             client,
             opts: Arc::new(self.opts),
-            pool: Arc::default(),
+            leases: Arc::default(),
         };
+        crate::sweeper::start(
+            Arc::downgrade(&lock.leases),
+            lock.client.clone(),
+            lock.opts.timeout,
+        );
         // The client connects lazily: make sure something answers before handing it out.
         lock.rpc(
             "probe",
@@ -149,18 +154,34 @@ fn normalize(endpoint: &str) -> String {
 impl EtcdLock {
     /// Runs an RPC, retrying transient failures (a dead endpoint in the list makes a
     /// share of requests fail) until the operation's deadline.
-    pub(crate) async fn rpc<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, LockError>
+    pub(crate) async fn rpc<T, F, Fut>(&self, what: &str, call: F) -> Result<T, LockError>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.rpc_attempts(what, call).await.map(|(v, _)| v)
+    }
+
+    /// As [`EtcdLock::rpc`], and whether the answer came from the first attempt (no
+    /// earlier attempt can still land on the server).
+    pub(crate) async fn rpc_attempts<T, F, Fut>(
+        &self,
+        what: &str,
+        mut call: F,
+    ) -> Result<(T, bool), LockError>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let deadline = Instant::now() + self.opts.timeout;
         let mut pause = Duration::from_millis(5);
+        let mut first = true;
         loop {
             match tokio::time::timeout_at(deadline, call(self.client.clone())).await {
-                Ok(Ok(v)) => return Ok(v),
+                Ok(Ok(v)) => return Ok((v, first)),
                 Ok(Err(e)) if is_transient(&e) && Instant::now() + pause < deadline => {
                     tracing::debug!(error = %e, "{what}: retrying on another endpoint");
+                    first = false;
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }

@@ -2,27 +2,33 @@
 //!
 //! [`DistributedLock`](dlock_core::DistributedLock) on etcd v3, after etcd's own
 //! `concurrency.Mutex`:
-//! - every acquisition grants its own lease (so each lock expires on its own TTL) and
-//!   puts `PREFIX<name>/<owner>` with that lease in **one txn** that also reads the head
-//!   of the queue;
+//! - the locks a client takes with one TTL hang on **one shared etcd lease**, as the
+//!   mutexes of a Go `concurrency.Session` do, so holding N locks costs one keep-alive
+//!   per renewal tick, not N. Each lock still **expires on its own TTL**: the client
+//!   deletes the key of a lock that went a TTL without renewal, and if the client
+//!   dies, hangs or is cut off, the shared lease expires on the server and takes every
+//!   key with it (`LeaseScope::PerLease`);
+//! - acquire puts `PREFIX<name>/<owner>` on that lease in **one txn**: taken at once if
+//!   the queue is empty, else queued by a nested txn that also reads the head;
 //! - the holder is the key with the smallest create revision, and that revision is the
 //!   **fencing token** (etcd revisions only grow);
 //! - a waiter watches only its **immediate predecessor** (no herd), opening the watch
 //!   from now and then re-reading the key (a watch from a past revision waits for
-//!   etcd's 100 ms catch-up loop), keeps its lease alive while it waits, and checks its
+//!   etcd's 100 ms catch-up loop), keeps its key alive while it waits, and checks its
 //!   key still exists before it returns (etcd#11456);
-//! - waiters are served **FIFO**; a timed-out or dropped `acquire` revokes its lease,
-//!   which deletes its queue key;
-//! - renew is a lease keep-alive; release deletes the holder's key (only if it is
-//!   still the one that acquisition created) and takes the lease back into a small
-//!   pool for the next acquisition, so an uncontended acquire + release is one txn and
-//!   one txn, as the raw protocol needs. A lease is handed out again only after it was
-//!   taken back, and the client remembers which lock each lease backs, so a stale
-//!   [`Lease`](dlock_core::Lease) can neither renew nor release its successor;
+//! - waiters are served **FIFO**; a timed-out or dropped `acquire` deletes its queue
+//!   key at once, and again after the operation timeout in case a retried create lands
+//!   late;
+//! - renew refreshes the shared lease (one keep-alive, plus a read of the keys still
+//!   attached to it, for every renewal due in the same tick) and moves the lock's own
+//!   deadline; release deletes the key (it carries the acquisition's owner id, so the
+//!   delete is owner-checked), one request. A stale [`Lease`](dlock_core::Lease) can
+//!   neither renew nor release its successor; a lease is renewed through the client
+//!   that acquired it;
 //! - a failing endpoint in a list is retried on the others within the timeout;
-//! - the lease grant is kept off the acquire path: a pooled lease is handed out while
-//!   at least two thirds of its TTL are left, and a fresh one is granted in the
-//!   background before the pool runs dry.
+//! - the lease grant is off the acquire path: the shared lease is used while at least
+//!   two thirds of its TTL are left and refreshed in the background before that, so an
+//!   uncontended acquire + release is one txn and one delete, as the raw protocol needs.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -45,8 +51,11 @@
 mod client;
 mod errors;
 mod keys;
+mod leases;
 mod lock;
-mod pool;
+mod queue;
+mod shared;
+mod sweeper;
 
 use std::sync::Arc;
 
@@ -57,7 +66,7 @@ pub use client::{DEFAULT_PREFIX, EtcdLockBuilder};
 pub struct EtcdLock {
     client: etcd_client::Client,
     opts: Arc<client::Options>,
-    pool: Arc<pool::LeasePool>,
+    leases: Arc<shared::SharedLeases>,
 }
 
 impl std::fmt::Debug for EtcdLock {

@@ -145,48 +145,70 @@ async fn lease_ids(endpoints: &[String], name: &LockName) -> Vec<i64> {
         .collect()
 }
 
-/// Release takes the lease back and the next acquisition reuses it (one txn each way),
-/// yet the old `Lease` can neither renew nor release the new holder; a lease released
-/// through another client is revoked, so its first client's renewals fail at once.
+/// Locks with one TTL share one etcd lease (one keep-alive per tick for all of them),
+/// yet each keeps its own expiry: an unrenewed lock frees after its TTL while its
+/// neighbour on the same lease is renewed and stays held. Stale handles can neither
+/// renew nor release; a key deleted behind the holder's back is noticed at the next
+/// keep-alive; a live lease cannot be renewed through another client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reused_leases_never_serve_a_stale_lease() {
+async fn shared_lease_locks_keep_their_own_expiry() {
     let e = common::single();
     let c = common::etcd(&e).await;
-    let (a, b) = (name("reuse-a"), name("reuse-b"));
-    // warm up: the first acquisition grants on the path and a spare in the background
-    let warm = c.try_acquire(&a, LONG).await.unwrap().unwrap();
-    assert!(c.release(&warm).await.unwrap());
-    sleep(Duration::from_millis(300)).await;
-    let first = c.try_acquire(&a, LONG).await.unwrap().unwrap();
-    let first_lease = lease_ids(&e, &a).await;
-    assert!(c.release(&first).await.unwrap());
-    assert!(
-        lease_ids(&e, &a).await.is_empty(),
-        "release deleted the key"
-    );
-
-    let second = c.try_acquire(&b, LONG).await.unwrap().unwrap();
-    assert_eq!(lease_ids(&e, &b).await, first_lease, "the lease was reused");
-    assert!(matches!(
-        c.renew(&first).await,
-        Err(dlock_core::LockError::LeaseLost { .. })
-    ));
-    assert!(!c.release(&first).await.unwrap());
-    let renewed = c.renew(&second).await.unwrap();
-    assert_eq!(renewed.token(), second.token());
-    assert_eq!(c.inspect(&b).await.unwrap().unwrap().token, second.token());
-
-    // Released by another client: deleted and revoked.
     let other = common::etcd(&e).await;
-    assert!(other.release(&second).await.unwrap());
-    assert!(c.inspect(&b).await.unwrap().is_none());
+    let ttl = Duration::from_secs(2);
+    let (a, b) = (name("shared-a"), name("shared-b"));
+    let la = c.try_acquire(&a, ttl).await.unwrap().unwrap();
+    let lb = c.try_acquire(&b, ttl).await.unwrap().unwrap();
+    let lease = lease_ids(&e, &a).await;
+    assert_eq!(lease.len(), 1);
+    assert_eq!(lease_ids(&e, &b).await, lease, "one lease for both");
+
+    // a is never renewed, b is: a frees after its TTL, b stays held on the same lease.
+    let started = Instant::now();
+    let mut lb = lb;
+    let freed = loop {
+        lb = c.renew(&lb).await.unwrap();
+        if let Some(next) = other.try_acquire(&a, ttl).await.unwrap() {
+            break next;
+        }
+        assert!(
+            started.elapsed() < ttl * 2 + Duration::from_secs(1),
+            "an unrenewed lock must free after its TTL"
+        );
+        sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        Instant::now() >= la.valid_until(),
+        "freed before the holder's valid_until"
+    );
+    assert!(freed.token() > la.token());
     assert!(matches!(
-        c.renew(&second).await,
+        c.renew(&la).await,
         Err(dlock_core::LockError::LeaseLost { .. })
     ));
-    // ...and the client that lost it does not put the revoked lease back to work.
-    let third = c.try_acquire(&a, LONG).await.unwrap().unwrap();
-    assert_ne!(lease_ids(&e, &a).await, first_lease);
-    assert!(c.renew(&third).await.is_ok());
-    assert!(c.release(&third).await.unwrap());
+    assert!(!c.release(&la).await.unwrap());
+    assert_eq!(c.inspect(&b).await.unwrap().unwrap().token, lb.token());
+
+    // a live lease belongs to the client that took it
+    assert!(matches!(
+        other.renew(&lb).await,
+        Err(dlock_core::LockError::InvalidArgument(_))
+    ));
+
+    // released through another client: the holder notices at its next keep-alive
+    assert!(other.release(&lb).await.unwrap());
+    let started = Instant::now();
+    loop {
+        match c.renew(&lb).await {
+            Err(dlock_core::LockError::LeaseLost { .. }) => break,
+            Ok(l) => {
+                assert!(started.elapsed() < ttl, "deleted key still renewed");
+                lb = l;
+            }
+            Err(e) => panic!("{e}"),
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!c.release(&lb).await.unwrap());
+    assert!(other.release(&freed).await.unwrap());
 }

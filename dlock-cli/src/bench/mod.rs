@@ -2,6 +2,7 @@
 //! measured in the same run, interleaved, and the ratio between them.
 
 mod floor;
+mod server_requests;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -86,6 +87,7 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
     let wants = |s: Scenario| args.scenario.is_empty() || args.scenario.contains(&s);
     let rounds = 3;
     let mut figures = Vec::new();
+    let mut server_count: Option<&'static str> = None;
 
     if wants(Scenario::Uncontended) {
         // ours and the floor alternate in rounds, so both see the same machine load
@@ -181,7 +183,15 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
         });
     }
     if wants(Scenario::Held) {
-        let h = scenarios::held(Arc::clone(&lock), args.held_locks, args.held_ttl).await?;
+        let counter = server_requests::for_url(&url).await;
+        server_count = counter.as_ref().map(|c| c.describe());
+        let h = scenarios::held(
+            Arc::clone(&lock),
+            args.held_locks,
+            args.held_ttl,
+            counter.as_deref(),
+        )
+        .await?;
         figures.push(Figure {
             scenario: "held",
             metric: "locks",
@@ -194,6 +204,14 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
             dlock: h.renewals_per_s,
             floor: None,
         });
+        if let Some(r) = h.server_requests_per_s {
+            figures.push(Figure {
+                scenario: "held",
+                metric: "server req/s",
+                dlock: r,
+                floor: None,
+            });
+        }
         figures.push(Figure {
             scenario: "held",
             metric: "RSS bytes/lock",
@@ -211,7 +229,13 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
     Ok(if args.json {
         as_json(&shown, lock.backend_name(), &figures)
     } else {
-        as_text(&shown, lock.backend_name(), floor.as_deref(), &figures)
+        as_text(
+            &shown,
+            lock.backend_name(),
+            floor.as_deref(),
+            server_count,
+            &figures,
+        )
     })
 }
 
@@ -219,11 +243,15 @@ fn as_text(
     url: &str,
     backend: &str,
     floor: Option<&dyn floor::Floor>,
+    server_count: Option<&str>,
     figures: &[Figure],
 ) -> String {
     let mut out = format!("dlock bench: {backend} at {url}\n");
     if let Some(f) = floor {
         let _ = writeln!(out, "floor: {}", f.describe());
+    }
+    if let Some(c) = server_count {
+        let _ = writeln!(out, "server req/s: {c}");
     }
     let _ = writeln!(
         out,

@@ -1,0 +1,479 @@
+//! Shared leases: every lock a client takes with one TTL hangs on one etcd lease, so
+//! keeping N locks alive costs one keep-alive per renewal tick, not N. Each lock keeps
+//! its own expiry all the same: the client deletes a lock's key once that lock has gone
+//! a TTL without renewal (see `sweeper`), and if the client dies or is cut off, the
+//! shared lease expires on the server and takes every key with it.
+//!
+//! This module is the bookkeeping only; the RPCs live in `leases` and `lock`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// A key on a shared lease: a holder, a waiter, or an acquisition whose outcome is
+/// unknown.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    /// Create revision once the key is known to exist; 0 before.
+    revision: i64,
+    /// When the client deletes the key unless it is renewed (or released) first.
+    deadline: Instant,
+    /// When the key was known to exist: attachment checks sent earlier cannot judge it.
+    confirmed: Option<Instant>,
+    /// Expired and handed to the sweeper: no longer held.
+    swept: bool,
+}
+
+/// One etcd lease shared by the client's locks with one TTL.
+struct Shared {
+    secs: i64,
+    granted: Duration,
+    /// Send time of the last grant or successful keep-alive.
+    refreshed: Instant,
+    /// The server no longer knows the lease: every key on it is gone.
+    dead: bool,
+    keys: HashMap<String, Entry>,
+    /// One refresh at a time; the others wait for it and use its result.
+    gate: Arc<tokio::sync::Mutex<()>>,
+    /// When the last refresh failed without an answer: renewals that were waiting for
+    /// it fail too instead of each trying again in turn.
+    failed_at: Option<Instant>,
+}
+
+impl Shared {
+    fn fresh_for(&self, part: u32) -> bool {
+        !self.dead && self.refreshed.elapsed() < self.granted / part
+    }
+}
+
+#[derive(Default)]
+struct State {
+    leases: HashMap<i64, Shared>,
+    /// The lease new acquisitions use, by TTL in whole seconds.
+    current: HashMap<i64, i64>,
+    /// TTLs with a background refresh or grant in flight.
+    refreshing: HashSet<i64>,
+}
+
+/// A lease an acquisition can use now.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Usable {
+    pub id: i64,
+    pub granted: Duration,
+    pub refreshed: Instant,
+    /// Past half of its freshness: refresh it in the background.
+    pub aging: bool,
+}
+
+/// What the client knows about a lock held through lease `id`.
+#[derive(Clone, Debug)]
+pub(crate) enum Lookup {
+    /// Not a lease of this client (another client's, or one already dropped).
+    Unknown,
+    /// This client's lease, but the key is not held (released, expired, deleted).
+    NotHeld,
+    /// Held, on a lease last refreshed at `refreshed`.
+    Held {
+        granted: Duration,
+        refreshed: Instant,
+        gate: Arc<tokio::sync::Mutex<()>>,
+    },
+}
+
+/// A key the sweeper should delete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Expired {
+    pub lease: i64,
+    pub key: String,
+}
+
+/// The shared leases of one client (shared by its clones).
+#[derive(Default)]
+pub(crate) struct SharedLeases {
+    state: Mutex<State>,
+    /// Wakes the sweeper when a deadline earlier than the ones it knows appears.
+    pub(crate) sweep: Notify,
+}
+
+/// Renewals, and acquisitions after a refresh, count as fresh within this share of the
+/// TTL: one grid step, so every guard due in one tick rides on one keep-alive.
+const FRESH_PART: u32 = 12;
+
+impl SharedLeases {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current lease for `secs` if at least two thirds of its TTL are left, and
+    /// whether a background refresh should start (marked as started if so).
+    pub(crate) fn usable(&self, secs: i64) -> (Option<Usable>, bool) {
+        let mut g = self.state();
+        let found = g
+            .current
+            .get(&secs)
+            .and_then(|id| g.leases.get(id).map(|s| (*id, s)))
+            .filter(|(_, s)| s.fresh_for(3))
+            .map(|(id, s)| Usable {
+                id,
+                granted: s.granted,
+                refreshed: s.refreshed,
+                aging: !s.fresh_for(6),
+            });
+        let refresh = found.is_some_and(|u| u.aging) && g.refreshing.insert(secs);
+        (found, refresh)
+    }
+
+    /// Makes a newly granted lease the current one for `secs`.
+    pub(crate) fn install(&self, secs: i64, id: i64, granted: Duration, refreshed: Instant) {
+        let mut g = self.state();
+        g.leases.insert(
+            id,
+            Shared {
+                secs,
+                granted,
+                refreshed,
+                dead: false,
+                keys: HashMap::new(),
+                gate: Arc::default(),
+                failed_at: None,
+            },
+        );
+        if let Some(old) = g.current.insert(secs, id) {
+            Self::drop_if_unused(&mut g, old);
+        }
+    }
+
+    /// A background refresh for `secs` finished.
+    pub(crate) fn refresh_done(&self, secs: i64) {
+        self.state().refreshing.remove(&secs);
+    }
+
+    /// The current lease for `secs`, to refresh in the background.
+    pub(crate) fn current(&self, secs: i64) -> Option<i64> {
+        self.state().current.get(&secs).copied()
+    }
+
+    /// Notes `key` on lease `id` before the request that may create it is sent, so the
+    /// sweeper deletes it by `deadline` whatever happens to the request.
+    pub(crate) fn expect(&self, id: i64, key: &str, deadline: Instant) {
+        let mut g = self.state();
+        if let Some(s) = g.leases.get_mut(&id) {
+            s.keys.insert(
+                key.to_owned(),
+                Entry {
+                    revision: 0,
+                    deadline,
+                    confirmed: None,
+                    swept: false,
+                },
+            );
+        }
+        drop(g);
+        self.sweep.notify_one();
+    }
+
+    /// The key exists, created at `revision`; the sweeper deletes it at `deadline`
+    /// unless it is renewed or released first.
+    pub(crate) fn confirm(&self, id: i64, key: &str, revision: i64, deadline: Instant) {
+        if let Some(e) = self
+            .state()
+            .leases
+            .get_mut(&id)
+            .and_then(|s| s.keys.get_mut(key))
+        {
+            e.revision = revision;
+            e.deadline = deadline;
+            e.confirmed = Some(Instant::now());
+        }
+    }
+
+    /// Moves the deadline of a key that is still ours (a renewal, or a waiter that is
+    /// still waiting). `false` if it is not held any more.
+    pub(crate) fn extend(&self, id: i64, key: &str, revision: i64, deadline: Instant) -> bool {
+        let mut g = self.state();
+        match g.leases.get_mut(&id).and_then(|s| s.keys.get_mut(key)) {
+            Some(e) if !e.swept && e.revision == revision => {
+                e.deadline = e.deadline.max(deadline);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The acquisition will not use `key`: the sweeper deletes it by `deadline` (soon
+    /// for a key that may exist, later for one whose create might still land).
+    pub(crate) fn abandon(&self, id: i64, key: &str, deadline: Instant) {
+        if let Some(e) = self
+            .state()
+            .leases
+            .get_mut(&id)
+            .and_then(|s| s.keys.get_mut(key))
+        {
+            e.deadline = deadline;
+            e.revision = 0;
+        }
+        self.sweep.notify_one();
+    }
+
+    /// Forgets a key known not to exist (the request that could have created it was
+    /// answered and did not).
+    pub(crate) fn forget(&self, id: i64, key: &str) {
+        let mut g = self.state();
+        if let Some(s) = g.leases.get_mut(&id) {
+            s.keys.remove(key);
+        }
+        Self::drop_if_unused(&mut g, id);
+    }
+
+    /// Releases `key` if it is held at `revision`; `true` if it was.
+    pub(crate) fn release(&self, id: i64, key: &str, revision: i64) -> bool {
+        let mut g = self.state();
+        let held = match g.leases.get_mut(&id) {
+            Some(s) => match s.keys.get(key) {
+                Some(e) if e.revision == revision && !e.swept => {
+                    s.keys.remove(key);
+                    true
+                }
+                _ => false,
+            },
+            None => false,
+        };
+        Self::drop_if_unused(&mut g, id);
+        held
+    }
+
+    /// A lease with no keys that new acquisitions no longer use is forgotten (it
+    /// expires on the server by itself).
+    fn drop_if_unused(g: &mut State, id: i64) {
+        let unused = g
+            .leases
+            .get(&id)
+            .is_some_and(|s| s.keys.is_empty() && (s.dead || g.current.get(&s.secs) != Some(&id)));
+        if unused {
+            g.leases.remove(&id);
+        }
+    }
+
+    /// What the client knows of `key` held at `revision` through lease `id`.
+    pub(crate) fn lookup(&self, id: i64, key: &str, revision: i64) -> Lookup {
+        let g = self.state();
+        let Some(s) = g.leases.get(&id) else {
+            return Lookup::Unknown;
+        };
+        match s.keys.get(key) {
+            Some(e) if e.revision == revision && !e.swept && !s.dead => Lookup::Held {
+                granted: s.granted,
+                refreshed: s.refreshed,
+                gate: Arc::clone(&s.gate),
+            },
+            _ => Lookup::NotHeld,
+        }
+    }
+
+    /// Whether lease `id` was refreshed recently enough to serve a renewal without
+    /// another keep-alive.
+    pub(crate) fn recently_refreshed(&self, id: i64) -> bool {
+        self.state()
+            .leases
+            .get(&id)
+            .is_some_and(|s| s.fresh_for(FRESH_PART))
+    }
+
+    /// A refresh of lease `id` failed without an answer.
+    pub(crate) fn refresh_failed(&self, id: i64) {
+        if let Some(s) = self.state().leases.get_mut(&id) {
+            s.failed_at = Some(Instant::now());
+        }
+    }
+
+    /// Whether a refresh of lease `id` failed after `since`.
+    pub(crate) fn failed_since(&self, id: i64, since: Instant) -> bool {
+        self.state()
+            .leases
+            .get(&id)
+            .and_then(|s| s.failed_at)
+            .is_some_and(|f| f >= since)
+    }
+
+    /// A keep-alive sent at `sent` succeeded.
+    pub(crate) fn refreshed(&self, id: i64, sent: Instant) {
+        if let Some(s) = self.state().leases.get_mut(&id) {
+            s.refreshed = s.refreshed.max(sent);
+        }
+    }
+
+    /// The server no longer knows lease `id`: every key on it is gone.
+    pub(crate) fn dead(&self, id: i64) {
+        let mut g = self.state();
+        if let Some(s) = g.leases.get_mut(&id) {
+            s.dead = true;
+            s.keys.clear();
+            let secs = s.secs;
+            if g.current.get(&secs) == Some(&id) {
+                g.current.remove(&secs);
+            }
+        }
+        Self::drop_if_unused(&mut g, id);
+    }
+
+    /// The keys attached to lease `id` as read by a request sent at `sent`: a confirmed
+    /// key missing from them was deleted by someone else, and is not held any more.
+    pub(crate) fn attached(&self, id: i64, sent: Instant, keys: &HashSet<String>) {
+        if let Some(s) = self.state().leases.get_mut(&id) {
+            s.keys.retain(|k, e| {
+                e.swept || e.confirmed.is_none_or(|c| c >= sent) || keys.contains(k)
+            });
+        }
+    }
+
+    /// Keys past their deadline, marked as swept, and the next deadline after them.
+    pub(crate) fn expired(&self, now: Instant) -> (Vec<Expired>, Option<Instant>) {
+        let mut g = self.state();
+        let mut due = Vec::new();
+        let mut next: Option<Instant> = None;
+        for (id, s) in &mut g.leases {
+            for (k, e) in &mut s.keys {
+                if e.swept {
+                    continue;
+                }
+                if e.deadline <= now {
+                    e.swept = true;
+                    due.push(Expired {
+                        lease: *id,
+                        key: k.clone(),
+                    });
+                } else {
+                    next = Some(next.map_or(e.deadline, |n| n.min(e.deadline)));
+                }
+            }
+        }
+        (due, next)
+    }
+
+    /// The sweeper deleted `key` (or it was already gone).
+    pub(crate) fn swept(&self, e: &Expired) {
+        let mut g = self.state();
+        if let Some(s) = g.leases.get_mut(&e.lease)
+            && s.keys.get(&e.key).is_some_and(|k| k.swept)
+        {
+            s.keys.remove(&e.key);
+        }
+        Self::drop_if_unused(&mut g, e.lease);
+    }
+
+    /// The sweeper could not delete `key`: try again at `retry`.
+    pub(crate) fn sweep_failed(&self, e: &Expired, retry: Instant) {
+        if let Some(k) = self
+            .state()
+            .leases
+            .get_mut(&e.lease)
+            .and_then(|s| s.keys.get_mut(&e.key))
+        {
+            k.swept = false;
+            k.revision = 0;
+            k.deadline = retry;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(9);
+
+    fn leases() -> SharedLeases {
+        let l = SharedLeases::default();
+        l.install(9, 1, TTL, Instant::now());
+        l
+    }
+
+    #[tokio::test]
+    async fn a_fresh_lease_is_usable_and_an_aging_one_asks_for_one_refresh() {
+        let l = leases();
+        let (u, refresh) = l.usable(9);
+        assert_eq!(u.map(|u| u.id), Some(1));
+        assert!(!refresh);
+        l.install(9, 2, TTL, Instant::now() - TTL / 5);
+        let (u, refresh) = l.usable(9);
+        assert!(u.is_some_and(|u| u.aging && u.id == 2));
+        assert!(refresh);
+        assert!(!l.usable(9).1, "one refresh at a time");
+        l.refresh_done(9);
+        l.install(9, 3, TTL, Instant::now() - TTL / 2);
+        assert!(
+            l.usable(9).0.is_none(),
+            "a third of the TTL gone: not usable"
+        );
+    }
+
+    #[tokio::test]
+    async fn held_keys_are_released_once_and_stale_revisions_are_not_held() {
+        let l = leases();
+        let far = Instant::now() + TTL;
+        l.expect(1, "k", far);
+        assert!(
+            matches!(l.lookup(1, "k", 7), Lookup::NotHeld),
+            "not confirmed yet"
+        );
+        l.confirm(1, "k", 7, far);
+        assert!(matches!(l.lookup(1, "k", 7), Lookup::Held { .. }));
+        assert!(matches!(l.lookup(1, "k", 6), Lookup::NotHeld));
+        assert!(matches!(l.lookup(5, "k", 7), Lookup::Unknown));
+        assert!(!l.release(1, "k", 6));
+        assert!(l.release(1, "k", 7));
+        assert!(!l.release(1, "k", 7));
+        assert!(matches!(l.lookup(1, "k", 7), Lookup::NotHeld));
+    }
+
+    #[tokio::test]
+    async fn unrenewed_keys_expire_and_renewed_ones_do_not() {
+        let l = leases();
+        let now = Instant::now();
+        for k in ["a", "b"] {
+            l.expect(1, k, now + Duration::from_secs(1));
+            l.confirm(1, k, 3, now + Duration::from_secs(1));
+        }
+        assert!(l.extend(1, "b", 3, now + Duration::from_secs(5)));
+        let (due, next) = l.expired(now + Duration::from_secs(2));
+        assert_eq!(
+            due,
+            vec![Expired {
+                lease: 1,
+                key: "a".into()
+            }]
+        );
+        assert_eq!(next, Some(now + Duration::from_secs(5)));
+        assert!(matches!(l.lookup(1, "a", 3), Lookup::NotHeld), "swept");
+        assert!(
+            !l.extend(1, "a", 3, now + TTL),
+            "a swept key cannot be renewed"
+        );
+        l.swept(&due[0]);
+        assert!(matches!(l.lookup(1, "b", 3), Lookup::Held { .. }));
+    }
+
+    #[tokio::test]
+    async fn keys_deleted_behind_our_back_and_dead_leases_are_not_held() {
+        let l = leases();
+        let far = Instant::now() + TTL;
+        for k in ["a", "b"] {
+            l.expect(1, k, far);
+            l.confirm(1, k, 3, far);
+        }
+        let sent = Instant::now();
+        l.expect(1, "late", far);
+        l.confirm(1, "late", 4, far);
+        // a check sent before "late" was confirmed cannot judge it
+        l.attached(1, sent, &HashSet::from(["a".to_owned()]));
+        assert!(matches!(l.lookup(1, "a", 3), Lookup::Held { .. }));
+        assert!(matches!(l.lookup(1, "b", 3), Lookup::NotHeld));
+        assert!(matches!(l.lookup(1, "late", 4), Lookup::Held { .. }));
+        l.dead(1);
+        assert!(!matches!(l.lookup(1, "a", 3), Lookup::Held { .. }));
+        assert!(l.usable(9).0.is_none(), "a dead lease is not handed out");
+    }
+}

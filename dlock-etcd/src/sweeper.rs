@@ -1,0 +1,69 @@
+//! Deletes the keys of locks that went a TTL without renewal while their shared lease
+//! lived on for other locks: what gives each lock its own expiry (see `shared`).
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use etcd_client::{Client, Txn, TxnOp};
+use tokio::time::Instant;
+
+use crate::shared::{Expired, SharedLeases};
+
+/// Deletes per txn (etcd accepts 128 operations per txn by default).
+const DELETES_PER_TXN: usize = 64;
+/// The longest the sweeper sleeps before looking again.
+const MAX_NAP: Duration = Duration::from_secs(1);
+/// A failed delete is tried again after this long.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Runs until the client's last clone is dropped.
+pub(crate) fn start(leases: Weak<SharedLeases>, client: Client, timeout: Duration) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(run(leases, client, timeout));
+    }
+}
+
+async fn run(leases: Weak<SharedLeases>, client: Client, timeout: Duration) {
+    loop {
+        let Some(l) = leases.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let (due, next) = l.expired(now);
+        for chunk in due.chunks(DELETES_PER_TXN) {
+            if delete(&client, chunk, timeout).await {
+                for e in chunk {
+                    l.swept(e);
+                }
+            } else {
+                for e in chunk {
+                    l.sweep_failed(e, Instant::now() + RETRY);
+                }
+            }
+        }
+        let wake = next.map_or(now + MAX_NAP, |n| n.min(now + MAX_NAP));
+        let notified = l.sweep.notified();
+        tokio::select! {
+            () = tokio::time::sleep_until(wake) => {}
+            () = notified => {}
+        }
+    }
+}
+
+/// Deletes the keys in one txn. Each key carries its acquisition's owner id, which
+/// nobody else writes, so a plain delete only ever removes that acquisition's key.
+async fn delete(client: &Client, keys: &[Expired], timeout: Duration) -> bool {
+    let ops: Vec<TxnOp> = keys
+        .iter()
+        .map(|e| TxnOp::delete(e.key.clone(), None))
+        .collect();
+    let mut c = client.clone();
+    match tokio::time::timeout(timeout, c.txn(Txn::new().and_then(ops))).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "deleting expired lock keys failed; retrying");
+            false
+        }
+        Err(_) => false,
+    }
+}
