@@ -33,7 +33,9 @@ pub async fn for_url(url: &str) -> Option<Box<dyn RequestCounter>> {
     }
 }
 
-/// Redis: commands processed (`INFO stats`), over every node.
+/// Redis: script calls (`EVALSHA`, `EVAL`) from `INFO commandstats`, over every node.
+/// Every dlock request is one script call; `total_commands_processed` would also count
+/// the commands each script runs inside the server.
 #[cfg(feature = "redis")]
 struct RedisCommands(Vec<String>);
 
@@ -41,7 +43,7 @@ struct RedisCommands(Vec<String>);
 #[async_trait]
 impl RequestCounter for RedisCommands {
     fn describe(&self) -> &'static str {
-        "commands processed (INFO stats), all nodes"
+        "script calls (EVALSHA + EVAL in INFO commandstats), all nodes"
     }
     async fn requests(&self) -> Option<u64> {
         let mut total = 0;
@@ -49,16 +51,22 @@ impl RequestCounter for RedisCommands {
             let client = redis::Client::open(url.as_str()).ok()?;
             let mut c = client.get_multiplexed_async_connection().await.ok()?;
             let info: String = redis::cmd("INFO")
-                .arg("stats")
+                .arg("commandstats")
                 .query_async(&mut c)
                 .await
                 .ok()?;
-            total += info.lines().find_map(|l| {
-                l.strip_prefix("total_commands_processed:")?
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })?;
+            total += info
+                .lines()
+                .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+                .filter_map(|l| {
+                    l.split("calls=")
+                        .nth(1)?
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum::<u64>();
         }
         Some(total)
     }
