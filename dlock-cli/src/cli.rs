@@ -151,7 +151,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 64)]
     pub parallel: usize,
     /// Locks held in the held scenario.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 10_000)]
     pub held_locks: usize,
     /// TTL of the held locks (held for three of them).
     #[arg(long, default_value = "3s", value_parser = duration)]

@@ -179,7 +179,8 @@ pub struct Held {
     /// Requests per second the server received meanwhile, by its own count (batched
     /// renewals count once), when a [`RequestCounter`] was given.
     pub server_requests_per_s: Option<f64>,
-    /// Resident memory added per held lock.
+    /// Resident memory added per held lock (the larger of right after acquiring and at
+    /// the end of the hold).
     pub rss_bytes_per_lock: f64,
     /// CPU used by this process meanwhile.
     pub cpu_percent: f64,
@@ -230,6 +231,10 @@ pub async fn held(
         .zip(s1)
         .map(|(a, b)| b.saturating_sub(a) as f64 / elapsed);
     let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
+    // at the end of the hold, with renewals running: the steady state, and never less
+    // than what holding them cost right after acquiring
+    let rss_end = rss_bytes();
+    let rss_held = rss_held.max(rss_end);
     let held_ok = guards.iter().filter(|g| g.is_held()).count();
     for g in guards {
         let _ = g.release().await;

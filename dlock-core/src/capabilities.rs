@@ -23,16 +23,29 @@ pub struct Capabilities {
     pub lease_scope: LeaseScope,
     /// Waiters are woken by the server rather than by polling.
     pub notify: bool,
+    /// Renewals that arrive together are sent together (one script call, one
+    /// keep-alive, one multi-read): [`crate::LockGuard`]s then renew on a shared grid so
+    /// that they do arrive together. Backends without batching get their guards'
+    /// renewals spread over time instead.
+    pub batched_renewals: bool,
 }
 
 impl Capabilities {
-    /// Declares the three facts.
+    /// Declares the three facts (and no batched renewals).
     #[must_use]
     pub const fn new(fair: bool, lease_scope: LeaseScope, notify: bool) -> Self {
         Self {
             fair,
             lease_scope,
             notify,
+            batched_renewals: false,
         }
+    }
+
+    /// Declares that renewals arriving together are sent together.
+    #[must_use]
+    pub const fn with_batched_renewals(mut self, on: bool) -> Self {
+        self.batched_renewals = on;
+        self
     }
 }

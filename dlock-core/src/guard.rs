@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -155,7 +155,10 @@ impl Locker {
 
 struct Shared {
     lease: Mutex<Lease>,
-    state: watch::Sender<GuardState>,
+    state: Mutex<GuardState>,
+    /// Signalled when the guard's life ends (lost or released). A plain `Notify`
+    /// rather than a watch channel: a guard is per held lock, and its size counts.
+    ended: Notify,
     backend: &'static str,
     labels: Vec<metrics::Label>,
     acquired: Instant,
@@ -173,29 +176,41 @@ impl Shared {
         *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
     }
 
+    fn state(&self) -> GuardState {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Moves to `state` (Lost and Released are final); records the hold time when the
     /// guard's life ends, and the loss.
     fn set_state(&self, state: GuardState) -> bool {
         let lock = self.lease().name().clone();
-        self.state.send_if_modified(|s| {
-            let changed = *s != state && !matches!(*s, GuardState::Lost | GuardState::Released);
-            if changed {
-                match state {
-                    GuardState::Lost => tracing::warn!(%lock, backend = self.backend, from = ?*s, "lease lost"),
-                    GuardState::Suspect => tracing::warn!(%lock, backend = self.backend, "lease suspect: renewal failed"),
-                    _ => tracing::debug!(%lock, backend = self.backend, from = ?*s, to = ?state, "lock guard state"),
-                }
-                if matches!(state, GuardState::Lost | GuardState::Released) {
-                    metrics::histogram!(crate::metric_names::HOLD, self.labels.clone())
-                        .record(self.acquired.elapsed().as_secs_f64());
-                }
-                if state == GuardState::Lost {
-                    metrics::counter!(crate::metric_names::LEASES_LOST, self.labels.clone()).increment(1);
-                }
-                *s = state;
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = *s != state && !matches!(*s, GuardState::Lost | GuardState::Released);
+        if !changed {
+            return false;
+        }
+        match state {
+            GuardState::Lost => {
+                tracing::warn!(%lock, backend = self.backend, from = ?*s, "lease lost");
             }
-            changed
-        })
+            GuardState::Suspect => {
+                tracing::warn!(%lock, backend = self.backend, "lease suspect: renewal failed");
+            }
+            _ => {
+                tracing::debug!(%lock, backend = self.backend, from = ?*s, to = ?state, "lock guard state");
+            }
+        }
+        *s = state;
+        drop(s);
+        if matches!(state, GuardState::Lost | GuardState::Released) {
+            metrics::histogram!(crate::metric_names::HOLD, self.labels.clone())
+                .record(self.acquired.elapsed().as_secs_f64());
+            self.ended.notify_waiters();
+        }
+        if state == GuardState::Lost {
+            metrics::counter!(crate::metric_names::LEASES_LOST, self.labels.clone()).increment(1);
+        }
+        true
     }
 }
 
@@ -220,17 +235,18 @@ impl LockGuard {
     }
 
     fn start(lock: Arc<dyn DistributedLock>, lease: Lease, name_label: bool) -> Self {
-        let (state, _) = watch::channel(GuardState::Held);
         let backend = lock.backend_name();
         let labels = crate::instrument::labels(backend, lease.name(), name_label);
         let shared = Arc::new(Shared {
             lease: Mutex::new(lease),
-            state,
+            state: Mutex::new(GuardState::Held),
+            ended: Notify::new(),
             backend,
             labels,
             acquired: Instant::now(),
         });
-        let watchdog = tokio::spawn(watchdog(Arc::clone(&lock), Arc::clone(&shared)));
+        let grid = lock.capabilities().batched_renewals;
+        let watchdog = tokio::spawn(watchdog(Arc::clone(&lock), Arc::clone(&shared), grid));
         Self {
             lock,
             shared,
@@ -254,7 +270,7 @@ impl LockGuard {
     /// The guard's state.
     #[must_use]
     pub fn state(&self) -> GuardState {
-        *self.shared.state.borrow()
+        self.shared.state()
     }
 
     /// `true` while the lease is certainly valid: held or suspect, and before
@@ -267,11 +283,19 @@ impl LockGuard {
     /// A future that completes when the lease is lost (not when it is released).
     /// It does not borrow the guard, so it can race the guarded work in `select!`.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.shared.state.subscribe();
+        let shared = Arc::clone(&self.shared);
         async move {
-            if rx.wait_for(|s| *s == GuardState::Lost).await.is_err() {
-                // The guard is gone: nothing will ever be lost any more.
-                std::future::pending::<()>().await;
+            loop {
+                let ended = shared.ended.notified();
+                tokio::pin!(ended);
+                // registered before the state is read, so a change in between wakes it
+                ended.as_mut().enable();
+                match shared.state() {
+                    GuardState::Lost => return,
+                    // Released: nothing will ever be lost any more.
+                    GuardState::Released => std::future::pending::<()>().await,
+                    GuardState::Held | GuardState::Suspect => ended.await,
+                }
             }
         }
     }
@@ -322,16 +346,21 @@ impl std::fmt::Debug for LockGuard {
     }
 }
 
-/// Renews at about ttl/3 after each successful renewal (on the process-wide renewal
-/// grid, so guards with one TTL renew together). A failed attempt makes the
-/// guard suspect and is retried; a refusal, or reaching `valid_until`, makes it lost.
-async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>) {
+/// Renews at about ttl/3 after each successful renewal; on the process-wide renewal
+/// grid when the backend batches renewals, so guards with one TTL renew together. A
+/// failed attempt makes the guard suspect and is retried; a refusal, or reaching
+/// `valid_until`, makes it lost.
+async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>, grid: bool) {
     loop {
         let lease = shared.lease();
         let ttl = lease.ttl();
         // valid_until = sent + ttl - drift, so the send time is this:
         let sent = lease.valid_until() - (ttl - crate::drift_margin(ttl));
-        let renew_at = crate::renew_grid::renewal_due(sent, ttl);
+        let renew_at = if grid {
+            crate::renew_grid::renewal_due(sent, ttl)
+        } else {
+            sent + ttl / 3
+        };
         tokio::time::sleep_until(renew_at.min(lease.valid_until())).await;
         let retry_pause = (ttl / 20).max(Duration::from_millis(10));
         let attempt_limit = (ttl / 6).max(Duration::from_millis(50));

@@ -90,6 +90,26 @@ async fn guard_held_for_three_ttls_stays_held() {
 }
 
 #[tokio::test]
+async fn lost_fires_for_every_waiter_but_never_after_release() {
+    let backend = Faulty::new(MemoryLock::new());
+    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let released = locker.lock("guard/released").await.unwrap();
+    let never = released.lost();
+    assert!(released.release().await.unwrap());
+    assert!(timeout(TTL, never).await.is_err(), "release is not a loss");
+
+    let guard = locker.lock("guard/two-waiters").await.unwrap();
+    let (first, second) = (guard.lost(), guard.lost());
+    backend.refuse.store(true, Ordering::SeqCst);
+    let both = async { tokio::join!(first, second) };
+    timeout(TTL, both).await.expect("both lost() futures fire");
+    // and one made after the loss completes at once
+    timeout(Duration::from_millis(10), guard.lost())
+        .await
+        .expect("lost() after the loss");
+}
+
+#[tokio::test]
 async fn refused_renewal_fires_lost_within_one_interval() {
     let backend = Faulty::new(MemoryLock::new());
     let locker = Locker::new(backend.clone()).with_ttl(TTL);

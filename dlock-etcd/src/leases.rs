@@ -85,7 +85,9 @@ impl EtcdLock {
                 source: None,
             });
         }
-        let outcome = self.refresh_once(id).await;
+        // boxed: every renewal waiting at the gate would otherwise carry the space of a
+        // whole in-flight RPC
+        let outcome = Box::pin(self.refresh_once(id)).await;
         if outcome.is_err() {
             self.leases.refresh_failed(id);
         }

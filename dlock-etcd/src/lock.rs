@@ -276,7 +276,8 @@ impl DistributedLock for EtcdLock {
             // Another client's lease: its expiry is kept by that client, which alone
             // can extend it.
             Lookup::Unknown => {
-                if self.key_has_revision(&key, rev).await? {
+                // boxed: the common path above should not carry the space of an RPC
+                if Box::pin(self.key_has_revision(&key, rev)).await? {
                     Err(LockError::InvalidArgument(format!(
                         "the lease on {} was acquired through another EtcdLock; renew it there",
                         lease.name()
@@ -338,7 +339,7 @@ impl DistributedLock for EtcdLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true, LeaseScope::PerLease, true)
+        Capabilities::new(true, LeaseScope::PerLease, true).with_batched_renewals(true)
     }
 
     fn backend_name(&self) -> &'static str {

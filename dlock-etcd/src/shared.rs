@@ -56,6 +56,8 @@ struct State {
     current: HashMap<i64, i64>,
     /// TTLs with a background refresh or grant in flight.
     refreshing: HashSet<i64>,
+    /// When the sweeper will look next: earlier deadlines wake it.
+    sweeper_wakes: Option<Instant>,
 }
 
 /// A lease an acquisition can use now.
@@ -171,8 +173,21 @@ impl SharedLeases {
                 },
             );
         }
-        drop(g);
-        self.sweep.notify_one();
+        self.wake_sweeper_by(g, deadline);
+    }
+
+    /// Wakes the sweeper if it would otherwise look only after `deadline`.
+    fn wake_sweeper_by(&self, mut g: MutexGuard<'_, State>, deadline: Instant) {
+        if g.sweeper_wakes.is_none_or(|w| deadline < w) {
+            g.sweeper_wakes = Some(deadline);
+            drop(g);
+            self.sweep.notify_one();
+        }
+    }
+
+    /// The sweeper's next look, as it plans it.
+    pub(crate) fn sweeper_plans(&self, wake: Instant) {
+        self.state().sweeper_wakes = Some(wake);
     }
 
     /// The key exists, created at `revision`; the sweeper deletes it at `deadline`
@@ -206,16 +221,12 @@ impl SharedLeases {
     /// The acquisition will not use `key`: the sweeper deletes it by `deadline` (soon
     /// for a key that may exist, later for one whose create might still land).
     pub(crate) fn abandon(&self, id: i64, key: &str, deadline: Instant) {
-        if let Some(e) = self
-            .state()
-            .leases
-            .get_mut(&id)
-            .and_then(|s| s.keys.get_mut(key))
-        {
+        let mut g = self.state();
+        if let Some(e) = g.leases.get_mut(&id).and_then(|s| s.keys.get_mut(key)) {
             e.deadline = deadline;
             e.revision = 0;
         }
-        self.sweep.notify_one();
+        self.wake_sweeper_by(g, deadline);
     }
 
     /// Forgets a key known not to exist (the request that could have created it was

@@ -43,6 +43,7 @@ async fn run(leases: Weak<SharedLeases>, client: Client, timeout: Duration) {
         }
         let wake = next.map_or(now + MAX_NAP, |n| n.min(now + MAX_NAP));
         let notified = l.sweep.notified();
+        l.sweeper_plans(wake);
         tokio::select! {
             () = tokio::time::sleep_until(wake) => {}
             () = notified => {}

@@ -9,7 +9,7 @@ use redis::{IntoConnectionInfo, ProtocolVersion, Value};
 use tokio::sync::Notify;
 
 use crate::keys::Keys;
-use crate::renewals::Renewals;
+use crate::renewals::{Pending, Renewals};
 use crate::scripts;
 use crate::wakeups::{SubscriptionGuard, Wakeups};
 
@@ -140,14 +140,14 @@ impl Node {
         .map(|_| ())
     }
 
-    /// Queued with the other renewals due now and sent in one script call.
-    pub(crate) async fn renew(
+    /// Queues a renewal with the other renewals due now, sent in one script call.
+    pub(crate) fn submit_renew(
         &self,
-        keys: &Keys,
-        owner: &str,
+        key: Arc<str>,
+        owner: Arc<str>,
         ttl: Duration,
-    ) -> Result<bool, LockError> {
-        self.renewals.renew(&keys.lock, owner, ttl_ms(ttl)).await
+    ) -> Result<Pending, LockError> {
+        self.renewals.submit(key, owner, ttl_ms(ttl))
     }
 
     pub(crate) async fn release(&self, keys: &Keys, owner: &str) -> Result<bool, LockError> {

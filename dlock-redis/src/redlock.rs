@@ -17,6 +17,7 @@ use crate::acquire::{self, Attempts};
 use crate::keys::Keys;
 use crate::node::{Node, NodeTaken};
 use crate::options::{Options, Settings, take_url_options};
+use crate::renewals;
 
 /// The Redlock algorithm over N independent Redis masters (no replication between
 /// them). Acquire runs the acquire script on every node in parallel with a per-node
@@ -335,22 +336,39 @@ impl DistributedLock for Redlock {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
-        let keys = Keys::new(&self.opts.prefix, lease.name());
-        let (owner, ttl) = (lease.owner().as_str().to_owned(), lease.ttl());
-        let round = self
-            .tally_bool(move |n| {
-                let (k, o) = (keys.clone(), owner.clone());
-                async move { n.renew(&k, &o, ttl).await }
-            })
-            .await;
+        let ttl = lease.ttl();
+        let key: Arc<str> = Keys::new(&self.opts.prefix, lease.name()).lock.into();
+        let owner: Arc<str> = lease.owner().as_str().into();
+        // Queued on every node before waiting on any: no task per node, and each node
+        // sends it with the other renewals due now.
+        let queued: Vec<_> = self
+            .nodes
+            .iter()
+            .map(|n| n.submit_renew(Arc::clone(&key), Arc::clone(&owner), ttl))
+            .collect();
+        let (mut ok, mut refused, mut failures, mut failed) = (0, 0, 0, None);
+        for q in queued {
+            let answer = match q {
+                Ok(pending) => renewals::answer(pending).await,
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok(true) => ok += 1,
+                Ok(false) => refused += 1,
+                Err(e) => {
+                    failures += 1;
+                    failed = Some(e);
+                }
+            }
+        }
         let renewed = lease.renewed(ttl, sent);
-        if round.ok.len() >= self.quorum() && renewed.is_valid() {
+        if ok >= self.quorum() && renewed.is_valid() {
             return Ok(renewed);
         }
-        if round.refused > self.nodes.len() - self.quorum() {
+        if refused > self.nodes.len() - self.quorum() {
             return Err(LockError::lease_lost(lease.name()));
         }
-        Err(self.quorum_unreachable(round.failures, round.failed))
+        Err(self.quorum_unreachable(failures, failed))
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
@@ -412,7 +430,7 @@ impl DistributedLock for Redlock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(false, LeaseScope::PerLease, true)
+        Capabilities::new(false, LeaseScope::PerLease, true).with_batched_renewals(true)
     }
 
     fn backend_name(&self) -> &'static str {

@@ -3,6 +3,7 @@
 //! grid (see `dlock_core::LockGuard`), so the renewals of all locks with one TTL come
 //! due at the same instant and cost one round trip per tick, not one per lock.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::LockError;
@@ -17,11 +18,14 @@ use crate::scripts;
 const MAX_BATCH: usize = 256;
 
 struct Request {
-    key: String,
-    owner: String,
+    key: Arc<str>,
+    owner: Arc<str>,
     ttl_ms: u64,
     reply: oneshot::Sender<Result<bool, LockError>>,
 }
+
+/// The answer to one queued renewal.
+pub(crate) type Pending = oneshot::Receiver<Result<bool, LockError>>;
 
 /// The renewal queue of one node.
 pub(crate) struct Renewals {
@@ -36,26 +40,36 @@ impl Renewals {
         Self { queue }
     }
 
-    /// Extends `key` to `ttl_ms` if `owner` still holds it; `Ok(false)` if not.
-    pub(crate) async fn renew(
+    /// Queues a renewal of `key` to `ttl_ms` if `owner` still holds it: the answer is
+    /// `Ok(false)` if not. Queuing is synchronous, so a caller renewing on several nodes
+    /// queues on all of them before waiting for any.
+    pub(crate) fn submit(
         &self,
-        key: &str,
-        owner: &str,
+        key: Arc<str>,
+        owner: Arc<str>,
         ttl_ms: u64,
-    ) -> Result<bool, LockError> {
+    ) -> Result<Pending, LockError> {
         let (reply, answer) = oneshot::channel();
         let request = Request {
-            key: key.to_owned(),
-            owner: owner.to_owned(),
+            key,
+            owner,
             ttl_ms,
             reply,
         };
-        let gone = || LockError::Unavailable {
-            message: "the Redis renewal queue has stopped".into(),
-            source: None,
-        };
-        self.queue.send(request).map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+        self.queue.send(request).map_err(|_| stopped())?;
+        Ok(answer)
+    }
+}
+
+/// Waits for a queued renewal's answer.
+pub(crate) async fn answer(pending: Pending) -> Result<bool, LockError> {
+    pending.await.map_err(|_| stopped())?
+}
+
+fn stopped() -> LockError {
+    LockError::Unavailable {
+        message: "the Redis renewal queue has stopped".into(),
+        source: None,
     }
 }
 
@@ -90,7 +104,7 @@ async fn batch_loop(
 async fn send(mut conn: ConnectionManager, batch: Vec<Request>, timeout: Duration, shown: String) {
     let mut call = scripts::RENEW_MANY.prepare_invoke();
     for r in &batch {
-        call.key(&r.key).arg(&r.owner).arg(r.ttl_ms);
+        call.key(&*r.key).arg(&*r.owner).arg(r.ttl_ms);
     }
     let answer: Result<Vec<i64>, LockError> =
         match tokio::time::timeout(timeout, call.invoke_async(&mut conn)).await {

@@ -15,6 +15,7 @@ use crate::acquire::{self, Attempts};
 use crate::keys::Keys;
 use crate::node::{Node, NodeTaken};
 use crate::options::{Options, Settings, take_url_options};
+use crate::renewals;
 
 /// A lock on one Redis server: one Lua script per operation (acquire, renew, release
 /// each one round trip), a fencing counter per name that never expires, and waiters
@@ -177,11 +178,10 @@ impl DistributedLock for RedisLock {
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
         let keys = Keys::new(&self.opts.prefix, lease.name());
-        if self
-            .node
-            .renew(&keys, lease.owner().as_str(), lease.ttl())
-            .await?
-        {
+        let pending =
+            self.node
+                .submit_renew(keys.lock.into(), lease.owner().as_str().into(), lease.ttl())?;
+        if renewals::answer(pending).await? {
             Ok(lease.renewed(lease.ttl(), sent))
         } else {
             Err(LockError::lease_lost(lease.name()))
@@ -207,7 +207,7 @@ impl DistributedLock for RedisLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(false, LeaseScope::PerLease, true)
+        Capabilities::new(false, LeaseScope::PerLease, true).with_batched_renewals(true)
     }
 
     fn backend_name(&self) -> &'static str {

@@ -360,7 +360,7 @@ impl DistributedLock for ZkLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true, LeaseScope::PerSession, true)
+        Capabilities::new(true, LeaseScope::PerSession, true).with_batched_renewals(true)
     }
 
     fn backend_name(&self) -> &'static str {
