@@ -27,8 +27,10 @@ use crate::renewals;
 ///
 /// **Fencing tokens are strictly monotonic across holders**: each node has its own
 /// counter, so after winning a quorum the client takes the largest token any node gave
-/// it and raises every node's counter to it (a second, parallel round), needing a
-/// quorum of acknowledgements before it returns the lease. (`inspect` reports the
+/// it and makes sure a quorum of counters stands at it: when fewer than a quorum of
+/// nodes answered that very token, a second, parallel round raises every node's counter
+/// to it, needing a quorum of acknowledgements before it returns the lease (counters in
+/// step — the usual case — need no second round). (`inspect` reports the
 /// highest counter among the holder's nodes, which is that token.) Any later quorum overlaps
 /// that one in at least one node, whose counter is already at least that high, so the
 /// next token is higher. This assumes no node loses its data (run the nodes with
@@ -267,16 +269,23 @@ impl Attempts for Redlock {
         }
         if tokens.len() >= self.quorum() {
             let token = tokens.iter().copied().max().unwrap_or(0);
-            let k = keys.clone();
-            let settled = self
-                .on_all(move |n| {
+            // A quorum of counters must stand at `token` or above. The nodes that answered
+            // `token` already do; only when they are too few does a second round raise
+            // the others (counters in step, the usual case, cost no second round).
+            let at_token = tokens.iter().filter(|t| **t == token).count();
+            let settled = if at_token >= self.quorum() {
+                at_token
+            } else {
+                let k = keys.clone();
+                self.on_all(move |n| {
                     let k = k.clone();
                     async move { n.raise_fence(&k, token).await }
                 })
                 .await
                 .into_iter()
                 .filter(Result::is_ok)
-                .count();
+                .count()
+            };
             let lease = Lease::new(
                 name.clone(),
                 owner.clone(),

@@ -13,6 +13,9 @@ pub trait Floor: Send + Sync {
     fn describe(&self) -> &'static str;
     /// One cycle.
     async fn cycle(&self) -> Result<(), String>;
+    /// The same floor on its own lock name, sharing this one's connections (for the
+    /// parallel scenario, as dlock's tasks share one client).
+    async fn fork(&self) -> Result<Box<dyn Floor>, String>;
 }
 
 fn owner() -> String {
@@ -38,6 +41,8 @@ pub async fn for_url(url: &str) -> Option<Result<Box<dyn Floor>, String>> {
     match scheme.as_str() {
         #[cfg(feature = "redis")]
         "redis" => Some(redis_floor::connect(plain).await),
+        #[cfg(feature = "redis")]
+        "redlock" => Some(redis_floor::redlock(plain).await),
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Some(sql_floor::postgres(plain).await),
         #[cfg(feature = "mysql")]
@@ -60,6 +65,7 @@ mod redis_floor {
 
     /// `SET NX PX` + `INCR` of the fence in one EVALSHA; compare-and-delete + `PUBLISH`
     /// in another.
+    #[derive(Clone)]
     pub struct RedisFloor {
         conn: redis::aio::MultiplexedConnection,
         acquire: redis::Script,
@@ -70,13 +76,17 @@ mod redis_floor {
     }
 
     pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+        Ok(Box::new(node(url).await?))
+    }
+
+    async fn node(url: &str) -> Result<RedisFloor, String> {
         let client = redis::Client::open(url).map_err(|e| e.to_string())?;
         let conn = client
             .get_multiplexed_async_connection()
             .await
             .map_err(|e| e.to_string())?;
         let k = key();
-        Ok(Box::new(RedisFloor {
+        Ok(RedisFloor {
             conn,
             acquire: redis::Script::new(
                 "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
@@ -87,15 +97,21 @@ mod redis_floor {
             key: format!("{{{k}}}:lock"),
             fence: format!("{{{k}}}:fence"),
             owner: owner(),
-        }))
+        })
     }
 
-    #[async_trait]
-    impl Floor for RedisFloor {
-        fn describe(&self) -> &'static str {
-            "1 EVALSHA (SET NX PX + INCR) + 1 EVALSHA (compare, DEL, PUBLISH)"
+    impl RedisFloor {
+        fn renamed(&self) -> Self {
+            let k = key();
+            Self {
+                key: format!("{{{k}}}:lock"),
+                fence: format!("{{{k}}}:fence"),
+                owner: owner(),
+                ..self.clone()
+            }
         }
-        async fn cycle(&self) -> Result<(), String> {
+
+        async fn take(&self) -> Result<bool, String> {
             let mut c = self.conn.clone();
             let t: i64 = self
                 .acquire
@@ -106,9 +122,11 @@ mod redis_floor {
                 .invoke_async(&mut c)
                 .await
                 .map_err(|e| e.to_string())?;
-            if t == 0 {
-                return Err("floor lock busy".into());
-            }
+            Ok(t != 0)
+        }
+
+        async fn give_back(&self) -> Result<(), String> {
+            let mut c = self.conn.clone();
             let _: i64 = self
                 .release
                 .key(&self.key)
@@ -118,6 +136,88 @@ mod redis_floor {
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(())
+        }
+    }
+
+    /// Redlock's floor: the single-node floor's two scripts, sent to every node in
+    /// parallel, a quorum required (one round each way; no fencing-counter round).
+    pub struct RedlockFloor {
+        nodes: Vec<RedisFloor>,
+    }
+
+    pub async fn redlock(url: &str) -> Result<Box<dyn Floor>, String> {
+        let hosts = url.split_once("://").map_or(url, |(_, h)| h);
+        let hosts = hosts.split(['/', '?']).next().unwrap_or(hosts);
+        let mut nodes = Vec::new();
+        for h in hosts.split(',') {
+            nodes.push(node(&format!("redis://{h}")).await?);
+        }
+        let first = nodes.first().ok_or("no Redlock node")?.clone();
+        // one lock name and owner across the nodes, as Redlock uses
+        for n in &mut nodes {
+            n.key.clone_from(&first.key);
+            n.fence.clone_from(&first.fence);
+            n.owner.clone_from(&first.owner);
+        }
+        Ok(Box::new(RedlockFloor { nodes }))
+    }
+
+    #[async_trait]
+    impl Floor for RedlockFloor {
+        fn describe(&self) -> &'static str {
+            "on every node in parallel: 1 EVALSHA (SET NX PX + INCR), then 1 EVALSHA (compare, DEL, PUBLISH); quorum"
+        }
+        async fn cycle(&self) -> Result<(), String> {
+            let mut set = tokio::task::JoinSet::new();
+            for n in &self.nodes {
+                let n = n.clone();
+                set.spawn(async move { n.take().await });
+            }
+            let taken = set
+                .join_all()
+                .await
+                .into_iter()
+                .filter(|r| matches!(r, Ok(true)))
+                .count();
+            if taken <= self.nodes.len() / 2 {
+                return Err("floor lock busy".into());
+            }
+            let mut set = tokio::task::JoinSet::new();
+            for n in &self.nodes {
+                let n = n.clone();
+                set.spawn(async move { n.give_back().await });
+            }
+            set.join_all()
+                .await
+                .into_iter()
+                .collect::<Result<Vec<()>, String>>()?;
+            Ok(())
+        }
+        async fn fork(&self) -> Result<Box<dyn Floor>, String> {
+            let mut nodes: Vec<RedisFloor> = self.nodes.iter().map(RedisFloor::renamed).collect();
+            let first = nodes.first().ok_or("no Redlock node")?.clone();
+            for n in &mut nodes {
+                n.key.clone_from(&first.key);
+                n.fence.clone_from(&first.fence);
+                n.owner.clone_from(&first.owner);
+            }
+            Ok(Box::new(RedlockFloor { nodes }))
+        }
+    }
+
+    #[async_trait]
+    impl Floor for RedisFloor {
+        fn describe(&self) -> &'static str {
+            "1 EVALSHA (SET NX PX + INCR) + 1 EVALSHA (compare, DEL, PUBLISH)"
+        }
+        async fn cycle(&self) -> Result<(), String> {
+            if !self.take().await? {
+                return Err("floor lock busy".into());
+            }
+            self.give_back().await
+        }
+        async fn fork(&self) -> Result<Box<dyn Floor>, String> {
+            Ok(Box::new(self.renamed()))
         }
     }
 }
@@ -234,6 +334,15 @@ mod sql_floor {
                 .map_err(|e| e.to_string())?;
             Ok(())
         }
+        async fn fork(&self) -> Result<Box<dyn Floor>, String> {
+            Ok(Box::new(Self {
+                pool: self.pool.clone(),
+                take: self.take,
+                release: self.release,
+                name: key(),
+                owner: owner(),
+            }))
+        }
     }
 }
 
@@ -298,6 +407,13 @@ mod etcd_floor {
                 .map_err(|e| e.to_string())?;
             Ok(())
         }
+        async fn fork(&self) -> Result<Box<dyn Floor>, String> {
+            Ok(Box::new(EtcdFloor {
+                client: self.client.clone(),
+                lease: self.lease,
+                key: format!("bench-floor/{}", key()),
+            }))
+        }
     }
 }
 
@@ -319,15 +435,21 @@ mod zk_floor {
         let client = zk::Client::connect(hosts)
             .await
             .map_err(|e| e.to_string())?;
-        let dir = format!("/bench-floor-{}", key());
-        client
-            .mkdir(
-                &dir,
-                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Box::new(ZkFloor { client, dir }))
+        Ok(Box::new(ZkFloor::new(client).await?))
+    }
+
+    impl ZkFloor {
+        async fn new(client: zk::Client) -> Result<Self, String> {
+            let dir = format!("/bench-floor-{}", key());
+            client
+                .mkdir(
+                    &dir,
+                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Self { client, dir })
+        }
     }
 
     #[async_trait]
@@ -351,6 +473,9 @@ mod zk_floor {
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(())
+        }
+        async fn fork(&self) -> Result<Box<dyn Floor>, String> {
+            Ok(Box::new(ZkFloor::new(self.client.clone()).await?))
         }
     }
 }

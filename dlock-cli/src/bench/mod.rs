@@ -66,6 +66,36 @@ async fn connect_many(url: &str, n: usize) -> Result<Vec<Arc<dyn DistributedLock
     Ok(v)
 }
 
+/// The parallel scenario on the floor: `tasks` tasks, each cycling its own lock name
+/// over the floor's shared connections.
+async fn floor_parallel(
+    floor: &dyn floor::Floor,
+    tasks: usize,
+    duration: Duration,
+) -> Result<f64, LockError> {
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    let mut forks = Vec::with_capacity(tasks);
+    for _ in 0..tasks {
+        forks.push(floor.fork().await.map_err(floor_error)?);
+    }
+    let end = Instant::now() + duration;
+    for f in forks {
+        let done = Arc::clone(&done);
+        set.spawn(async move {
+            while Instant::now() < end {
+                f.cycle().await?;
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok::<(), String>(())
+        });
+    }
+    for r in set.join_all().await {
+        r.map_err(floor_error)?;
+    }
+    Ok(done.load(std::sync::atomic::Ordering::Relaxed) as f64 / duration.as_secs_f64())
+}
+
 fn floor_error(e: String) -> LockError {
     LockError::Backend {
         message: format!("floor: {e}"),
@@ -85,13 +115,13 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
             .map_err(floor_error)?
     };
     let wants = |s: Scenario| args.scenario.is_empty() || args.scenario.contains(&s);
-    let rounds = 3;
+    let rounds: u32 = 3;
     let mut figures = Vec::new();
     let mut server_count: Option<&'static str> = None;
 
     if wants(Scenario::Uncontended) {
         // ours and the floor alternate in rounds, so both see the same machine load
-        let per_round = (args.cycles / rounds).max(10);
+        let per_round = (args.cycles / rounds as usize).max(10);
         let (mut ours, mut raw) = (Samples::default(), Samples::default());
         let (mut ours_time, mut raw_time) = (Duration::ZERO, Duration::ZERO);
         for _ in 0..rounds {
@@ -174,12 +204,20 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
         });
     }
     if wants(Scenario::Parallel) {
-        let r = scenarios::parallel(Arc::clone(&lock), args.parallel, args.duration).await?;
+        // alternating rounds again, each a third of the duration
+        let slice = args.duration / rounds;
+        let (mut ours, mut raw) = (0.0, 0.0);
+        for _ in 0..rounds {
+            ours += scenarios::parallel(Arc::clone(&lock), args.parallel, slice).await?;
+            if let Some(f) = &floor {
+                raw += floor_parallel(&**f, args.parallel, slice).await?;
+            }
+        }
         figures.push(Figure {
             scenario: "parallel",
             metric: "cycles/s",
-            dlock: r,
-            floor: None,
+            dlock: ours / f64::from(rounds),
+            floor: floor.as_ref().map(|_| raw / f64::from(rounds)),
         });
     }
     if wants(Scenario::Held) {
