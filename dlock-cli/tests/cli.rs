@@ -612,4 +612,13 @@ fn bench_reports_every_scenario() {
         json.contains("\"floor\":0.") || json.contains("\"floor\":1."),
         "the sqlite floor ran: {json}"
     );
+    let parallel = json
+        .split("{\"scenario\":\"parallel\"")
+        .nth(1)
+        .and_then(|r| r.split('}').next())
+        .unwrap_or_default();
+    assert!(
+        !parallel.contains("\"floor\":null") && !parallel.contains("\"floor\":0}"),
+        "the parallel floor ran: {json}"
+    );
 }
