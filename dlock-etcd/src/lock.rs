@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::{
     Capabilities, Deadline, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, validate_ttl,
+    LockName, OwnerId, drift_margin, validate_ttl,
 };
 use etcd_client::KeyValue;
 use tokio::time::Instant;
@@ -140,6 +140,18 @@ impl EtcdLock {
         })))
     }
 
+    /// Whether `key` is certainly still on the server: not swept or deleted as far as
+    /// the client knows, on a lease whose last refresh is recent enough that the server
+    /// cannot have expired it.
+    fn surely_alive(&self, id: i64, key: &str, rev: i64) -> bool {
+        match self.leases.lookup(id, key, rev) {
+            Lookup::Held {
+                granted, refreshed, ..
+            } => Instant::now() < refreshed + granted - drift_margin(granted),
+            _ => false,
+        }
+    }
+
     /// Refreshes the shared lease and moves our key's deadline a TTL ahead; fails if
     /// the key is no longer ours.
     async fn keep_key(
@@ -224,8 +236,13 @@ impl DistributedLock for EtcdLock {
             .confirm(ticket.id, &key, my_rev, Instant::now() + ticket.granted);
         loop {
             if head == Some(my_rev) {
-                // after waiting, make sure our key (and so our place) still exists
-                if waited && !self.key_has_revision(&key, my_rev).await? {
+                // After waiting, make sure our key (and so our place) still exists
+                // (etcd#11456) — unless the client knows it does: still ours, on a lease
+                // that cannot have expired since its last refresh.
+                if waited
+                    && !self.surely_alive(ticket.id, &key, my_rev)
+                    && !self.key_has_revision(&key, my_rev).await?
+                {
                     return Err(LockError::Unavailable {
                         message: format!("the queued request for {name} expired while waiting"),
                         source: None,
