@@ -555,6 +555,46 @@ fn bench_held_counts_batched_renewals_at_the_server() {
     assert!(server < renewals / 10.0, "{json}");
 }
 
+/// On a push backend the hand-off and contended scenarios have a raw floor too (a
+/// blocking lock on the server's own wake-up), run in the same rounds.
+#[test]
+fn bench_handoff_and_contention_have_floors_on_redis() {
+    let url = required_env("DLOCK_TEST_REDIS_URL");
+    let out = output(
+        &url,
+        &[
+            "bench",
+            "--json",
+            "--scenario",
+            "handoff",
+            "--scenario",
+            "contended",
+            "--trials",
+            "3",
+            "--duration",
+            "600ms",
+            "--clients",
+            "3",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = String::from_utf8_lossy(&out.stdout);
+    for (scenario, metric) in [("handoff", "p50 ms"), ("contended", "cycles/s")] {
+        let row = json
+            .split(&format!(
+                "{{\"scenario\":\"{scenario}\",\"metric\":\"{metric}\""
+            ))
+            .nth(1)
+            .and_then(|r| r.split('}').next())
+            .unwrap_or_else(|| panic!("{scenario} {metric} missing: {json}"));
+        assert!(!row.contains("\"floor\":null"), "{scenario}: {json}");
+    }
+}
+
 /// `dlock bench` runs every scenario and reports each figure, with the floor and its
 /// ratio on the uncontended cycle.
 #[test]

@@ -2,6 +2,7 @@
 //! measured in the same run, interleaved, and the ratio between them.
 
 mod floor;
+mod floor_wait;
 mod server_requests;
 
 use std::fmt::Write as _;
@@ -64,6 +65,79 @@ async fn connect_many(url: &str, n: usize) -> Result<Vec<Arc<dyn DistributedLock
         v.push(dlock_any::connect(url).await?);
     }
     Ok(v)
+}
+
+/// The hand-off scenario on the raw blocking lock, where the backend has one: time
+/// from the holder's release returning to the blocked waiter holding.
+async fn floor_handoff(url: &str, trials: usize) -> Result<Option<Samples>, LockError> {
+    let name = format!("{:016x}", dlock_any::random_u64());
+    let Some(holder) = floor_wait::for_url(url, &name).await else {
+        return Ok(None);
+    };
+    let holder = holder.map_err(floor_error)?;
+    let waiter: Arc<dyn floor_wait::FloorWaiter> = Arc::from(
+        floor_wait::for_url(url, &name)
+            .await
+            .ok_or_else(|| floor_error("no second floor client".into()))?
+            .map_err(floor_error)?,
+    );
+    let mut s = Samples::default();
+    for _ in 0..trials {
+        holder.lock().await.map_err(floor_error)?;
+        let w = Arc::clone(&waiter);
+        let blocked = tokio::spawn(async move { w.lock().await.map(|()| Instant::now()) });
+        tokio::time::sleep(Duration::from_millis(100 + dlock_any::random_u64() % 100)).await;
+        holder.unlock().await.map_err(floor_error)?;
+        let released = Instant::now();
+        let at = blocked
+            .await
+            .map_err(|e| floor_error(e.to_string()))?
+            .map_err(floor_error)?;
+        s.push(at.saturating_duration_since(released));
+        waiter.unlock().await.map_err(floor_error)?;
+    }
+    Ok(Some(s))
+}
+
+/// The contended scenario on the raw blocking lock: `clients` clients, each on its own
+/// connection, on one name for `duration`. Cycles per second and each wait.
+async fn floor_contended(
+    url: &str,
+    clients: usize,
+    duration: Duration,
+) -> Result<Option<(f64, Samples)>, LockError> {
+    let name = format!("{:016x}", dlock_any::random_u64());
+    let mut waiters = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        match floor_wait::for_url(url, &name).await {
+            Some(w) => waiters.push(w.map_err(floor_error)?),
+            None => return Ok(None),
+        }
+    }
+    let end = Instant::now() + duration;
+    let mut set = tokio::task::JoinSet::new();
+    for w in waiters {
+        set.spawn(async move {
+            let (mut cycles, mut waits) = (0u64, Samples::default());
+            while Instant::now() < end {
+                let t = Instant::now();
+                w.lock().await?;
+                waits.push(t.elapsed());
+                if Instant::now() <= end {
+                    cycles += 1;
+                }
+                w.unlock().await?;
+            }
+            Ok::<_, String>((cycles, waits))
+        });
+    }
+    let (mut total, mut waits) = (0, Samples::default());
+    for r in set.join_all().await {
+        let (c, w) = r.map_err(floor_error)?;
+        total += c;
+        waits.extend(w);
+    }
+    Ok(Some((total as f64 / duration.as_secs_f64(), waits)))
 }
 
 /// The parallel scenario on the floor: `tasks` tasks, each cycling its own lock name
@@ -162,45 +236,73 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
         });
     }
     if wants(Scenario::Handoff) {
-        let s = scenarios::handoff(
-            dlock_any::connect(&url).await?,
-            dlock_any::connect(&url).await?,
-            args.trials,
-        )
-        .await?;
+        // alternating rounds: a third of the trials each, ours then the floor's
+        let per_round = (args.trials / rounds as usize).max(3);
+        let (mut ours, mut raw, mut has_raw) = (Samples::default(), Samples::default(), false);
+        for _ in 0..rounds {
+            ours.extend(
+                scenarios::handoff(
+                    dlock_any::connect(&url).await?,
+                    dlock_any::connect(&url).await?,
+                    per_round,
+                )
+                .await?,
+            );
+            if !args.no_floor
+                && let Some(s) = floor_handoff(&url, per_round).await?
+            {
+                raw.extend(s);
+                has_raw = true;
+            }
+        }
+        let raw_some = |v: f64| has_raw.then_some(v);
         figures.push(Figure {
             scenario: "handoff",
             metric: "p50 ms",
-            dlock: s.percentile_ms(50.0),
-            floor: None,
+            dlock: ours.percentile_ms(50.0),
+            floor: raw_some(raw.percentile_ms(50.0)),
         });
         figures.push(Figure {
             scenario: "handoff",
             metric: "p99 ms",
-            dlock: s.percentile_ms(99.0),
-            floor: None,
+            dlock: ours.percentile_ms(99.0),
+            floor: raw_some(raw.percentile_ms(99.0)),
         });
     }
     if wants(Scenario::Contended) {
-        let c =
-            scenarios::contended(connect_many(&url, args.clients).await?, args.duration).await?;
+        let slice = args.duration / rounds;
+        let (mut ours_cycles, mut ours_waits) = (0.0, Samples::default());
+        let (mut raw_cycles, mut raw_waits, mut has_raw) = (0.0, Samples::default(), false);
+        for _ in 0..rounds {
+            let c = scenarios::contended(connect_many(&url, args.clients).await?, slice).await?;
+            ours_cycles += c.cycles_per_s;
+            ours_waits.extend(c.waits);
+            if !args.no_floor
+                && let Some((cycles, waits)) = floor_contended(&url, args.clients, slice).await?
+            {
+                raw_cycles += cycles;
+                raw_waits.extend(waits);
+                has_raw = true;
+            }
+        }
+        let raw_some = |v: f64| has_raw.then_some(v);
         figures.push(Figure {
             scenario: "contended",
             metric: "cycles/s",
-            dlock: c.cycles_per_s,
-            floor: None,
+            dlock: ours_cycles / f64::from(rounds),
+            floor: raw_some(raw_cycles / f64::from(rounds)),
         });
         figures.push(Figure {
             scenario: "contended",
             metric: "p99 wait ms",
-            dlock: c.waits.percentile_ms(99.0),
-            floor: None,
+            dlock: ours_waits.percentile_ms(99.0),
+            floor: raw_some(raw_waits.percentile_ms(99.0)),
         });
         figures.push(Figure {
             scenario: "contended",
             metric: "max wait ms",
-            dlock: c.waits.max_ms(),
-            floor: None,
+            dlock: ours_waits.max_ms(),
+            floor: raw_some(raw_waits.max_ms()),
         });
     }
     if wants(Scenario::Parallel) {
