@@ -36,6 +36,7 @@
 
 #![allow(clippy::expect_used)] // a failed expectation is how a conformance case reports
 
+pub mod batching;
 pub mod cases;
 mod fenced;
 mod harness;

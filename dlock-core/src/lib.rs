@@ -25,6 +25,7 @@
 //! ```
 
 mod backoff;
+mod batch;
 mod capabilities;
 mod duration;
 mod error;
@@ -40,6 +41,7 @@ mod wait;
 
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
+pub use batch::gather_batch;
 pub use capabilities::{Capabilities, LeaseScope};
 pub use duration::{format_duration, parse_duration};
 pub use error::{BoxError, LockError, redact_url};

@@ -28,7 +28,9 @@
 //! - a failing endpoint in a list is retried on the others within the timeout;
 //! - the lease grant is off the acquire path: the shared lease is used while at least
 //!   two thirds of its TTL are left and refreshed in the background before that, so an
-//!   uncontended acquire + release is one txn and one delete, as the raw protocol needs.
+//!   uncontended acquire + release is one txn and one delete, as the raw protocol needs;
+//! - `inspect` reports the holder's key and the shared lease's remaining time, an upper
+//!   bound for a lock whose holder stopped renewing (its client deletes it sooner).
 //!
 //! ```no_run
 //! use std::time::Duration;

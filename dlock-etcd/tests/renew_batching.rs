@@ -8,14 +8,15 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::{DistributedLock, GuardState, LockName, Locker, random_u64};
+use dlock_conformance::batching;
+use dlock_core::DistributedLock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// gRPC request messages the member has received so far (all methods), from its
 /// Prometheus endpoint on the client port.
-async fn messages_received(endpoint: &str) -> u64 {
-    let host = endpoint.trim_start_matches("http://");
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+async fn messages_received(endpoint: String) -> u64 {
+    let host = endpoint.trim_start_matches("http://").to_owned();
+    let mut s = tokio::net::TcpStream::connect(&host).await.unwrap();
     s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
         .await
         .unwrap();
@@ -34,51 +35,17 @@ async fn messages_received(endpoint: &str) -> u64 {
 async fn renewals_of_many_locks_cost_a_few_requests_per_tick() {
     let endpoints = common::single();
     let lock: Arc<dyn DistributedLock> = Arc::new(common::etcd(&endpoints).await);
-    let prefix = format!("etcd/batch/{:016x}", random_u64());
+    let messages = || messages_received(endpoints[0].clone());
+
     let ttl = Duration::from_secs(2);
+    let used = batching::concurrent_renewals(Arc::clone(&lock), 300, ttl, messages).await;
+    assert!(used <= 6, "301 concurrent renewals took {used} requests");
 
-    // 300 leases renewed all at once, and one stale one.
-    let mut leases = Vec::new();
-    for i in 0..300 {
-        let n = LockName::new(&format!("{prefix}/{i}")).unwrap();
-        leases.push(lock.try_acquire(&n, ttl).await.unwrap().unwrap());
-    }
-    let stale = leases.pop().unwrap();
-    assert!(lock.release(&stale).await.unwrap());
-    let before = messages_received(&endpoints[0]).await;
-    let mut tasks = tokio::task::JoinSet::new();
-    for lease in leases.clone() {
-        let lock = Arc::clone(&lock);
-        tasks.spawn(async move { lock.renew(&lease).await });
-    }
-    while let Some(r) = tasks.join_next().await {
-        assert!(r.unwrap().unwrap().is_valid());
-    }
-    assert!(lock.renew(&stale).await.is_err());
-    let sent = messages_received(&endpoints[0]).await - before;
-    assert!(sent <= 6, "299 concurrent renewals took {sent} requests");
-    for l in &leases {
-        assert!(lock.release(l).await.unwrap(), "renewed lease still held");
-    }
-
-    // 200 guards over 4 TTLs renew about 12 times each (some 2 400 renewals).
-    let locker = Locker::new(Arc::clone(&lock)).with_ttl(ttl);
-    let mut guards = Vec::new();
-    for i in 0..200 {
-        guards.push(locker.lock(format!("{prefix}/guard/{i}")).await.unwrap());
-    }
-    let before = messages_received(&endpoints[0]).await;
-    tokio::time::sleep(ttl * 4).await;
-    let sent = messages_received(&endpoints[0]).await - before;
-    for g in &guards {
-        assert_eq!(g.state(), GuardState::Held);
-        assert!(g.is_held());
-    }
-    for g in guards {
-        assert!(g.release().await.unwrap());
-    }
+    let hold = ttl * 4;
+    let used = batching::renewing_guards(lock, 200, ttl, hold, messages).await;
     assert!(
-        sent <= 80,
-        "200 guards over 4 TTLs cost {sent} requests (one per renewal: ~2 400)"
+        used <= 80,
+        "200 guards over 4 TTLs cost {used} requests (one per renewal: ~{})",
+        batching::unbatched(200, ttl, hold)
     );
 }

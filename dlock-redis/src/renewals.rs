@@ -80,22 +80,7 @@ async fn batch_loop(
     shown: String,
 ) {
     while let Some(first) = rx.recv().await {
-        // Let the other renewals woken by the same timer tick reach the queue: keep
-        // yielding while more keep arriving.
-        let mut batch = vec![first];
-        loop {
-            tokio::task::yield_now().await;
-            let before = batch.len();
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
-            if batch.len() == before || batch.len() >= MAX_BATCH {
-                break;
-            }
-        }
+        let batch = dlock_core::gather_batch(first, &mut rx, MAX_BATCH).await;
         // Not awaited here, so the next batch is pipelined behind this one.
         tokio::spawn(send(conn.clone(), batch, timeout, shown.clone()));
     }
@@ -115,41 +100,29 @@ async fn send(mut conn: ConnectionManager, batch: Vec<Request>, timeout: Duratio
                 source: None,
             }),
         };
+    let answer = answer.and_then(|renewed| {
+        if renewed.len() == batch.len() {
+            Ok(renewed)
+        } else {
+            Err(LockError::Backend {
+                message: format!(
+                    "renew on {shown}: {} answers for {} locks",
+                    renewed.len(),
+                    batch.len()
+                ),
+                source: None,
+            })
+        }
+    });
     match answer {
-        Ok(renewed) if renewed.len() == batch.len() => {
+        Ok(renewed) => {
             for (r, n) in batch.into_iter().zip(renewed) {
                 let _ = r.reply.send(Ok(n == 1));
             }
         }
-        Ok(renewed) => {
-            let message = format!(
-                "renew on {shown}: {} answers for {} locks",
-                renewed.len(),
-                batch.len()
-            );
-            for r in batch {
-                let _ = r.reply.send(Err(LockError::Backend {
-                    message: message.clone(),
-                    source: None,
-                }));
-            }
-        }
         Err(e) => {
-            let message = e.to_string();
-            let unavailable = matches!(e, LockError::Unavailable { .. });
             for r in batch {
-                let e = if unavailable {
-                    LockError::Unavailable {
-                        message: message.clone(),
-                        source: None,
-                    }
-                } else {
-                    LockError::Backend {
-                        message: message.clone(),
-                        source: None,
-                    }
-                };
-                let _ = r.reply.send(Err(e));
+                let _ = r.reply.send(Err(e.for_another_caller()));
             }
         }
     }

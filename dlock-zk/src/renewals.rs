@@ -59,22 +59,7 @@ impl Renewals {
 
 async fn batch_loop(session: Arc<Session>, mut rx: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = rx.recv().await {
-        // Let the other renewals woken by the same timer tick reach the queue: keep
-        // yielding while more keep arriving.
-        let mut batch = vec![first];
-        loop {
-            tokio::task::yield_now().await;
-            let before = batch.len();
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
-            if batch.len() == before || batch.len() >= MAX_BATCH {
-                break;
-            }
-        }
+        let batch = dlock_core::gather_batch(first, &mut rx, MAX_BATCH).await;
         // Not awaited here, so the next batch is pipelined behind this one.
         tokio::spawn(send(Arc::clone(&session), batch));
     }
@@ -89,21 +74,8 @@ async fn send(session: Arc<Session>, batch: Vec<Request>) {
             }
         }
         Err(e) => {
-            let unavailable = matches!(e, LockError::Unavailable { .. });
-            let message = e.to_string();
             for r in batch {
-                let e = if unavailable {
-                    LockError::Unavailable {
-                        message: message.clone(),
-                        source: None,
-                    }
-                } else {
-                    LockError::Backend {
-                        message: message.clone(),
-                        source: None,
-                    }
-                };
-                let _ = r.reply.send(Err(e));
+                let _ = r.reply.send(Err(e.for_another_caller()));
             }
         }
     }

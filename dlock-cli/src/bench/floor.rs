@@ -347,7 +347,7 @@ mod sql_floor {
 }
 
 #[cfg(feature = "etcd")]
-mod etcd_floor {
+pub(super) mod etcd_floor {
     use super::*;
     use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 
@@ -358,7 +358,8 @@ mod etcd_floor {
         key: String,
     }
 
-    pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+    /// A client for the `etcd://` URL's members and a 60 s lease granted up front.
+    pub async fn client_with_lease(url: &str) -> Result<(Client, i64), String> {
         let hosts = url
             .split_once("://")
             .map_or(url, |(_, h)| h)
@@ -372,6 +373,11 @@ mod etcd_floor {
             .await
             .map_err(|e| e.to_string())?
             .id();
+        Ok((client, lease))
+    }
+
+    pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+        let (client, lease) = client_with_lease(url).await?;
         Ok(Box::new(EtcdFloor {
             client,
             lease,
@@ -418,7 +424,7 @@ mod etcd_floor {
 }
 
 #[cfg(feature = "zookeeper")]
-mod zk_floor {
+pub(super) mod zk_floor {
     use super::*;
     use zookeeper_client as zk;
 
@@ -429,13 +435,15 @@ mod zk_floor {
         dir: String,
     }
 
-    pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+    /// A session on the `zk://` URL's servers (its chroot, if any, is not used).
+    pub async fn session(url: &str) -> Result<zk::Client, String> {
         let hosts = url.split_once("://").map_or(url, |(_, h)| h);
         let hosts = hosts.split('/').next().unwrap_or(hosts);
-        let client = zk::Client::connect(hosts)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Box::new(ZkFloor::new(client).await?))
+        zk::Client::connect(hosts).await.map_err(|e| e.to_string())
+    }
+
+    pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+        Ok(Box::new(ZkFloor::new(session(url).await?).await?))
     }
 
     impl ZkFloor {

@@ -212,19 +212,7 @@ mod etcd_wait {
     }
 
     pub async fn connect(url: &str, name: &str) -> Result<Box<dyn FloorWaiter>, String> {
-        let hosts = url
-            .split_once("://")
-            .map_or(url, |(_, h)| h)
-            .trim_end_matches('/');
-        let endpoints: Vec<String> = hosts.split(',').map(|h| format!("http://{h}")).collect();
-        let mut client = Client::connect(&endpoints, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        let lease = client
-            .lease_grant(60, None)
-            .await
-            .map_err(|e| e.to_string())?
-            .id();
+        let (client, lease) = crate::bench::floor::etcd_floor::client_with_lease(url).await?;
         Ok(Box::new(EtcdWaiter {
             client,
             lease,
@@ -296,13 +284,8 @@ mod zk_wait {
     }
 
     pub async fn connect(url: &str, name: &str) -> Result<Box<dyn FloorWaiter>, String> {
-        let hosts = url.split_once("://").map_or(url, |(_, h)| h);
-        let hosts = hosts.split('/').next().unwrap_or(hosts);
-        let client = zk::Client::connect(hosts)
-            .await
-            .map_err(|e| e.to_string())?;
         Ok(Box::new(ZkWaiter {
-            client,
+            client: crate::bench::floor::zk_floor::session(url).await?,
             path: format!("/bench-floor-wait-{name}"),
         }))
     }
