@@ -33,6 +33,27 @@ impl FencingToken {
     pub const fn get(self) -> u64 {
         self.0
     }
+
+    /// A token from a server's signed counter (an etcd revision, a ZooKeeper zxid, a
+    /// database column). A negative value means the server's data is not what dlock
+    /// wrote: [`LockError::Backend`], naming `what` it was.
+    ///
+    /// # Errors
+    /// [`LockError::Backend`] for a negative value.
+    ///
+    /// ```
+    /// use dlock_core::FencingToken;
+    /// assert_eq!(FencingToken::from_signed(7, "revision").unwrap().get(), 7);
+    /// assert!(FencingToken::from_signed(-1, "revision").is_err());
+    /// ```
+    pub fn from_signed(value: i64, what: &str) -> Result<Self, LockError> {
+        u64::try_from(value)
+            .map(Self)
+            .map_err(|_| LockError::Backend {
+                message: format!("negative {what} {value} where a fencing token was expected"),
+                source: None,
+            })
+    }
 }
 
 impl fmt::Display for FencingToken {

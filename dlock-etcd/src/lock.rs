@@ -73,15 +73,6 @@ fn revision(lease: &Lease) -> i64 {
     i64::try_from(lease.token().get()).unwrap_or(i64::MAX)
 }
 
-fn token(rev: i64) -> Result<FencingToken, LockError> {
-    u64::try_from(rev)
-        .map(FencingToken::new)
-        .map_err(|_| LockError::Backend {
-            message: format!("negative create revision {rev}"),
-            source: None,
-        })
-}
-
 impl EtcdLock {
     /// The queue key of the lease's holder.
     fn holder_key(&self, lease: &Lease) -> String {
@@ -125,7 +116,13 @@ impl EtcdLock {
         ticket: Ticket,
     ) -> Result<Lease, LockError> {
         let mut refreshed = ticket.refreshed;
-        let mut lease = Lease::new(name.clone(), owner, token(rev)?, ticket.granted, refreshed);
+        let mut lease = Lease::new(
+            name.clone(),
+            owner,
+            FencingToken::from_signed(rev, "create revision")?,
+            ticket.granted,
+            refreshed,
+        );
         if !lease.is_valid() {
             self.keep_key(ticket.id, key, rev, ticket.granted).await?;
             if let Lookup::Held { refreshed: r, .. } = self.leases.lookup(ticket.id, key, rev) {
@@ -350,7 +347,7 @@ impl DistributedLock for EtcdLock {
         }
         Ok(Some(LockInfo {
             owner: OwnerId::from_stored(&owner_of(head.key())),
-            token: token(head.create_revision())?,
+            token: FencingToken::from_signed(head.create_revision(), "create revision")?,
             remaining: Duration::from_secs(u64::try_from(ttl).unwrap_or(0)),
         }))
     }

@@ -162,19 +162,21 @@ impl EtcdLock {
         Ok(resp.kvs().first().cloned())
     }
 
-    /// Whether `key` exists and was created at `rev`.
-    pub(crate) async fn key_has_revision(&self, key: &str, rev: i64) -> Result<bool, LockError> {
-        let key = key.to_owned();
+    /// The create revision of `key`, if it exists.
+    pub(crate) async fn created_at(&self, key: &[u8]) -> Result<Option<i64>, LockError> {
+        let key = key.to_vec();
         let resp = self
             .rpc("read key", |mut c| {
                 let key = key.clone();
                 async move { c.get(key, None).await }
             })
             .await?;
-        Ok(resp
-            .kvs()
-            .first()
-            .is_some_and(|kv| kv.create_revision() == rev))
+        Ok(resp.kvs().first().map(KeyValue::create_revision))
+    }
+
+    /// Whether `key` exists and was created at `rev`.
+    pub(crate) async fn key_has_revision(&self, key: &str, rev: i64) -> Result<bool, LockError> {
+        Ok(self.created_at(key.as_bytes()).await? == Some(rev))
     }
 
     /// Waits until the predecessor's key is deleted, keeping our queued key alive
@@ -201,7 +203,7 @@ impl EtcdLock {
                 async move { c.watch(k, None).await }
             })
             .await?;
-        if !self.key_has_any_revision(pred).await? {
+        if self.created_at(pred).await?.is_none() {
             return Ok(());
         }
         let mut next_refresh = Instant::now() + every;
@@ -222,16 +224,5 @@ impl EtcdLock {
                 }
             }
         }
-    }
-
-    async fn key_has_any_revision(&self, key: &[u8]) -> Result<bool, LockError> {
-        let key = key.to_vec();
-        let resp = self
-            .rpc("read key", |mut c| {
-                let key = key.clone();
-                async move { c.get(key, None).await }
-            })
-            .await?;
-        Ok(!resp.kvs().is_empty())
     }
 }

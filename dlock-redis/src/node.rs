@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::{LockError, redact_url};
+use dlock_core::{FencingToken, LockError, redact_url};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{IntoConnectionInfo, ProtocolVersion, Value};
 use tokio::sync::Notify;
@@ -116,10 +116,9 @@ impl Node {
             )
             .await?;
         Ok(if taken == 1 {
-            NodeTaken::Yes(u64::try_from(n).map_err(|_| LockError::Backend {
-                message: format!("negative fencing counter {n} on {}", self.shown),
-                source: None,
-            })?)
+            NodeTaken::Yes(
+                FencingToken::from_signed(n, &format!("fencing counter on {}", self.shown))?.get(),
+            )
         } else {
             NodeTaken::No {
                 pttl: u64::try_from(n).ok().map(Duration::from_millis),

@@ -159,7 +159,13 @@ impl SqlLock {
             .await?;
         match outcome {
             Taken::Yes(token) => {
-                let lease = Lease::new(name.clone(), owner.clone(), to_token(token)?, ttl, sent);
+                let lease = Lease::new(
+                    name.clone(),
+                    owner.clone(),
+                    FencingToken::from_signed(token, "token in the lock table")?,
+                    ttl,
+                    sent,
+                );
                 if lease.is_valid() {
                     Ok(Attempt::Acquired(lease))
                 } else {
@@ -173,15 +179,6 @@ impl SqlLock {
             Taken::No(remaining) => Ok(Attempt::Held { remaining }),
         }
     }
-}
-
-fn to_token(raw: i64) -> Result<FencingToken, LockError> {
-    u64::try_from(raw)
-        .map(FencingToken::new)
-        .map_err(|_| LockError::Backend {
-            message: format!("the lock table holds a negative token {raw}"),
-            source: None,
-        })
 }
 
 #[async_trait]
@@ -265,7 +262,7 @@ impl DistributedLock for SqlLock {
             .map(|h| {
                 Ok(LockInfo {
                     owner: OwnerId::from_stored(&h.owner),
-                    token: to_token(h.token)?,
+                    token: FencingToken::from_signed(h.token, "token in the lock table")?,
                     remaining: h.remaining,
                 })
             })

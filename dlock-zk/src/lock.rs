@@ -55,15 +55,6 @@ struct Queued {
     children: Vec<String>,
 }
 
-fn token(czxid: i64) -> Result<FencingToken, LockError> {
-    u64::try_from(czxid)
-        .map(FencingToken::new)
-        .map_err(|_| LockError::Backend {
-            message: format!("negative czxid {czxid}"),
-            source: None,
-        })
-}
-
 impl ZkLock {
     async fn op<T>(
         &self,
@@ -188,7 +179,7 @@ impl ZkLock {
         Ok(Lease::new(
             name.clone(),
             owner,
-            token(czxid)?,
+            FencingToken::from_signed(czxid, "czxid")?,
             client.session_timeout(),
             seen,
         )
@@ -354,7 +345,7 @@ impl DistributedLock for ZkLock {
         };
         Ok(Some(LockInfo {
             owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
-            token: token(stat.czxid)?,
+            token: FencingToken::from_signed(stat.czxid, "czxid")?,
             remaining: client.session_timeout(),
         }))
     }

@@ -30,14 +30,19 @@ fn key() -> String {
     format!("bench-floor-{:016x}", dlock_any::random_u64())
 }
 
-/// A floor for the URL's backend, if there is one for it in this build.
-pub async fn for_url(url: &str) -> Option<Result<Box<dyn Floor>, String>> {
+/// The URL's scheme (lower case) and the URL without its query (dlock's own options).
+pub fn scheme_and_base(url: &str) -> (String, &str) {
     let scheme = url
         .split(':')
         .next()
         .unwrap_or_default()
         .to_ascii_lowercase();
-    let plain = url.split('?').next().unwrap_or(url);
+    (scheme, url.split('?').next().unwrap_or(url))
+}
+
+/// A floor for the URL's backend, if there is one for it in this build.
+pub async fn for_url(url: &str) -> Option<Result<Box<dyn Floor>, String>> {
+    let (scheme, plain) = scheme_and_base(url);
     match scheme.as_str() {
         #[cfg(feature = "redis")]
         "redis" => Some(redis_floor::connect(plain).await),
@@ -152,14 +157,20 @@ mod redis_floor {
         for h in hosts.split(',') {
             nodes.push(node(&format!("redis://{h}")).await?);
         }
-        let first = nodes.first().ok_or("no Redlock node")?.clone();
-        // one lock name and owner across the nodes, as Redlock uses
-        for n in &mut nodes {
-            n.key.clone_from(&first.key);
-            n.fence.clone_from(&first.fence);
-            n.owner.clone_from(&first.owner);
+        RedlockFloor::on_one_name(nodes)
+    }
+
+    impl RedlockFloor {
+        /// One lock name and owner across the nodes (the first node's), as Redlock uses.
+        fn on_one_name(mut nodes: Vec<RedisFloor>) -> Result<Box<dyn Floor>, String> {
+            let first = nodes.first().ok_or("no Redlock node")?.clone();
+            for n in &mut nodes {
+                n.key.clone_from(&first.key);
+                n.fence.clone_from(&first.fence);
+                n.owner.clone_from(&first.owner);
+            }
+            Ok(Box::new(Self { nodes }))
         }
-        Ok(Box::new(RedlockFloor { nodes }))
     }
 
     #[async_trait]
@@ -194,14 +205,7 @@ mod redis_floor {
             Ok(())
         }
         async fn fork(&self) -> Result<Box<dyn Floor>, String> {
-            let mut nodes: Vec<RedisFloor> = self.nodes.iter().map(RedisFloor::renamed).collect();
-            let first = nodes.first().ok_or("no Redlock node")?.clone();
-            for n in &mut nodes {
-                n.key.clone_from(&first.key);
-                n.fence.clone_from(&first.fence);
-                n.owner.clone_from(&first.owner);
-            }
-            Ok(Box::new(RedlockFloor { nodes }))
+            Self::on_one_name(self.nodes.iter().map(RedisFloor::renamed).collect())
         }
     }
 
@@ -376,6 +380,17 @@ pub(super) mod etcd_floor {
         Ok((client, lease))
     }
 
+    /// Creates `key` on `lease` only if it does not exist: the raw way to take a lock.
+    pub fn create_if_absent(key: &str, lease: i64) -> Txn {
+        Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key,
+                "",
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+    }
+
     pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
         let (client, lease) = client_with_lease(url).await?;
         Ok(Box::new(EtcdFloor {
@@ -392,19 +407,10 @@ pub(super) mod etcd_floor {
         }
         async fn cycle(&self) -> Result<(), String> {
             let mut c = self.client.clone();
-            let txn = Txn::new()
-                .when([Compare::create_revision(
-                    self.key.clone(),
-                    CompareOp::Equal,
-                    0,
-                )])
-                .and_then([TxnOp::put(
-                    self.key.clone(),
-                    "",
-                    Some(PutOptions::new().with_lease(self.lease)),
-                )])
-                .or_else([TxnOp::get(self.key.clone(), None)]);
-            let r = c.txn(txn).await.map_err(|e| e.to_string())?;
+            let r = c
+                .txn(create_if_absent(&self.key, self.lease))
+                .await
+                .map_err(|e| e.to_string())?;
             if !r.succeeded() {
                 return Err("floor key exists".into());
             }

@@ -21,12 +21,7 @@ const FALLBACK: Duration = Duration::from_secs(1);
 
 /// A new client on lock `name`, if this backend wakes waiters by push.
 pub async fn for_url(url: &str, name: &str) -> Option<Result<Box<dyn FloorWaiter>, String>> {
-    let scheme = url
-        .split(':')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    let plain = url.split('?').next().unwrap_or(url);
+    let (scheme, plain) = crate::bench::floor::scheme_and_base(url);
     match scheme.as_str() {
         #[cfg(feature = "redis")]
         "redis" => Some(redis_wait::connect(plain, name).await),
@@ -199,9 +194,7 @@ mod pg_wait {
 #[cfg(feature = "etcd")]
 mod etcd_wait {
     use super::*;
-    use etcd_client::{
-        Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, WatchOptions,
-    };
+    use etcd_client::{Client, EventType, WatchOptions};
 
     /// One key: created if absent with a pre-granted lease; otherwise watch it (from
     /// the revision just read, so no delete is missed) and try again when it goes.
@@ -225,18 +218,8 @@ mod etcd_wait {
         async fn lock(&self) -> Result<(), String> {
             let mut c = self.client.clone();
             loop {
-                let txn = Txn::new()
-                    .when([Compare::create_revision(
-                        self.key.clone(),
-                        CompareOp::Equal,
-                        0,
-                    )])
-                    .and_then([TxnOp::put(
-                        self.key.clone(),
-                        "",
-                        Some(PutOptions::new().with_lease(self.lease)),
-                    )]);
-                let r = c.txn(txn).await.map_err(|e| e.to_string())?;
+                let take = crate::bench::floor::etcd_floor::create_if_absent(&self.key, self.lease);
+                let r = c.txn(take).await.map_err(|e| e.to_string())?;
                 if r.succeeded() {
                     return Ok(());
                 }

@@ -7,11 +7,7 @@ use dlock_cli::scenarios::RequestCounter;
 
 /// A counter for the URL's backend, if the server reports one.
 pub async fn for_url(url: &str) -> Option<Box<dyn RequestCounter>> {
-    let scheme = url
-        .split(':')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
+    let (scheme, _) = super::floor::scheme_and_base(url);
     let hosts = url
         .split_once("://")
         .map_or(url, |(_, rest)| rest)
