@@ -2,8 +2,8 @@
 //!
 //! [`DistributedLock`](dlock_core::DistributedLock) on Redis:
 //! - [`RedisLock`] on one server: each operation is one Lua script (one round trip),
-//!   the fencing token is a per-name counter that never expires (seeded from the
-//!   server clock if it is ever lost), and a release publishes on a per-name channel
+//!   the fencing token is a per-name hybrid clock that never expires
+//!   (`max(counter + 1, server time in µs)`, so data loss cannot make it repeat), and a release publishes on a per-name channel
 //!   that wakes one waiter — no polling.
 //! - [`Redlock`] on N independent masters: quorum acquisition with per-node timeouts,
 //!   undo on failure, and fencing tokens kept monotonic across quorums.

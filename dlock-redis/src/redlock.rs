@@ -33,9 +33,9 @@ use crate::renewals;
 /// step — the usual case — need no second round). (`inspect` reports the
 /// highest counter among the holder's nodes, which is that token.) Any later quorum overlaps
 /// that one in at least one node, whose counter is already at least that high, so the
-/// next token is higher. This assumes no node loses its data (run the nodes with
-/// `appendonly yes`; a node restarted empty reseeds its counter from its clock in
-/// microseconds, which keeps tokens increasing while the clocks are sane).
+/// next token is higher. Each node's token is `max(counter + 1, its clock in µs)`, so a
+/// node that loses data or comes back from an older snapshot still counts above every
+/// token it handed out while its clock does not step back.
 ///
 /// **Safety class**: Redlock's mutual exclusion rests on timing — bounded clock drift
 /// between nodes, bounded process pauses and network delays. A paused client can wake

@@ -5,25 +5,37 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms. Returns `{1, token}` when taken, else
-/// `{0, pttl}` of the holder. Two commands on the fast path, as the raw floor: the
-/// counter is incremented only by whoever just set the lock key, so while a lock is
-/// held its counter is its holder's token. A missing counter (new name, or data lost
-/// in a restart without persistence) makes `INCR` return 1; it is then reseeded from
-/// the server clock in microseconds, so a new counter starts above every token handed
-/// out before while the server clock is sane and fewer than a million acquisitions per
-/// second happened since the last seed.
+/// `{0, pttl}` of the holder.
+///
+/// The token is a hybrid clock: `max(counter + 1, server TIME in µs)`, written back to
+/// the counter, which never expires. While a lock is held its counter is its holder's
+/// token. A counter that comes back *older* — a restore from an RDB/AOF snapshot,
+/// `appendfsync everysec`, a failover to a lagging replica, a restart without
+/// persistence — cannot make a token repeat: the next one is at least the server's
+/// clock, which is above every token handed out before as long as fewer than one
+/// acquisition per microsecond happened on average and the server clock did not step
+/// back by more than the tokens issued since (the one assumption left).
+///
+/// A key that already holds our owner id is taken again (TTL refreshed, same token):
+/// an earlier attempt of this acquisition committed after its reply was given up on.
+/// `SET … NX GET` (Redis 7) returns the value it found, so this costs nothing on the
+/// uncontended path.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
+local found = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if found then
+  if found ~= ARGV[1] then
+    return {0, redis.call('PTTL', KEYS[1])}
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('GET', KEYS[2]))}
 end
-local t = redis.call('INCR', KEYS[2])
-if t == 1 then
-  local now = redis.call('TIME')
-  t = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  redis.call('SET', KEYS[2], string.format('%d', t))
-end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c >= t then t = c + 1 end
+redis.call('SET', KEYS[2], string.format('%d', t))
 return {1, t}
 ",
     )

@@ -23,8 +23,8 @@ use crate::renewals;
 ///
 /// Safety: as safe as the one server. If it fails over to a replica that missed the
 /// last writes, or restarts without persistence, a lock can be granted twice; the
-/// fencing token (seeded from the server clock when the counter is lost) keeps such a
-/// double grant from corrupting a fenced resource.
+/// fencing token — `max(counter + 1, server clock in µs)`, so a counter restored older
+/// cannot repeat a token — keeps such a double grant from corrupting a fenced resource.
 #[derive(Clone)]
 pub struct RedisLock {
     node: Arc<Node>,
