@@ -246,7 +246,12 @@ impl DistributedLock for ZkLock {
         let q = self.enqueue(&client, &dir, owner.as_str()).await?;
         let me = q.name;
         let path = format!("{dir}/{me}");
-        let my_seq = sequence(&me).unwrap_or(i64::MAX);
+        let Some(my_seq) = sequence(&me) else {
+            return Err(LockError::Backend {
+                message: format!("lock node {me} has no sequence number"),
+                source: None,
+            });
+        };
         let mut children = q.children;
         loop {
             if lowest(&children) == Some(&me) {

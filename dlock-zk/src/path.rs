@@ -5,14 +5,18 @@ use dlock_core::LockName;
 /// The queue node of one lock: `ROOT/<encoded name>`, a single path segment whatever
 /// the name. `%`, `/` and `.` are percent-encoded (so no segment can be `.`, `..` or
 /// empty, and no name can escape the root or nest under another), as are the code
-/// points ZooKeeper refuses in paths.
+/// points ZooKeeper refuses in paths: the private-use and specials ranges, and every
+/// character outside the Basic Multilingual Plane (an emoji, say), which Java holds as
+/// a UTF-16 surrogate pair and ZooKeeper rejects as "bad arguments".
 pub(crate) fn queue_dir(root: &str, name: &LockName) -> String {
     let mut out = String::with_capacity(root.len() + name.as_str().len() + 1);
     out.push_str(root);
     out.push('/');
     for c in name.as_str().chars() {
-        let forbidden =
-            matches!(c, '%' | '/' | '.' | '\u{E000}'..='\u{F8FF}' | '\u{FFF0}'..='\u{FFFF}');
+        let forbidden = matches!(
+            c,
+            '%' | '/' | '.' | '\u{E000}'..='\u{F8FF}' | '\u{FFF0}'..='\u{FFFF}' | '\u{10000}'..
+        );
         if forbidden {
             let mut buf = [0u8; 4];
             for b in c.encode_utf8(&mut buf).bytes() {
@@ -32,29 +36,46 @@ pub(crate) fn node_prefix(owner: &str) -> String {
 }
 
 /// The sequence number at the end of a contender's node name.
-pub(crate) fn sequence(node: &str) -> Option<i64> {
-    node.strip_prefix("lock-")?.rsplit_once('-')?.1.parse().ok()
+///
+/// ZooKeeper's sequence is a signed 32-bit counter of the parent's child changes,
+/// written as `%010d`: after 2³¹ changes it wraps to `-2147483648` and counts up from
+/// there. The owner id (hex) holds no `-`, so everything after the first `-` that
+/// follows it is the sequence, sign included.
+pub(crate) fn sequence(node: &str) -> Option<i32> {
+    node.strip_prefix("lock-")?.split_once('-')?.1.parse().ok()
 }
 
 /// The owner id inside a contender's node name.
 pub(crate) fn owner_of(node: &str) -> Option<&str> {
-    Some(node.strip_prefix("lock-")?.rsplit_once('-')?.0)
+    Some(node.strip_prefix("lock-")?.split_once('-')?.0)
 }
 
-/// The contender with the lowest sequence number: the holder.
+/// Where `seq` stands relative to `origin` in creation order. The contenders of one
+/// queue are created within far fewer than 2³¹ changes of each other, so the wrapping
+/// difference orders them correctly across the wrap (serial-number arithmetic, as in
+/// RFC 1982), where comparing the raw numbers would put the newest first.
+fn offset(seq: i32, origin: i32) -> i32 {
+    seq.wrapping_sub(origin)
+}
+
+/// The contender created first: the holder.
 pub(crate) fn lowest(children: &[String]) -> Option<&String> {
+    let origin = children.iter().find_map(|c| sequence(c))?;
     children
         .iter()
-        .filter(|c| sequence(c).is_some())
-        .min_by_key(|c| sequence(c))
+        .filter_map(|c| Some((offset(sequence(c)?, origin), c)))
+        .min_by_key(|(o, _)| *o)
+        .map(|(_, c)| c)
 }
 
-/// The contender right before `seq`, if any.
-pub(crate) fn predecessor(children: &[String], seq: i64) -> Option<&String> {
+/// The contender created right before `seq`, if any.
+pub(crate) fn predecessor(children: &[String], seq: i32) -> Option<&String> {
     children
         .iter()
-        .filter(|c| sequence(c).is_some_and(|s| s < seq))
-        .max_by_key(|c| sequence(c))
+        .filter_map(|c| Some((offset(sequence(c)?, seq), c)))
+        .filter(|(o, _)| *o < 0)
+        .max_by_key(|(o, _)| *o)
+        .map(|(_, c)| c)
 }
 
 #[cfg(test)]
@@ -73,6 +94,35 @@ mod tests {
         assert_eq!(dir("/"), "/dlock/%2F");
         assert_eq!(dir("%2F"), "/dlock/%252F");
         assert_eq!(dir("x\u{E000}"), "/dlock/x%EE%80%80");
+        assert_eq!(dir("a\u{1F980}"), "/dlock/a%F0%9F%A6%80");
+    }
+
+    fn nodes(seqs: &[&str]) -> Vec<String> {
+        seqs.iter()
+            .enumerate()
+            .map(|(i, s)| format!("lock-{i:032x}-{s}"))
+            .collect()
+    }
+
+    #[test]
+    fn order_survives_the_sequence_wrapping_around() {
+        // created in this order: the last two after the parent's counter wrapped
+        let c = nodes(&["2147483646", "2147483647", "-2147483648", "-2147483647"]);
+        assert_eq!(sequence(&c[2]), Some(i32::MIN));
+        assert_eq!(owner_of(&c[2]), Some(format!("{:032x}", 2).as_str()));
+        assert_eq!(lowest(&c), Some(&c[0]));
+        assert_eq!(predecessor(&c, i32::MIN), Some(&c[1]));
+        assert_eq!(predecessor(&c, i32::MIN + 1), Some(&c[2]));
+        assert_eq!(predecessor(&c, i32::MAX), Some(&c[0]));
+        assert_eq!(predecessor(&c, 2_147_483_646), None);
+        // the holder released: the first node after the wrap holds next
+        assert_eq!(lowest(&c[2..]), Some(&c[2]));
+        assert_eq!(lowest(&c[1..]), Some(&c[1]));
+        // ZooKeeper's %010d of small negatives
+        let c = nodes(&["-000000002", "-000000001", "0000000000"]);
+        assert_eq!(sequence(&c[1]), Some(-1));
+        assert_eq!(lowest(&c), Some(&c[0]));
+        assert_eq!(predecessor(&c, 0), Some(&c[1]));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::Harness;
 use dlock_core::{LockName, MAX_NAME_LEN};
 
 /// Awkward names are all distinct locks that can be held at the same time, inspected
-/// and released: separators, path tricks, hash tags, quotes, SQL, unicode, the maximum
+/// and released: separators, path tricks, hash tags, quotes, SQL, unicode (characters beyond the Basic Multilingual Plane too), the maximum
 /// length, and names that differ only by case or by an escape sequence.
 pub async fn awkward_names_are_distinct(h: &impl Harness) {
     let a = h.client().await;
@@ -33,6 +33,8 @@ pub async fn awkward_names_are_distinct(h: &impl Harness) {
         "/?".into(),
         "/ spaced ".into(),
         "/ünïcødé✓".into(),
+        "/🦀".into(),
+        "/𝄞\u{10FFFD}".into(),
         "/lock-".into(),
         "/\\".into(),
     ];
