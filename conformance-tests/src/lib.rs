@@ -40,6 +40,7 @@ pub mod batching;
 pub mod cases;
 mod fenced;
 mod harness;
+mod late;
 mod proxy;
 mod servers;
 mod switch;
@@ -47,6 +48,7 @@ mod urls;
 
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};
+pub use late::late_grant_is_taken_again;
 pub use proxy::{FaultMode, FaultProxy};
 pub use servers::{ProxyGroup, TestCerts, TestServer, free_port, services_ctl};
 pub use switch::switched_client;

@@ -21,6 +21,10 @@ pub enum FaultMode {
     Pass,
     /// Forward every chunk after this delay, in both directions.
     Delay(Duration),
+    /// Forward requests at once but every chunk from the server after this delay: the
+    /// server applies what it is sent while the client waits past its timeout for the
+    /// answer (a late commit).
+    DelayReplies(Duration),
     /// Forward nothing: bytes wait in the socket buffers and new connections are
     /// accepted but not connected upstream, as in a network partition. `Pass` lets
     /// the held bytes through.
@@ -156,7 +160,16 @@ async fn serve(client: TcpStream, target: &str, mut mode: watch::Receiver<FaultM
     let _ = server.set_nodelay(true);
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    tokio::join!(pump(cr, sw, mode.clone()), pump(sr, cw, mode));
+    tokio::join!(
+        pump(cr, sw, mode.clone(), Direction::ToServer),
+        pump(sr, cw, mode, Direction::ToClient)
+    );
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    ToServer,
+    ToClient,
 }
 
 async fn wait_not_blackholed(mode: &mut watch::Receiver<FaultMode>) -> Result<(), ()> {
@@ -170,6 +183,7 @@ async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     mut mode: watch::Receiver<FaultMode>,
+    direction: Direction,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -188,8 +202,12 @@ async fn pump(
             return;
         }
         let current = *mode.borrow();
-        if let FaultMode::Delay(d) = current {
-            tokio::time::sleep(d).await;
+        match current {
+            FaultMode::Delay(d) => tokio::time::sleep(d).await,
+            FaultMode::DelayReplies(d) if direction == Direction::ToClient => {
+                tokio::time::sleep(d).await;
+            }
+            _ => {}
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;

@@ -168,6 +168,9 @@ async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Stor
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(opts.pool_size)
         .acquire_timeout(opts.op_timeout)
+        // No ping per checkout: a dead connection fails its statement, which is
+        // retried like any outage, and the ping would cost a round trip per operation.
+        .test_before_acquire(false)
         .connect_with(options)
         .await
         .map_err(|e| connect_error(shown, e))?;
@@ -193,6 +196,9 @@ async fn mysql(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>,
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(opts.pool_size)
         .acquire_timeout(opts.op_timeout)
+        // No ping per checkout: a dead connection fails its statement, which is
+        // retried like any outage, and the ping would cost a round trip per operation.
+        .test_before_acquire(false)
         .connect_with(options)
         .await
         .map_err(|e| connect_error(shown, e))?;
@@ -213,8 +219,12 @@ async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>
     let options = SqliteConnectOptions::from_str(url)
         .map_err(|e| bad_url(shown, e))?
         .create_if_missing(true)
-        // SQLite gives up on a locked database by itself before our operation timeout
-        // fires, so a statement we stopped waiting for does not go on to succeed later.
+        // The wait for a pooled connection (at most a quarter of the operation timeout,
+        // below) plus SQLite's own wait on a locked database fit in the operation
+        // timeout, so SQLite gives up by itself before we stop waiting for it. Should a
+        // statement still commit after that (a slow disk), it does no harm: an acquire
+        // retries with the same owner id and takes its row again, a try_acquire's row
+        // expires after its TTL, and a late renew or release is what was asked for.
         .busy_timeout(opts.op_timeout * 3 / 4);
     let options = if memory {
         options
@@ -233,7 +243,7 @@ async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>
     loop {
         let attempt = SqlitePoolOptions::new()
             .max_connections(size)
-            .acquire_timeout(opts.op_timeout)
+            .acquire_timeout(opts.op_timeout / 4)
             .connect_with(options.clone())
             .await
             .map_err(|e| connect_error(shown, e));

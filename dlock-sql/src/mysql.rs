@@ -28,6 +28,7 @@ impl MySql {
         // UTC_TIMESTAMP, not NOW(): NOW() follows each session's time_zone, and two
         // clients with different zones must still agree on expiry.
         let now = "UTC_TIMESTAMP(6)";
+        let free = format!("(expires_at <= {now} OR owner = ?)");
         let remaining_ms =
             format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
         Self {
@@ -43,14 +44,17 @@ impl MySql {
             ),
             // The assignments run left to right and see earlier new values, so
             // expires_at must come last. LAST_INSERT_ID(x) makes the statement report
-            // the token: 1 on insert, token+1 on takeover, 0 while held.
+            // the token: 1 on insert, token+1 on takeover, 0 while held. A row already
+            // ours counts as free: an earlier attempt of this acquisition committed
+            // after its reply was given up on (owner only changes when the row is
+            // free, so the condition reads the same in every assignment).
             take: format!(
                 "INSERT INTO {table} (name, owner, token, expires_at)
                  VALUES (?, ?, LAST_INSERT_ID(1), {now} + INTERVAL ? MICROSECOND)
                  ON DUPLICATE KEY UPDATE
-                   owner = IF(expires_at <= {now}, ?, owner),
-                   token = IF(expires_at <= {now}, LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
-                   expires_at = IF(expires_at <= {now}, {now} + INTERVAL ? MICROSECOND, expires_at)"
+                   owner = IF({free}, ?, owner),
+                   token = IF({free}, LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+                   expires_at = IF({free}, {now} + INTERVAL ? MICROSECOND, expires_at)"
             ),
             remaining: format!("SELECT {remaining_ms} FROM {table} WHERE name = ?"),
             renew: format!(
@@ -83,7 +87,10 @@ impl Store for MySql {
             .bind(name.as_bytes())
             .bind(owner)
             .bind(micros(ttl))
-            .bind(owner)
+            .bind(owner) // free?
+            .bind(owner) // new owner
+            .bind(owner) // free?
+            .bind(owner) // free?
             .bind(micros(ttl))
             .execute(&self.pool)
             .await?;

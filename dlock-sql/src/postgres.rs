@@ -46,14 +46,16 @@ impl Postgres {
                         expires_at TIMESTAMPTZ NOT NULL)"
                 ),
                 // One round trip either way: the row is taken (token returned), or the
-                // holder's remaining time is read from the same snapshot.
+                // holder's remaining time is read from the same snapshot. A row already
+                // ours is taken again (with the next token): an earlier attempt of this
+                // acquisition committed after its reply was given up on.
                 take: format!(
                     "WITH taken AS (
                         INSERT INTO {table} AS d (name, owner, token, expires_at)
                         VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
                         ON CONFLICT (name) DO UPDATE
                           SET owner = EXCLUDED.owner, token = d.token + 1, expires_at = EXCLUDED.expires_at
-                          WHERE d.expires_at <= clock_timestamp()
+                          WHERE d.expires_at <= clock_timestamp() OR d.owner = EXCLUDED.owner
                         RETURNING token)
                      SELECT token, NULL::bigint AS remaining_ms FROM taken
                      UNION ALL

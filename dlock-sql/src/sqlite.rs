@@ -38,7 +38,7 @@ impl Sqlite {
                  VALUES (?1, ?2, 1, {now} + ?3)
                  ON CONFLICT (name) DO UPDATE
                    SET owner = excluded.owner, token = {table}.token + 1, expires_at = excluded.expires_at
-                   WHERE {table}.expires_at <= {now}
+                   WHERE {table}.expires_at <= {now} OR {table}.owner = excluded.owner
                  RETURNING token"
             ),
             remaining: format!("SELECT expires_at - {now} FROM {table} WHERE name = ?1"),

@@ -389,3 +389,38 @@ async fn sqlite_counter_worker() {
         assert!(lock.release(&lease).await.unwrap());
     }
 }
+
+/// An acquire whose first statement commits after the client gave up on its reply
+/// takes that row again on its next attempt (same owner id) instead of waiting a whole
+/// TTL behind itself.
+async fn late_grant_is_taken_again(url: &str) {
+    let target = dlock_conformance::url_host_port(url).unwrap();
+    let proxy = dlock_conformance::FaultProxy::start(&target).await.unwrap();
+    let timeout = Duration::from_millis(400);
+    let late = SqlLock::builder(&dlock_conformance::url_with_host_port(
+        url,
+        &proxy.addr().to_string(),
+    ))
+    .op_timeout(timeout)
+    .connect()
+    .await
+    .unwrap();
+    let observer = common::connect(url).await;
+    dlock_conformance::late_grant_is_taken_again(
+        Arc::new(late),
+        Arc::new(observer),
+        &proxy,
+        timeout,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_late_grant_is_taken_again() {
+    late_grant_is_taken_again(&common::postgres_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_late_grant_is_taken_again() {
+    late_grant_is_taken_again(&common::mysql_url()).await;
+}
