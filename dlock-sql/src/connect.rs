@@ -61,7 +61,8 @@ impl SqlLockBuilder {
         self
     }
 
-    /// Maximum connections in the pool (default 8).
+    /// Maximum connections in the pool (default 8). On PostgreSQL, waiters listen for
+    /// releases on one more connection of their own, opened at the first wait.
     #[must_use]
     pub fn pool_size(mut self, n: u32) -> Self {
         self.opts.pool_size = n.max(1);
@@ -165,6 +166,7 @@ fn connect_error(shown: &str, e: sqlx::Error) -> LockError {
 #[cfg(feature = "postgres")]
 async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>, LockError> {
     let options = sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| bad_url(shown, e))?;
+    let options_for_listen = options.clone();
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(opts.pool_size)
         .acquire_timeout(opts.op_timeout)
@@ -176,6 +178,7 @@ async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Stor
         .map_err(|e| connect_error(shown, e))?;
     Ok(Arc::new(crate::postgres::Postgres::new(
         pool,
+        options_for_listen,
         &opts.table,
         opts.listen,
     )))

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::Subscription;
-use sqlx::postgres::{PgListener, PgPool};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -15,6 +15,9 @@ use crate::store::{Holder, Store, Taken, millis, remaining_from_millis};
 
 pub(crate) struct Postgres {
     pool: PgPool,
+    /// Where the LISTEN connection goes: its own connection, never one of the pool's,
+    /// so waiters cannot starve the holders' renewals and releases of connections.
+    listen_to: PgConnectOptions,
     sql: Statements,
     channel: String,
     listen: bool,
@@ -30,10 +33,16 @@ struct Statements {
 }
 
 impl Postgres {
-    pub(crate) fn new(pool: PgPool, table: &str, listen: bool) -> Self {
+    pub(crate) fn new(
+        pool: PgPool,
+        listen_to: PgConnectOptions,
+        table: &str,
+        listen: bool,
+    ) -> Self {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
         Self {
             pool,
+            listen_to,
             channel: format!("dlock_release_{table}"),
             listen,
             wakeups: tokio::sync::Mutex::new(None),
@@ -88,7 +97,7 @@ impl Postgres {
         if let Some(w) = slot.as_ref() {
             return Some(Arc::clone(w));
         }
-        match Wakeups::start(&self.pool, &self.channel).await {
+        match Wakeups::start(self.listen_to.clone(), &self.channel).await {
             Ok(w) => {
                 *slot = Some(Arc::clone(&w));
                 Some(w)
@@ -191,16 +200,25 @@ impl Store for Postgres {
     }
 }
 
-/// One LISTEN connection per `SqlLock`, fanning release notifications out to the
-/// waiters of each name: one waiter per name per process is woken (no herd).
+/// One LISTEN connection per `SqlLock` (its own, outside the pool: a client uses at
+/// most `pool_size + 1` connections), fanning release notifications out to the waiters
+/// of each name: one waiter per name per process is woken (no herd).
 struct Wakeups {
     names: Mutex<HashMap<String, Weak<Notify>>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Wakeups {
-    async fn start(pool: &PgPool, channel: &str) -> Result<Arc<Self>, sqlx::Error> {
-        let mut listener = PgListener::connect_with(pool).await?;
+    async fn start(options: PgConnectOptions, channel: &str) -> Result<Arc<Self>, sqlx::Error> {
+        // A pool of one, used only to reconnect the listener.
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .test_before_acquire(false)
+            .connect_lazy_with(options);
+        let mut listener = PgListener::connect_with(&own).await?;
+        listener.ignore_pool_close_event(true);
         listener.listen(channel).await?;
         let me = Arc::new(Self {
             names: Mutex::new(HashMap::new()),
@@ -209,10 +227,20 @@ impl Wakeups {
         let weak = Arc::downgrade(&me);
         let task = tokio::spawn(async move {
             loop {
-                let next = listener.recv().await;
+                // try_recv, not recv: recv reconnects silently, and the notifications
+                // sent while the connection was down are gone without a trace.
+                let next = listener.try_recv().await;
                 let Some(me) = weak.upgrade() else { return };
                 match next {
-                    Ok(n) => me.wake(n.payload()),
+                    Ok(Some(n)) => me.wake(n.payload()),
+                    Ok(None) => {
+                        // Reconnected (and listening again): whatever was released while
+                        // the connection was down was not heard, so everyone looks again.
+                        tracing::info!(
+                            "LISTEN connection was lost and is back; waking every waiter"
+                        );
+                        me.wake_all();
+                    }
                     Err(e) => {
                         // Notifications may have been lost: let every waiter look again.
                         tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
@@ -247,10 +275,13 @@ impl Wakeups {
         }
     }
 
+    /// Wakes every waiter parked now, and leaves a permit for one that is between two
+    /// attempts (it would otherwise miss this and sleep until its fallback timer).
     fn wake_all(&self) {
         let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
         for n in names.values().filter_map(Weak::upgrade) {
             n.notify_waiters();
+            n.notify_one();
         }
     }
 }

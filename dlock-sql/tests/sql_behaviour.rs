@@ -424,3 +424,84 @@ async fn postgres_late_grant_is_taken_again() {
 async fn mysql_late_grant_is_taken_again() {
     late_grant_is_taken_again(&common::mysql_url()).await;
 }
+
+/// With a pool of one connection, a waiter's LISTEN must not take the only connection:
+/// the holder (same client) still renews and releases, and the waiter gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_waiter_does_not_starve_a_one_connection_pool() {
+    let lock = SqlLock::builder(&common::postgres_url())
+        .pool_size(1)
+        .op_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    let n = name("pool-of-one");
+    let held = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let w = {
+        let (lock, n) = (lock.clone(), n.clone());
+        tokio::spawn(async move { lock.acquire(&n, LONG, Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let renewed = lock
+        .renew(&held)
+        .await
+        .expect("the holder renews while a waiter listens");
+    assert!(lock.release(&renewed).await.expect("and releases"));
+    let lease = tokio::time::timeout(Duration::from_secs(5), w)
+        .await
+        .expect("the waiter is handed the lock")
+        .unwrap()
+        .unwrap();
+    assert!(lease.token() > held.token());
+    assert!(lock.release(&lease).await.unwrap());
+}
+
+/// A release whose notification was lost while the LISTEN connection was down: once
+/// the listener is back, every waiter looks again, instead of sleeping until its 20 s
+/// fallback. The release is made silent (the row expired by hand, no NOTIFY), then the
+/// listener's connection is terminated by the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_listener_reconnect_wakes_waiters() {
+    let url = common::postgres_url();
+    let holder = common::connect(&url).await;
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let waiter = SqlLock::builder(&format!("{url}{sep}application_name=dlock-reconnect-test"))
+        .notify_fallback(Duration::from_secs(20))
+        .connect()
+        .await
+        .unwrap();
+    let n = name("listener-reconnect");
+    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let w = {
+        let (waiter, n) = (waiter.clone(), n.clone());
+        tokio::spawn(async move { waiter.acquire(&n, LONG, Duration::from_secs(25)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query("UPDATE dlock_locks SET expires_at = clock_timestamp() WHERE name = $1")
+        .bind(n.as_str())
+        .execute(&pool)
+        .await
+        .unwrap();
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = 'dlock-reconnect-test' AND query LIKE 'LISTEN%') t",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(killed, 1, "the waiter's LISTEN connection");
+    let at = Instant::now();
+    let lease = tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .expect("the waiter looked again after the listener came back")
+        .unwrap()
+        .unwrap();
+    assert!(
+        at.elapsed() < Duration::from_secs(5),
+        "woken after {:?}",
+        at.elapsed()
+    );
+    assert!(lease.token() > held.token());
+    assert!(waiter.release(&lease).await.unwrap());
+}
