@@ -227,8 +227,11 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    /// Wraps a lease obtained directly from a backend and starts renewing it. Needs a
-    /// tokio runtime.
+    /// Wraps a lease obtained directly from a backend and starts renewing it.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime: the renewals run on a task of the current runtime
+    /// (as every `acquire` that produced the lease did).
     #[must_use]
     pub fn new(lock: Arc<dyn DistributedLock>, lease: Lease) -> Self {
         Self::start(lock, lease, false)
@@ -378,6 +381,18 @@ async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>, grid: boo
                     break;
                 }
                 Ok(Err(LockError::LeaseLost { .. })) => {
+                    let _ = shared.set_state(GuardState::Lost);
+                    return;
+                }
+                // An answer that no retry can change (e.g. a lease renewed through a
+                // client that did not take it): the lease will run out, so say so now
+                // rather than stay "suspect" until it does.
+                Ok(Err(
+                    e @ (LockError::InvalidArgument(_)
+                    | LockError::Config(_)
+                    | LockError::InvalidName { .. }),
+                )) => {
+                    tracing::warn!(lock = %lease.name(), error = %e, "renewal refused for good; the lease is lost");
                     let _ = shared.set_state(GuardState::Lost);
                     return;
                 }

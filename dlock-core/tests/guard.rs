@@ -16,6 +16,7 @@ struct Faulty {
     inner: MemoryLock,
     refuse: AtomicBool,
     unreachable: AtomicBool,
+    foreign: AtomicBool,
     renewals: AtomicUsize,
 }
 
@@ -25,6 +26,7 @@ impl Faulty {
             inner,
             refuse: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
+            foreign: AtomicBool::new(false),
             renewals: AtomicUsize::new(0),
         })
     }
@@ -51,6 +53,11 @@ impl DistributedLock for Faulty {
         self.renewals.fetch_add(1, Ordering::SeqCst);
         if self.refuse.load(Ordering::SeqCst) {
             return Err(LockError::lease_lost(lease.name()));
+        }
+        if self.foreign.load(Ordering::SeqCst) {
+            return Err(LockError::InvalidArgument(
+                "taken through another client".into(),
+            ));
         }
         if self.unreachable.load(Ordering::SeqCst) {
             return Err(LockError::Unavailable {
@@ -122,6 +129,23 @@ async fn refused_renewal_fires_lost_within_one_interval() {
     assert!(t.elapsed() <= TTL / 3 + Duration::from_millis(150));
     assert_eq!(guard.state(), GuardState::Lost);
     assert!(!guard.is_held());
+}
+
+/// A renewal refused for good (`InvalidArgument`: the lease belongs to another client
+/// instance) is lost at once, not "suspect" until the lease runs out.
+#[tokio::test]
+async fn renewal_refused_for_good_is_lost_at_once() {
+    let ttl = Duration::from_secs(3);
+    let backend = Faulty::new(MemoryLock::new());
+    let locker = Locker::new(backend.clone()).with_ttl(ttl);
+    let guard = locker.lock("guard/foreign").await.unwrap();
+    backend.foreign.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    timeout(ttl / 3 + Duration::from_millis(500), guard.lost())
+        .await
+        .expect("lost() fires at the first refused renewal");
+    assert!(t.elapsed() < ttl * 2 / 3, "{:?}", t.elapsed());
+    assert_eq!(guard.state(), GuardState::Lost);
 }
 
 #[tokio::test]

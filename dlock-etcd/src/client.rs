@@ -96,7 +96,11 @@ impl EtcdLockBuilder {
         let mut options = ConnectOptions::new()
             .with_connect_timeout(self.opts.timeout)
             .with_timeout(self.opts.timeout)
-            .with_keep_alive(Duration::from_secs(5), self.opts.timeout);
+            .with_keep_alive(Duration::from_secs(5), self.opts.timeout)
+            // Every request, watches included, only through a member that has a leader:
+            // a member cut off from its peers refuses reads and cancels watches instead
+            // of answering from a copy that no longer moves.
+            .with_require_leader(true);
         if let Some((u, p)) = &self.user {
             options = options.with_user(u.clone(), p.clone());
         }

@@ -106,7 +106,8 @@ impl EtcdLock {
         self.leases.refreshed(id, sent);
         // a failed read is not a failed renewal: the next tick checks again
         if let Ok(Some(keys)) = attached {
-            self.leases.attached(id, sent, &keys);
+            self.leases
+                .attached(id, sent, &keys, Instant::now() + self.opts.timeout);
         }
         Ok(())
     }

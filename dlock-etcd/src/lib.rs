@@ -49,6 +49,15 @@
 //!
 //! etcd leases have whole-second TTLs, and a server enforces a minimum of
 //! 1.5 × its election timeout: `Lease::ttl()` reports the TTL actually granted.
+//! `Lease::valid_until()` counts that TTL (less the drift margin) from the shared
+//! lease's last refresh, not from the acquire: it can be up to a twelfth of the TTL
+//! earlier than "acquired + ttl", and is the instant to trust.
+//!
+//! Every request carries etcd's `require_leader` flag, so a member cut off from its
+//! peers refuses reads and cancels watches (the client retries on another member)
+//! instead of answering from a copy that no longer moves; a waiter also re-reads its
+//! predecessor at each refresh of its queued key, so a watch that went quiet delays a
+//! hand-off by at most a third of the TTL.
 
 mod client;
 mod errors;

@@ -129,6 +129,14 @@ impl EtcdLock {
                 refreshed = r;
             }
             lease = lease.renewed(ticket.granted, refreshed);
+            if !lease.is_valid() {
+                // the key is no longer known as held: never hand out a lease that is
+                // already past its validity (rule 5)
+                return Err(LockError::Unavailable {
+                    message: format!("the grant of {name} could not be confirmed in time"),
+                    source: None,
+                });
+            }
         }
         self.leases
             .confirm(ticket.id, key, rev, Instant::now() + ticket.granted);
@@ -255,12 +263,26 @@ impl DistributedLock for EtcdLock {
                     waited: deadline.waited(),
                 });
             }
-            if let Some(pred) = self.predecessor(&dir, my_rev).await? {
-                waited = true;
-                let keep = || self.keep_key(ticket.id, &key, my_rev, ticket.granted);
-                self.wait_for_delete(name, pred.key(), ticket.granted / 3, keep, &deadline)
-                    .await?;
-            }
+            let Some(pred) = self.predecessor(&dir, my_rev).await? else {
+                // Nothing queued before us any more: we are the head now, or our key is
+                // gone (deleted behind our back, or swept after a pause) — then looking
+                // again would find the same thing until the wait runs out.
+                head = self
+                    .first_in_queue(&dir)
+                    .await?
+                    .map(|kv| kv.create_revision());
+                if head == Some(my_rev) {
+                    continue;
+                }
+                return Err(LockError::Unavailable {
+                    message: format!("the queued request for {name} vanished while waiting"),
+                    source: None,
+                });
+            };
+            waited = true;
+            let keep = || self.keep_key(ticket.id, &key, my_rev, ticket.granted);
+            self.wait_for_delete(name, pred.key(), ticket.granted / 3, keep, &deadline)
+                .await?;
             head = self
                 .first_in_queue(&dir)
                 .await?

@@ -181,7 +181,9 @@ impl EtcdLock {
 
     /// Waits until the predecessor's key is deleted, keeping our queued key alive
     /// meanwhile (`keep_queued` refreshes the shared lease and our key's deadline), or
-    /// fails with `Timeout` at the deadline.
+    /// fails with `Timeout` at the deadline. At every refresh it also reads the
+    /// predecessor again: a watch that went quiet (its member cut off, a stream that
+    /// broke without telling) delays the hand-off by at most `every`.
     pub(crate) async fn wait_for_delete<F, Fut>(
         &self,
         name: &LockName,
@@ -217,6 +219,9 @@ impl EtcdLock {
                 },
                 () = tokio::time::sleep_until(next_refresh) => {
                     keep_queued().await?;
+                    if self.created_at(pred).await?.is_none() {
+                        return Ok(());
+                    }
                     next_refresh = Instant::now() + every;
                 }
                 () = tokio::time::sleep_until(deadline.end()) => {

@@ -332,11 +332,45 @@ impl SharedLeases {
 
     /// The keys attached to lease `id` as read by a request sent at `sent`: a confirmed
     /// key missing from them was deleted by someone else, and is not held any more.
-    pub(crate) fn attached(&self, id: i64, sent: Instant, keys: &HashSet<String>) {
-        if let Some(s) = self.state().leases.get_mut(&id) {
-            s.keys.retain(|k, e| {
-                e.swept || e.confirmed.is_none_or(|c| c >= sent) || keys.contains(k)
-            });
+    ///
+    /// An attached key the client does not know is a stray: a create retried after a
+    /// lost reply that committed after its acquisition gave up and after the sweeper's
+    /// delete. Nobody will release it, and every lock with this TTL keeps the lease
+    /// alive, so it would block its name for as long as the client lives: the sweeper
+    /// deletes it at `stray_deadline` (after a grace period, so a delete already in
+    /// flight goes first). Keys on this client's lease carry this client's owner ids
+    /// only, so deleting one never touches another client's lock.
+    pub(crate) fn attached(
+        &self,
+        id: i64,
+        sent: Instant,
+        keys: &HashSet<String>,
+        stray_deadline: Instant,
+    ) {
+        let mut g = self.state();
+        let Some(s) = g.leases.get_mut(&id) else {
+            return;
+        };
+        s.keys
+            .retain(|k, e| e.swept || e.confirmed.is_none_or(|c| c >= sent) || keys.contains(k));
+        let mut strays = false;
+        for k in keys {
+            if !s.keys.contains_key(k) {
+                tracing::warn!(key = %k, "a lock key nobody tracks is attached to this client's etcd lease; deleting it");
+                s.keys.insert(
+                    k.clone(),
+                    Entry {
+                        revision: 0,
+                        deadline: stray_deadline,
+                        confirmed: None,
+                        swept: false,
+                    },
+                );
+                strays = true;
+            }
+        }
+        if strays {
+            self.wake_sweeper_by(g, stray_deadline);
         }
     }
 
@@ -479,12 +513,38 @@ mod tests {
         l.expect(1, "late", far);
         l.confirm(1, "late", 4, far);
         // a check sent before "late" was confirmed cannot judge it
-        l.attached(1, sent, &HashSet::from(["a".to_owned()]));
+        l.attached(1, sent, &HashSet::from(["a".to_owned()]), far);
         assert!(matches!(l.lookup(1, "a", 3), Lookup::Held { .. }));
         assert!(matches!(l.lookup(1, "b", 3), Lookup::NotHeld));
         assert!(matches!(l.lookup(1, "late", 4), Lookup::Held { .. }));
         l.dead(1);
         assert!(!matches!(l.lookup(1, "a", 3), Lookup::Held { .. }));
         assert!(l.usable(9).0.is_none(), "a dead lease is not handed out");
+    }
+
+    #[tokio::test]
+    async fn attached_keys_nobody_tracks_are_swept_after_the_grace_period() {
+        let l = leases();
+        let far = Instant::now() + TTL;
+        l.expect(1, "mine", far);
+        l.confirm(1, "mine", 3, far);
+        let now = Instant::now();
+        let grace = now + Duration::from_secs(2);
+        let keys = HashSet::from(["mine".to_owned(), "stray".to_owned()]);
+        l.attached(1, now, &keys, grace);
+        assert!(
+            l.expired(now).0.is_empty(),
+            "not before the grace period ends"
+        );
+        let (due, _) = l.expired(grace);
+        assert_eq!(
+            due,
+            vec![Expired {
+                lease: 1,
+                key: "stray".into()
+            }]
+        );
+        assert!(matches!(l.lookup(1, "mine", 3), Lookup::Held { .. }));
+        assert!(matches!(l.lookup(1, "stray", 0), Lookup::NotHeld));
     }
 }

@@ -61,12 +61,14 @@ async fn workload_during(
                             assert!(counter.write(l.token(), v + 1));
                         }
                         counter.leave();
-                        if lock.release(&l).await.is_err() {
+                        if let Err(e) = lock.release(&l).await {
+                            eprintln!("release failed: {e}");
                             failures.fetch_add(1, Ordering::SeqCst);
                         }
                         done.fetch_add(1, Ordering::SeqCst);
                     }
-                    Err(_) => {
+                    Err(e) => {
+                        eprintln!("acquire failed: {e}");
                         failures.fetch_add(1, Ordering::SeqCst);
                     }
                 }

@@ -212,3 +212,107 @@ async fn shared_lease_locks_keep_their_own_expiry() {
     assert!(!c.release(&lb).await.unwrap());
     assert!(other.release(&freed).await.unwrap());
 }
+
+fn queue_key_dir(name: &LockName) -> String {
+    format!(
+        "dlock/{}/",
+        name.as_str().replace('%', "%25").replace('/', "%2F")
+    )
+}
+
+/// A key nobody tracks on the client's shared lease (a create that committed after
+/// its acquisition gave up and after the sweeper's delete — planted here with the raw
+/// client) would block its name for as long as any lock with that TTL is renewed. The
+/// client deletes it after a grace period; the renewed neighbour stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_key_on_the_shared_lease_does_not_block_its_name() {
+    let e = common::single();
+    let lock: Arc<dyn DistributedLock> = Arc::new(common::etcd(&e).await);
+    let ttl = Duration::from_secs(3);
+    let (held, blocked) = (name("stray-held"), name("stray-blocked"));
+    let lease = lock.try_acquire(&held, ttl).await.unwrap().unwrap();
+    let token = lease.token();
+    let guard = LockGuard::new(Arc::clone(&lock), lease);
+    let shared = lease_ids(&e, &held).await[0];
+    let mut raw = etcd_client::Client::connect(&e, None).await.unwrap();
+    raw.put(
+        format!(
+            "{}0123456789abcdef0123456789abcdef",
+            queue_key_dir(&blocked)
+        ),
+        "",
+        Some(etcd_client::PutOptions::new().with_lease(shared)),
+    )
+    .await
+    .unwrap();
+    let other = common::etcd(&e).await;
+    let started = Instant::now();
+    let freed = loop {
+        if let Some(l) = other.try_acquire(&blocked, ttl).await.unwrap() {
+            break l;
+        }
+        assert!(
+            started.elapsed() < ttl * 4,
+            "the stray key still blocks {blocked} after {:?}",
+            started.elapsed()
+        );
+        sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        guard.state(),
+        GuardState::Held,
+        "the neighbour is untouched"
+    );
+    assert_eq!(lock.inspect(&held).await.unwrap().unwrap().token, token);
+    assert!(other.release(&freed).await.unwrap());
+    guard.release().await.unwrap();
+}
+
+/// A waiter whose own queued key vanishes (deleted behind its back) fails promptly
+/// instead of spinning on reads until its wait runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_key_vanished_fails_promptly() {
+    let e = common::single();
+    let holder = common::etcd(&e).await;
+    let waiter = common::etcd(&e).await;
+    let n = name("vanished");
+    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let w = {
+        let (waiter, n) = (waiter.clone(), n.clone());
+        tokio::spawn(async move { waiter.acquire(&n, LONG, Duration::from_secs(20)).await })
+    };
+    sleep(Duration::from_millis(300)).await;
+    let mut raw = etcd_client::Client::connect(&e, None).await.unwrap();
+    let dir = queue_key_dir(&n);
+    let theirs = format!("{dir}{}", held.owner());
+    let resp = raw
+        .get(
+            dir.clone(),
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    let mine: Vec<String> = resp
+        .kvs()
+        .iter()
+        .map(|kv| kv.key_str().unwrap().to_owned())
+        .filter(|k| *k != theirs)
+        .collect();
+    assert_eq!(mine.len(), 1, "the waiter's key: {mine:?}");
+    raw.delete(mine[0].clone(), None).await.unwrap();
+    assert!(holder.release(&held).await.unwrap());
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(Duration::from_secs(15), w)
+        .await
+        .expect("acquire returned")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(outcome, Err(dlock_core::LockError::Unavailable { .. })),
+        "{outcome:?}"
+    );
+}
