@@ -38,6 +38,7 @@
 
 pub mod batching;
 pub mod cases;
+mod ensemble;
 mod fenced;
 mod harness;
 mod late;
@@ -46,6 +47,7 @@ mod servers;
 mod switch;
 mod urls;
 
+pub use ensemble::PartitionableEnsemble;
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};
 pub use late::late_grant_is_taken_again;

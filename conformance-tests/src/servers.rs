@@ -180,8 +180,18 @@ impl TestServer {
             .iter()
             .map(|a| a.replace("{port}", &port.to_string()))
             .collect();
+        Self::start_on(program, &args, port)
+    }
+
+    /// Starts `program args...` and waits until `port` (which its arguments or files
+    /// name) accepts connections.
+    ///
+    /// # Panics
+    /// When the program cannot start or does not listen within 20 s.
+    #[must_use]
+    pub fn start_on(program: &str, args: &[String], port: u16) -> Self {
         let mut cmd = std::process::Command::new(program);
-        cmd.args(&args)
+        cmd.args(args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         for (k, _) in std::env::vars() {

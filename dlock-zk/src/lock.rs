@@ -180,7 +180,7 @@ impl ZkLock {
             name.clone(),
             owner,
             FencingToken::from_signed(czxid, "czxid")?,
-            client.session_timeout(),
+            crate::session::lease_ttl(client.session_timeout()),
             seen,
         )
         .with_backend_data(Arc::new(Held { path })))
@@ -284,8 +284,17 @@ impl DistributedLock for ZkLock {
                     }
                 }
             }
+            // The listing goes behind a sync with the leader (one round trip, both sent
+            // at once): a server cut off from the leader cannot tell us we are first
+            // after our session may already have expired there.
             let at = Instant::now();
-            children = self.op("list queue", client.list_children(&dir)).await?;
+            let synced = client.sync(&dir);
+            let listed = client.list_children(&dir);
+            let (synced, listed) = self
+                .op("list queue", async { Ok(tokio::join!(synced, listed)) })
+                .await?;
+            synced.map_err(|e| from_zk("sync with the leader", e))?;
+            children = listed.map_err(|e| from_zk("list queue", e))?;
             seen = at;
             if !children.contains(&me) {
                 return Err(LockError::Unavailable {

@@ -3,6 +3,13 @@
 //! 3.6+), which proves the session alive and reads each lock node's owner. Guards renew
 //! on a shared grid (see `dlock_core::LockGuard`), so holding many locks costs one
 //! request per renewal tick, not one per lock.
+//!
+//! The multi-read goes right behind a `sync`, on the same session (requests of a
+//! session are answered in order): the read is served only once the server we talk to
+//! has caught up with the leader. A follower cut off from the leader keeps answering
+//! plain reads from a copy that no longer moves — while the leader expires our session
+//! and hands the lock on — but cannot complete a `sync`, so the renewal fails and the
+//! guard gives the lease up by its `valid_until` (see `session::lease_ttl`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +28,7 @@ const MAX_BATCH: usize = 512;
 /// A renewal's outcome: the session timeout and the send time of the request that
 /// proved the node still ours, or `None` when it is not (deleted, or another session's).
 pub(crate) type Renewed = Option<(Duration, Instant)>;
+// (the duration is the lease's TTL, `session::lease_ttl` of the session timeout)
 
 struct Request {
     path: String,
@@ -88,7 +96,7 @@ async fn check(
 ) -> Result<Vec<Result<Renewed, LockError>>, LockError> {
     let client = session.get().await?;
     let me = client.session_id().0;
-    let timeout = client.session_timeout();
+    let timeout = crate::session::lease_ttl(client.session_timeout());
     let sent = Instant::now();
     let mut reader = client.new_multi_reader();
     for r in batch {
@@ -97,11 +105,19 @@ async fn check(
             .map_err(|e| from_zk("renew", e))?;
     }
     let limit = session.op_timeout();
-    let results = match tokio::time::timeout(limit, reader.commit()).await {
-        Ok(Ok(results)) => results,
-        // the session is gone, and every ephemeral node with it
-        Ok(Err(zk::Error::SessionExpired)) => return Ok(batch.iter().map(|_| Ok(None)).collect()),
-        Ok(Err(e)) => return Err(from_zk("renew", e)),
+    // both requests are sent here, in this order
+    let synced = client.sync("/");
+    let read = reader.commit();
+    let both = async { tokio::join!(synced, read) };
+    let results = match tokio::time::timeout(limit, both).await {
+        Ok((Err(zk::Error::SessionExpired), _) | (_, Err(zk::Error::SessionExpired))) => {
+            // the session is gone, and every ephemeral node with it
+            return Ok(batch.iter().map(|_| Ok(None)).collect());
+        }
+        // a node deleted before the sync reached it: the read answers for it
+        Ok((Ok(()) | Err(zk::Error::NoNode), Ok(results))) => results,
+        Ok((Err(e), _)) => return Err(from_zk("renew (sync with the leader)", e)),
+        Ok((_, Err(e))) => return Err(from_zk("renew", e)),
         Err(_) => {
             return Err(LockError::Unavailable {
                 message: format!("renew: ZooKeeper did not answer within {limit:?}"),

@@ -52,10 +52,33 @@ impl Session {
     }
 }
 
+/// How long a lease stays valid after a renewal sent at `S` and confirmed through the
+/// leader: 3/5 of the session timeout.
+///
+/// The leader expires a session a timeout after the last activity *it* heard of, and it
+/// hears of a client's activity only through the follower the client is connected to,
+/// which reports the sessions it saw at each of the leader's pings (every tickTime / 2).
+/// A follower cut off from the leader right after confirming our renewal may not have
+/// reported our last requests: the leader's last record of us can be as old as our
+/// previous message (the client pings after 3/8 of its connection timeout idle, which
+/// we keep at most 2/5 of the session timeout, so within 3/20 of it) plus one of its
+/// ping periods (at most a quarter of the session timeout, as a server's minimum
+/// session timeout is two ticks). The leader therefore cannot expire the session before
+/// `S + timeout − 2/5 × timeout`, and the lease stops being trusted before that.
+pub(crate) fn lease_ttl(session_timeout: Duration) -> Duration {
+    session_timeout * 3 / 5
+}
+
+/// The connection timeout for a session: at most 2/5 of the session timeout, so the
+/// client pings often enough for [`lease_ttl`]'s bound.
+fn connection_timeout(p: &Params) -> Duration {
+    p.op_timeout.min(p.session_timeout * 2 / 5)
+}
+
 async fn connect(p: &Params) -> Result<zk::Client, LockError> {
     let mut connector = zk::Client::connector()
         .with_session_timeout(p.session_timeout)
-        .with_connection_timeout(p.op_timeout);
+        .with_connection_timeout(connection_timeout(p));
     if let Some(auth) = &p.auth {
         connector = connector.with_auth("digest", auth);
     }

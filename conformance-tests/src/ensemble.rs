@@ -1,0 +1,190 @@
+//! A private 3-server ZooKeeper ensemble whose servers talk to each other only through
+//! fault proxies, one per direction and port, so one server can be cut off from its
+//! peers while its clients still reach it: the *server partition* (a follower that
+//! keeps answering reads from a copy that no longer moves).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{FaultMode, FaultProxy, TestServer, free_port};
+
+/// ZooKeeper's classpath as Debian's `zookeeper` package installs it (the same as
+/// `scripts/services` uses).
+const ZK_CLASSPATH: &str =
+    "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar";
+
+/// One server's proxies towards one peer (quorum and election ports).
+struct PeerLink {
+    from: usize,
+    to: usize,
+    proxies: [Arc<FaultProxy>; 2],
+}
+
+/// The ensemble; its servers are killed when it is dropped.
+pub struct PartitionableEnsemble {
+    servers: Vec<TestServer>,
+    links: Vec<PeerLink>,
+    /// Each server's client address (`127.0.0.1:port`).
+    pub client_addrs: Vec<String>,
+}
+
+impl PartitionableEnsemble {
+    /// Starts 3 servers in `dir` with `tickTime` 200 ms and the given `sync_limit` (in
+    /// ticks: how long a follower keeps serving after it last heard from the leader),
+    /// and waits until they form a quorum.
+    ///
+    /// # Panics
+    /// When Java or ZooKeeper is missing (`scripts/services` installs them) or the
+    /// ensemble does not form within 60 s.
+    pub async fn start(dir: &std::path::Path, sync_limit: u32) -> Self {
+        let n = 3;
+        let ports: Vec<[u16; 3]> = (0..n)
+            .map(|_| [free_port(), free_port(), free_port()])
+            .collect();
+        let mut links = Vec::new();
+        for from in 0..n {
+            for to in (0..n).filter(|t| *t != from) {
+                let q = FaultProxy::start(&format!("127.0.0.1:{}", ports[to][1]))
+                    .await
+                    .expect("bind a loopback port");
+                let e = FaultProxy::start(&format!("127.0.0.1:{}", ports[to][2]))
+                    .await
+                    .expect("bind a loopback port");
+                links.push(PeerLink {
+                    from,
+                    to,
+                    proxies: [Arc::new(q), Arc::new(e)],
+                });
+            }
+        }
+        let mut servers = Vec::new();
+        for (i, p) in ports.iter().enumerate() {
+            let d = dir.join(format!("zk{}", i + 1));
+            std::fs::create_dir_all(d.join("data")).expect("ensemble directory");
+            std::fs::write(d.join("data/myid"), format!("{}\n", i + 1)).expect("myid");
+            let mut cfg = format!(
+                "tickTime=200\ninitLimit=30\nsyncLimit={sync_limit}\nminSessionTimeout=400\n\
+                 maxSessionTimeout=60000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+                 admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n",
+                d.join("data").display(),
+                p[0]
+            );
+            for (j, q) in ports.iter().enumerate() {
+                // a server's own line is where it listens; the others are reached
+                // through the proxies of this direction
+                let (quorum, election) = if i == j {
+                    (format!("127.0.0.1:{}", q[1]), format!("{}", q[2]))
+                } else {
+                    let l = links
+                        .iter()
+                        .find(|l| l.from == i && l.to == j)
+                        .expect("a link per direction");
+                    (
+                        l.proxies[0].addr().to_string(),
+                        l.proxies[1].addr().port().to_string(),
+                    )
+                };
+                cfg.push_str(&format!("server.{}={quorum}:{election}\n", j + 1));
+            }
+            std::fs::write(d.join("zoo.cfg"), cfg).expect("zoo.cfg");
+            let args: Vec<String> = [
+                "-Xms16m",
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-XX:-UsePerfData",
+                "-Dzookeeper.jmx.log4j.disable=true",
+                "-Dlog4j.configuration=file:/dev/null",
+                "-cp",
+                ZK_CLASSPATH,
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                &d.join("zoo.cfg").display().to_string(),
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+            servers.push(TestServer::start_on("java", &args, p[0]));
+        }
+        let me = Self {
+            servers,
+            links,
+            client_addrs: ports
+                .iter()
+                .map(|p| format!("127.0.0.1:{}", p[0]))
+                .collect(),
+        };
+        let end = Instant::now() + Duration::from_secs(60);
+        while me.leader().await.is_none() || me.modes().await.iter().any(Option::is_none) {
+            assert!(Instant::now() < end, "the ensemble did not form");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        me
+    }
+
+    /// Each server's mode (`leader`, `follower`), or `None` while it serves no clients.
+    pub async fn modes(&self) -> Vec<Option<String>> {
+        let mut out = Vec::new();
+        for a in &self.client_addrs {
+            out.push(mode(a).await);
+        }
+        out
+    }
+
+    /// The index of the leader, if there is one.
+    pub async fn leader(&self) -> Option<usize> {
+        self.modes()
+            .await
+            .iter()
+            .position(|m| m.as_deref() == Some("leader"))
+    }
+
+    /// Cuts server `i` off from its peers (both directions, open connections held
+    /// silent as in a real partition); its clients still reach it.
+    pub fn partition(&self, i: usize) {
+        self.set(i, FaultMode::Blackhole);
+    }
+
+    /// Lets server `i` talk to its peers again.
+    pub fn heal(&self, i: usize) {
+        self.set(i, FaultMode::Pass);
+    }
+
+    fn set(&self, i: usize, mode: FaultMode) {
+        for l in self.links.iter().filter(|l| l.from == i || l.to == i) {
+            for p in &l.proxies {
+                p.set_mode(mode);
+            }
+        }
+    }
+
+    /// How many servers run (for `Debug`-free reporting).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Never true: an ensemble has servers.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// The `Mode:` line of ZooKeeper's `srvr` four-letter command.
+async fn mode(addr: &str) -> Option<String> {
+    let mut s = tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr))
+        .await
+        .ok()?
+        .ok()?;
+    s.write_all(b"srvr").await.ok()?;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out))
+        .await
+        .ok()?
+        .ok()?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("Mode: "))
+        .map(str::to_owned)
+}
