@@ -19,7 +19,8 @@
 //! Redis URLs take `prefix` (default `dlock:`) and `timeout` (per command, e.g. `2s`;
 //! per node for Redlock, default 250 ms); etcd URLs take `prefix` (default `dlock/`) and
 //! `timeout` (per operation, retries included, default 3 s); ZooKeeper URLs take
-//! `session_timeout` (every lease's TTL, default 10 s), `timeout` (per operation,
+//! `session_timeout` (one session timeout for every lock; without it each TTL gets a
+//! session whose timeout is that TTL), `timeout` (per operation,
 //! default 5 s) and `root` (default `/dlock`), and digest credentials as user:password.
 //!
 //! SQL URLs take dlock's own query parameters too: `table`, `pool_size`,

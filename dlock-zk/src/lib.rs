@@ -13,12 +13,16 @@
 //!   ensemble and only grows, and unlike a sequence number it survives the deletion of
 //!   an empty queue node;
 //! - leases are **per session** (`LeaseScope::PerSession`): a lock lives as long as the
-//!   client's session, the TTL reported is the session timeout the server granted, and
-//!   renew confirms that the session is alive and still owns the node. Renewals that
-//!   come due together (guards renew on a shared grid) are checked in one multi-read
-//!   (ZooKeeper 3.6+), so holding many locks costs one request per renewal tick. A
-//!   session that expired (partition, pause) loses its locks; the client then opens a
-//!   new session.
+//!   session it was taken on, and each TTL gets a session of its own whose timeout is
+//!   that TTL (clamped by the server), so a crashed holder's lock is freed after the
+//!   TTL asked for. Renew confirms, through the leader (a `sync` ahead of the read),
+//!   that the session is alive and still owns the node; a confirmed renewal keeps the
+//!   lease trusted for 3/5 of the session timeout, which is the TTL a lease reports
+//!   (`Lease::ttl()`), because the leader's view of a session can lag its client by a
+//!   ping. Renewals that come due together (guards renew on a shared grid) are
+//!   checked in one `sync` + multi-read (ZooKeeper 3.6+), so holding many locks costs
+//!   one round trip per renewal tick. A session that expired (partition, pause) loses
+//!   its locks; the client then opens a new session.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -45,6 +49,7 @@ mod lock;
 mod path;
 mod renewals;
 mod session;
+mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,11 +60,10 @@ use dlock_core::LockError;
 pub const DEFAULT_ROOT: &str = "/dlock";
 
 /// A distributed lock on a ZooKeeper ensemble. Cheap to clone (clones share the
-/// session).
+/// sessions).
 #[derive(Clone)]
 pub struct ZkLock {
-    session: Arc<session::Session>,
-    renewals: Arc<renewals::Renewals>,
+    sessions: Arc<sessions::Sessions>,
     root: String,
 }
 
@@ -78,6 +82,7 @@ pub struct ZkLockBuilder {
     chroot: String,
     root: String,
     session_timeout: Duration,
+    pinned: bool,
     op_timeout: Duration,
     auth: Option<Vec<u8>>,
 }
@@ -102,11 +107,16 @@ impl ZkLockBuilder {
         self
     }
 
-    /// The session timeout to ask for (default 10 s; the server clamps it to its
-    /// `[minSessionTimeout, maxSessionTimeout]`). It is every lease's TTL.
+    /// One session timeout for every lock, whatever TTL it is asked for (the server
+    /// clamps it to its `[minSessionTimeout, maxSessionTimeout]`).
+    ///
+    /// Without it, a lock goes on a session whose timeout is the TTL it was asked for
+    /// (one session per TTL, opened on first use), so a crashed holder's lock is freed
+    /// after its TTL; the session opened at connect then has a 10 s timeout.
     #[must_use]
     pub fn session_timeout(mut self, d: Duration) -> Self {
         self.session_timeout = d;
+        self.pinned = true;
         self
     }
 
@@ -136,20 +146,21 @@ impl ZkLockBuilder {
                 self.hosts
             )));
         }
-        let session = session::Session::open(session::Params {
-            hosts: self.hosts,
-            session_timeout: self.session_timeout,
-            op_timeout: self.op_timeout,
-            auth: self.auth,
-        })
+        let sessions = sessions::Sessions::open(
+            session::Params {
+                hosts: self.hosts,
+                session_timeout: self.session_timeout,
+                op_timeout: self.op_timeout,
+                auth: self.auth,
+            },
+            self.pinned,
+        )
         .await?;
-        let session = Arc::new(session);
         let lock = ZkLock {
-            renewals: Arc::new(renewals::Renewals::start(Arc::clone(&session))),
-            session,
+            sessions: Arc::new(sessions),
             root: format!("{}{}", self.chroot, self.root),
         };
-        let client = lock.session.get().await?;
+        let client = lock.sessions.first().session.get().await?;
         let mode = zookeeper_client::CreateMode::Persistent
             .with_acls(zookeeper_client::Acls::anyone_all());
         tokio::time::timeout(self.op_timeout, client.mkdir(&lock.root, &mode))
@@ -184,6 +195,7 @@ impl ZkLock {
             chroot: chroot.to_owned(),
             root: DEFAULT_ROOT.into(),
             session_timeout: Duration::from_secs(10),
+            pinned: false,
             op_timeout: Duration::from_secs(5),
             auth: None,
         }

@@ -15,17 +15,20 @@ use zookeeper_client as zk;
 use crate::ZkLock;
 use crate::errors::from_zk;
 use crate::path::{lowest, node_prefix, owner_of, predecessor, queue_dir, sequence};
+use crate::sessions::Slot;
 
-/// What a ZooKeeper lease carries inside a [`Lease`].
-#[derive(Debug)]
+/// What a ZooKeeper lease carries inside a [`Lease`]: the node, and the session it
+/// lives on.
 struct Held {
     path: String,
+    slot: Arc<Slot>,
 }
 
 /// Deletes our node in the background unless the acquisition succeeded: found by the
 /// owner id in its name, so this works even when the create's reply never arrived.
 struct NodeCleanup {
     lock: ZkLock,
+    slot: Arc<Slot>,
     dir: String,
     owner: String,
     armed: bool,
@@ -39,9 +42,10 @@ impl Drop for NodeCleanup {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (lock, dir, owner) = (self.lock.clone(), self.dir.clone(), self.owner.clone());
+        let (lock, slot) = (self.lock.clone(), Arc::clone(&self.slot));
+        let (dir, owner) = (self.dir.clone(), self.owner.clone());
         rt.spawn(async move {
-            if let Err(e) = lock.delete_nodes_of(&dir, &owner).await {
+            if let Err(e) = lock.delete_nodes_of(&slot, &dir, &owner).await {
                 tracing::warn!(error = %e, "could not delete the node of an abandoned acquire; it goes with the session");
             }
         });
@@ -61,7 +65,7 @@ impl ZkLock {
         what: &str,
         f: impl Future<Output = Result<T, zk::Error>>,
     ) -> Result<T, LockError> {
-        let limit = self.session.op_timeout();
+        let limit = self.sessions.op_timeout();
         match tokio::time::timeout(limit, f).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(from_zk(what, e)),
@@ -73,15 +77,15 @@ impl ZkLock {
     }
 
     fn acls(&self) -> zk::Acls<'static> {
-        if self.session.authenticated() {
+        if self.sessions.authenticated() {
             zk::Acls::creator_all()
         } else {
             zk::Acls::anyone_all()
         }
     }
 
-    async fn delete_nodes_of(&self, dir: &str, owner: &str) -> Result<(), LockError> {
-        let client = self.session.get().await?;
+    async fn delete_nodes_of(&self, slot: &Slot, dir: &str, owner: &str) -> Result<(), LockError> {
+        let client = slot.session.get().await?;
         let children = match client.list_children(dir).await {
             Ok(c) => c,
             Err(zk::Error::NoNode) => return Ok(()),
@@ -114,7 +118,7 @@ impl ZkLock {
                 &zk::CreateMode::EphemeralSequential.with_acls(acls),
             );
             let list = client.list_children(dir);
-            let limit = self.session.op_timeout();
+            let limit = self.sessions.op_timeout();
             let (created, listed) =
                 tokio::time::timeout(limit, async { tokio::join!(create, list) })
                     .await
@@ -167,9 +171,11 @@ impl ZkLock {
         })
     }
 
+    #[allow(clippy::too_many_arguments)] // one call site per acquire path, all named
     fn lease(
         &self,
         client: &zk::Client,
+        slot: &Arc<Slot>,
         name: &LockName,
         owner: OwnerId,
         czxid: i64,
@@ -183,7 +189,10 @@ impl ZkLock {
             crate::session::lease_ttl(client.session_timeout()),
             seen,
         )
-        .with_backend_data(Arc::new(Held { path })))
+        .with_backend_data(Arc::new(Held {
+            path,
+            slot: Arc::clone(slot),
+        })))
     }
 }
 
@@ -197,9 +206,11 @@ impl DistributedLock for ZkLock {
         validate_ttl(ttl)?;
         let owner = OwnerId::random()?;
         let dir = queue_dir(&self.root, name);
-        let client = self.session.get().await?;
+        let slot = self.sessions.for_ttl(ttl).await?;
+        let client = slot.session.get().await?;
         let mut cleanup = NodeCleanup {
             lock: self.clone(),
+            slot: Arc::clone(&slot),
             dir: dir.clone(),
             owner: owner.to_string(),
             armed: true,
@@ -217,7 +228,7 @@ impl DistributedLock for ZkLock {
             }
             return Ok(None);
         }
-        let lease = self.lease(&client, name, owner, q.czxid, path, sent)?;
+        let lease = self.lease(&client, &slot, name, owner, q.czxid, path, sent)?;
         if !lease.is_valid() {
             return Ok(None);
         }
@@ -235,9 +246,11 @@ impl DistributedLock for ZkLock {
         let owner = OwnerId::random()?;
         let deadline = Deadline::after(wait);
         let dir = queue_dir(&self.root, name);
-        let client = self.session.get().await?;
+        let slot = self.sessions.for_ttl(ttl).await?;
+        let client = slot.session.get().await?;
         let mut cleanup = NodeCleanup {
             lock: self.clone(),
+            slot: Arc::clone(&slot),
             dir: dir.clone(),
             owner: owner.to_string(),
             armed: true,
@@ -255,8 +268,15 @@ impl DistributedLock for ZkLock {
         let mut children = q.children;
         loop {
             if lowest(&children) == Some(&me) {
-                let lease =
-                    self.lease(&client, name, owner.clone(), q.czxid, path.clone(), seen)?;
+                let lease = self.lease(
+                    &client,
+                    &slot,
+                    name,
+                    owner.clone(),
+                    q.czxid,
+                    path.clone(),
+                    seen,
+                )?;
                 if lease.is_valid() {
                     cleanup.armed = false;
                     return Ok(lease);
@@ -312,7 +332,15 @@ impl DistributedLock for ZkLock {
             return Err(LockError::lease_lost(lease.name()));
         };
         // batched with the other renewals due now: one multi-read per tick
-        match self.renewals.renew(&held.path).await? {
+        // Through the session the node lives on if it is one of ours; another client's
+        // lease is checked through our first session, which does not own the node, so
+        // the answer is "lost" (this client cannot keep it alive).
+        let slot = if self.sessions.owns(&held.slot) {
+            &held.slot
+        } else {
+            self.sessions.first()
+        };
+        match slot.renewals.renew(&held.path).await? {
             // the node exists and belongs to our live session: the lease holds for
             // another session timeout from when the check was sent
             Some((timeout, sent)) => Ok(lease.renewed(timeout, sent)),
@@ -324,7 +352,14 @@ impl DistributedLock for ZkLock {
         let Some(held) = lease.backend_data::<Held>() else {
             return Ok(false);
         };
-        let client = self.session.get().await?;
+        // any session of ours can delete the node (its path is unique to the
+        // acquisition); the lease's own may belong to another client, or be gone
+        let slot = if self.sessions.owns(&held.slot) {
+            &held.slot
+        } else {
+            self.sessions.first()
+        };
+        let client = slot.session.get().await?;
         match self
             .op("release", async {
                 Ok(client.delete(&held.path, None).await)
@@ -339,7 +374,7 @@ impl DistributedLock for ZkLock {
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let dir = queue_dir(&self.root, name);
-        let client = self.session.get().await?;
+        let client = self.sessions.first().session.get().await?;
         let children = match self
             .op("list queue", async { Ok(client.list_children(&dir).await) })
             .await?

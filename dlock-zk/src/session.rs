@@ -46,10 +46,6 @@ impl Session {
     pub(crate) fn op_timeout(&self) -> Duration {
         self.params.op_timeout
     }
-
-    pub(crate) fn authenticated(&self) -> bool {
-        self.params.auth.is_some()
-    }
 }
 
 /// How long a lease stays valid after a renewal sent at `S` and confirmed through the

@@ -174,3 +174,44 @@ async fn bad_addresses_are_typed_errors() {
     );
     assert!(t.elapsed() < Duration::from_secs(5));
 }
+
+/// Without a pinned session timeout, a lock goes on a session whose timeout is the TTL
+/// asked for: a holder cut off with a 2 s TTL loses the lock about 2 s later (not after
+/// the 10 s of the session opened at connect), and a lease reports 3/5 of its session
+/// timeout as its TTL (what a confirmed renewal keeps it trusted for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_follow_the_ttl_asked_for() {
+    use dlock_conformance::Link;
+    let addr = common::single();
+    let (proxied, link) = common::proxied(&addr).await;
+    let holder = ZkLock::builder(&proxied)
+        .timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    let other = ZkLock::builder(&addr).connect().await.unwrap();
+    let ttl = Duration::from_secs(2);
+    let n = name("ttl");
+    let lease = holder.try_acquire(&n, ttl).await.unwrap().unwrap();
+    assert_eq!(lease.ttl(), ttl * 3 / 5);
+    let longer = holder
+        .try_acquire(&name("ttl-longer"), ttl * 2)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(longer.ttl(), ttl * 2 * 3 / 5, "a session of its own");
+    link.cut().await;
+    let cut = Instant::now();
+    let taken = other
+        .acquire(&n, LONG, Duration::from_secs(20))
+        .await
+        .unwrap();
+    let took = cut.elapsed();
+    assert!(
+        took < ttl + Duration::from_millis(1500),
+        "the lock of a cut-off holder with a {ttl:?} TTL was freed after {took:?}"
+    );
+    assert!(taken.token() > lease.token());
+    assert!(other.release(&taken).await.unwrap());
+    link.heal().await;
+}
