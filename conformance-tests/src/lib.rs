@@ -86,7 +86,8 @@ macro_rules! conformance_suite {
             waiters_are_served_fairly,
             counter_workload,
             awkward_names_are_distinct,
-            unreachable_server_then_recovery
+            unreachable_server_then_recovery,
+            acquire_rides_out_a_short_outage
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

@@ -10,7 +10,8 @@ use dlock_core::{Capabilities, DistributedLock, Lease, LockError, LockInfo, Lock
 use crate::{Link, TestClient};
 
 /// Wraps `lock` behind a switch: while cut, every call fails with
-/// [`LockError::Unavailable`], as a client whose server vanished would. For backends
+/// [`LockError::Unavailable`], as a client whose server vanished would (and `acquire`
+/// keeps trying within its wait, as the trait's rule says). For backends
 /// without a network path (MemoryLock, SQLite), where a [`crate::FaultProxy`] cannot
 /// sit in between; network backends use the proxy instead.
 #[must_use]
@@ -69,8 +70,12 @@ impl DistributedLock for Switched {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        self.check()?;
-        self.inner.acquire(name, ttl, wait).await
+        // as a backend would: an outage during the wait is retried within it
+        dlock_core::retry_transient(name, wait, |left| async move {
+            self.check()?;
+            self.inner.acquire(name, ttl, left).await
+        })
+        .await
     }
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         self.check()?;

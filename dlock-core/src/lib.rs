@@ -52,4 +52,4 @@ pub use lock::{DistributedLock, MAX_TTL, MIN_TTL, ttl_millis, validate_ttl};
 pub use memory::MemoryLock;
 pub use name::{LockName, MAX_NAME_LEN};
 pub use token::{FencingToken, OwnerId, random_u64};
-pub use wait::{Attempt, Subscription, WaitPolicy, wait_for_lock};
+pub use wait::{Attempt, Subscription, WaitPolicy, retry_transient, wait_for_lock};

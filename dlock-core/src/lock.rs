@@ -50,8 +50,14 @@ pub trait DistributedLock: Send + Sync {
     /// Takes the lock, waiting up to `wait` for the holder to release it or for its
     /// lease to expire. `wait == 0` makes a single attempt.
     ///
+    /// A transient error ([`LockError::Unavailable`]: the server did not answer, a
+    /// member went away) does not end the wait: the acquisition is tried again until
+    /// `wait` runs out, and then ends with that error rather than `Timeout`, so the
+    /// caller can tell an outage from a busy lock. Every backend keeps this rule.
+    ///
     /// # Errors
-    /// [`LockError::Timeout`] when `wait` runs out.
+    /// [`LockError::Timeout`] when `wait` runs out on a busy lock;
+    /// [`LockError::Unavailable`] when it runs out during an outage.
     async fn acquire(
         &self,
         name: &LockName,

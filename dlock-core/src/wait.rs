@@ -152,6 +152,37 @@ where
     }
 }
 
+/// Runs a whole queue-style acquisition, `attempt(remaining wait)`, again after a
+/// transient error ([`LockError::Unavailable`]) until `wait` runs out: the rule every
+/// `acquire` keeps (see [`crate::DistributedLock::acquire`]). Each failed attempt must
+/// leave nothing behind (its queue entry deleted by its drop guard); the next one joins
+/// the queue anew. Between attempts it sleeps a jittered, growing pause (10 ms … 500 ms).
+///
+/// # Errors
+/// The last attempt's error: `Timeout`, a permanent error, or the transient error that
+/// was still there when `wait` ran out.
+pub async fn retry_transient<F, Fut>(
+    name: &LockName,
+    wait: Duration,
+    mut attempt: F,
+) -> Result<Lease, LockError>
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: Future<Output = Result<Lease, LockError>>,
+{
+    let deadline = Deadline::after(wait);
+    let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(500));
+    loop {
+        match attempt(deadline.remaining()).await {
+            Err(e) if e.is_transient() && !deadline.passed() => {
+                tracing::debug!(lock = %name, error = %e, "acquire failed; trying again within its wait");
+                tokio::time::sleep(backoff.next_delay(None).min(deadline.remaining())).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A random duration in `[cap/2, cap]`, so waiters do not all look at once.
 fn jittered(cap: Duration) -> Duration {
     let half = cap / 2;

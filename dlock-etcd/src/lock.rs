@@ -184,47 +184,10 @@ impl EtcdLock {
     }
 }
 
-#[async_trait]
-impl DistributedLock for EtcdLock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        let (owner, dir, key, ticket, pending) = self.prepare(name, ttl).await?;
-        let (resp, first_attempt) = self.take_if_free(&dir, &key, ticket.id).await?;
-        let my_rev = if resp.succeeded() {
-            resp.header().map_or(0, |h| h.revision())
-        } else {
-            // our own put may have landed before a lost reply: then we are first in line
-            let g = gets(&resp);
-            let mine = g
-                .first()
-                .and_then(|kvs| kvs.first())
-                .map(KeyValue::create_revision);
-            let first = g
-                .get(1)
-                .and_then(|kvs| kvs.first())
-                .map(KeyValue::create_revision);
-            match (mine, first) {
-                (Some(m), Some(f)) if m == f => m,
-                // busy, and the only attempt did not write our key
-                (None, _) if first_attempt => {
-                    pending.never_created();
-                    return Ok(None);
-                }
-                // busy after a retry: an earlier attempt might still land, so the key is
-                // deleted now and swept again later
-                // or queued behind someone after a lost reply: deleted now and later
-                _ => return Ok(None),
-            }
-        };
-        let lease = self.hand_out(name, owner, &key, my_rev, ticket).await?;
-        pending.disarm();
-        Ok(Some(lease))
-    }
-
-    async fn acquire(
+impl EtcdLock {
+    /// One acquisition: join the queue, wait for our turn. A transient error ends it
+    /// (its queue entry deleted by the drop guard); `acquire` tries again.
+    async fn queue_and_wait(
         &self,
         name: &LockName,
         ttl: Duration,
@@ -288,6 +251,56 @@ impl DistributedLock for EtcdLock {
                 .await?
                 .map(|kv| kv.create_revision());
         }
+    }
+}
+
+#[async_trait]
+impl DistributedLock for EtcdLock {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        let (owner, dir, key, ticket, pending) = self.prepare(name, ttl).await?;
+        let (resp, first_attempt) = self.take_if_free(&dir, &key, ticket.id).await?;
+        let my_rev = if resp.succeeded() {
+            resp.header().map_or(0, |h| h.revision())
+        } else {
+            // our own put may have landed before a lost reply: then we are first in line
+            let g = gets(&resp);
+            let mine = g
+                .first()
+                .and_then(|kvs| kvs.first())
+                .map(KeyValue::create_revision);
+            let first = g
+                .get(1)
+                .and_then(|kvs| kvs.first())
+                .map(KeyValue::create_revision);
+            match (mine, first) {
+                (Some(m), Some(f)) if m == f => m,
+                // busy, and the only attempt did not write our key
+                (None, _) if first_attempt => {
+                    pending.never_created();
+                    return Ok(None);
+                }
+                // busy after a retry: an earlier attempt might still land, so the key is
+                // deleted now and swept again later
+                // or queued behind someone after a lost reply: deleted now and later
+                _ => return Ok(None),
+            }
+        };
+        let lease = self.hand_out(name, owner, &key, my_rev, ticket).await?;
+        pending.disarm();
+        Ok(Some(lease))
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        dlock_core::retry_transient(name, wait, |left| self.queue_and_wait(name, ttl, left)).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {

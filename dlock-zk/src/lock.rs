@@ -196,47 +196,10 @@ impl ZkLock {
     }
 }
 
-#[async_trait]
-impl DistributedLock for ZkLock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let dir = queue_dir(&self.root, name);
-        let slot = self.sessions.for_ttl(ttl).await?;
-        let client = slot.session.get().await?;
-        let mut cleanup = NodeCleanup {
-            lock: self.clone(),
-            slot: Arc::clone(&slot),
-            dir: dir.clone(),
-            owner: owner.to_string(),
-            armed: true,
-        };
-        let sent = Instant::now();
-        let q = self.enqueue(&client, &dir, owner.as_str()).await?;
-        let path = format!("{dir}/{}", q.name);
-        if lowest(&q.children) != Some(&q.name) {
-            // someone holds or waits: leave the line at once
-            match client.delete(&path, None).await {
-                Ok(()) | Err(zk::Error::NoNode) => cleanup.armed = false,
-                Err(e) => {
-                    tracing::debug!(error = %e, "delete after a failed try; cleaning up in the background")
-                }
-            }
-            return Ok(None);
-        }
-        let lease = self.lease(&client, &slot, name, owner, q.czxid, path, sent)?;
-        if !lease.is_valid() {
-            return Ok(None);
-        }
-        cleanup.armed = false;
-        Ok(Some(lease))
-    }
-
-    async fn acquire(
+impl ZkLock {
+    /// One acquisition: join the queue, wait for our turn. A transient error ends it
+    /// (its queue entry deleted by the drop guard); `acquire` tries again.
+    async fn queue_and_wait(
         &self,
         name: &LockName,
         ttl: Duration,
@@ -325,6 +288,61 @@ impl DistributedLock for ZkLock {
                 });
             }
         }
+    }
+}
+
+#[async_trait]
+impl DistributedLock for ZkLock {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let dir = queue_dir(&self.root, name);
+        let slot = self.sessions.for_ttl(ttl).await?;
+        let client = slot.session.get().await?;
+        let mut cleanup = NodeCleanup {
+            lock: self.clone(),
+            slot: Arc::clone(&slot),
+            dir: dir.clone(),
+            owner: owner.to_string(),
+            armed: true,
+        };
+        let sent = Instant::now();
+        let q = self.enqueue(&client, &dir, owner.as_str()).await?;
+        let path = format!("{dir}/{}", q.name);
+        if lowest(&q.children) != Some(&q.name) {
+            // someone holds or waits: leave the line at once
+            match client.delete(&path, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => cleanup.armed = false,
+                Err(e) => {
+                    tracing::debug!(error = %e, "delete after a failed try; cleaning up in the background")
+                }
+            }
+            return Ok(None);
+        }
+        let lease = self.lease(&client, &slot, name, owner, q.czxid, path, sent)?;
+        if !lease.is_valid() {
+            // ours, but the answer came too late to trust: not "busy" (the node is
+            // deleted in the background)
+            return Err(LockError::Unavailable {
+                message: format!("the grant of {name} arrived after its lease could have expired"),
+                source: None,
+            });
+        }
+        cleanup.armed = false;
+        Ok(Some(lease))
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        dlock_core::retry_transient(name, wait, |left| self.queue_and_wait(name, ttl, left)).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {

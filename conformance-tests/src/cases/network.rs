@@ -60,3 +60,31 @@ pub async fn unreachable_server_then_recovery(h: &impl Harness) {
     };
     assert!(client.release(&lease).await.expect("release"));
 }
+
+/// An `acquire` that meets an outage keeps trying within its `wait` (the trait's rule
+/// for transient errors): cut for 3 s, longer than any harness's operation timeout,
+/// then healed; the same `acquire` returns the lease.
+pub async fn acquire_rides_out_a_short_outage(h: &impl Harness) {
+    let (client, link) = h.partitionable_client().await;
+    let name = unique("acquire_rides_out_a_short_outage");
+    let lease = client
+        .try_acquire(&name, LONG_TTL)
+        .await
+        .expect("try")
+        .expect("free");
+    assert!(client.release(&lease).await.expect("release"));
+    link.cut().await;
+    let waiting = {
+        let (lock, name) = (client.lock(), name.clone());
+        tokio::spawn(async move { lock.acquire(&name, LONG_TTL, Duration::from_secs(40)).await })
+    };
+    sleep(Duration::from_secs(3)).await;
+    link.heal().await;
+    let lease = tokio::time::timeout(Duration::from_secs(45), waiting)
+        .await
+        .expect("acquire returns within its wait")
+        .expect("acquire task")
+        .expect("acquire rides out the outage instead of failing at its first error");
+    assert!(lease.is_valid());
+    assert!(client.release(&lease).await.expect("release"));
+}
