@@ -36,8 +36,10 @@ impl Attempt {
 /// A registration for wake-ups about one lock: notified when the server reports a
 /// release. Dropping it unregisters (the guard inside does whatever that takes).
 pub struct Subscription {
-    notify: Arc<Notify>,
+    // Dropped first, while `notify` is still alive: a hub can then see a wake-up this
+    // waiter never took and hand it to the next one.
     _guard: Option<Box<dyn Send + Sync>>,
+    notify: Arc<Notify>,
 }
 
 impl Subscription {
@@ -45,8 +47,8 @@ impl Subscription {
     #[must_use]
     pub fn new(notify: Arc<Notify>, guard: Option<Box<dyn Send + Sync>>) -> Self {
         Self {
-            notify,
             _guard: guard,
+            notify,
         }
     }
 

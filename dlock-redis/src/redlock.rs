@@ -149,8 +149,7 @@ impl Redlock {
         self.nodes.len() / 2 + 1
     }
 
-    /// Runs `op` on every node at once. Spawned, so a round finishes (and is undone
-    /// if need be) even when the caller's future is dropped midway.
+    /// Runs `op` on every node at once and collects the answers in node order.
     async fn on_all<T, F, Fut>(&self, op: F) -> Vec<Result<T, LockError>>
     where
         T: Send + 'static,
@@ -233,7 +232,42 @@ impl Attempts for Redlock {
         &self.opts
     }
 
+    /// One round, on a task of its own: dropping the caller's future cannot cut a
+    /// round short between its grants and their undo, and a lease won for a caller
+    /// that is gone is released on every node at once rather than held until its TTL.
     async fn attempt(
+        &self,
+        name: &LockName,
+        keys: &Keys,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Attempt, LockError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let me = self.clone();
+        let (name, keys, owner) = (name.clone(), keys.clone(), owner.clone());
+        tokio::spawn(async move {
+            let outcome = me.round(&name, &keys, &owner, ttl).await;
+            if let Err(Ok(Attempt::Acquired(_))) = tx.send(outcome) {
+                me.undo(&keys, &owner).await;
+            }
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(LockError::Unavailable {
+                message: "Redlock: the acquisition round's task failed".into(),
+                source: None,
+            })
+        })
+    }
+
+    async fn subscribe(&self, keys: &Keys) -> Option<Subscription> {
+        self.subscribe_all(keys).await
+    }
+}
+
+impl Redlock {
+    /// One acquisition round on every node: a quorum of grants within the validity
+    /// window, the counters settled at the winning token, or everything undone.
+    async fn round(
         &self,
         name: &LockName,
         keys: &Keys,
@@ -312,7 +346,7 @@ impl Attempts for Redlock {
         })
     }
 
-    async fn subscribe(&self, keys: &Keys) -> Option<Subscription> {
+    async fn subscribe_all(&self, keys: &Keys) -> Option<Subscription> {
         let notify = Arc::new(Notify::new());
         let mut guards = Vec::new();
         for node in self.nodes.iter() {

@@ -107,12 +107,22 @@ impl Wakeups {
     }
 
     fn leave(self: &Arc<Self>, channel: &str, id: u64) {
-        let now_empty = {
+        let (now_empty, untaken) = {
             let mut channels = self.channels();
             let waiters = channels.entry(channel.to_owned()).or_default();
+            // A wake-up handed to a waiter that is leaving without taking it (its
+            // acquire was dropped, or won by its own retry) belongs to the next one.
+            let untaken = waiters
+                .iter()
+                .find(|(i, _)| *i == id)
+                .and_then(|(_, w)| w.upgrade())
+                .is_some_and(|n| take_permit(&n));
             waiters.retain(|(i, _)| *i != id);
-            waiters.is_empty()
+            (waiters.is_empty(), untaken)
         };
+        if untaken {
+            self.wake_one(channel);
+        }
         if now_empty && let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (me, channel) = (Arc::clone(self), channel.to_owned());
             rt.spawn(async move {
@@ -125,6 +135,14 @@ impl Wakeups {
             });
         }
     }
+}
+
+/// Takes a wake-up stored in `notify` (sent while nobody was waiting), if there is one.
+fn take_permit(notify: &Notify) -> bool {
+    let waiting = notify.notified();
+    let mut waiting = std::pin::pin!(waiting);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    waiting.as_mut().poll(&mut cx).is_ready()
 }
 
 impl Drop for Wakeups {
@@ -150,5 +168,56 @@ pub(crate) struct SubscriptionGuard {
 impl Drop for SubscriptionGuard {
     fn drop(&mut self) {
         self.hub.leave(&self.channel, self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// A hub on a real connection (`DLOCK_TEST_REDIS_URL`, as `scripts/services` sets it).
+    async fn hub() -> Arc<Wakeups> {
+        let url = std::env::var("DLOCK_TEST_REDIS_URL")
+            .expect("DLOCK_TEST_REDIS_URL (eval \"$(scripts/services up)\")");
+        let client = redis::Client::open(format!("{url}?protocol=resp3")).unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let config = redis::aio::ConnectionManagerConfig::new().set_push_sender(tx);
+        let conn = client
+            .get_connection_manager_with_config(config)
+            .await
+            .unwrap();
+        Wakeups::start(conn, rx)
+    }
+
+    #[tokio::test]
+    async fn a_wake_up_left_untaken_goes_to_the_next_waiter() {
+        let hub = hub().await;
+        let channel = format!("dlock-test-wakeups-{:016x}", dlock_core::random_u64());
+        let (first, second) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let g1 = hub.subscribe(&channel, &first).await.unwrap();
+        let _g2 = hub.subscribe(&channel, &second).await.unwrap();
+        hub.wake_one(&channel);
+        // the longest waiter is gone before it took its wake-up
+        drop(g1);
+        assert!(
+            take_permit(&second),
+            "the wake-up died with the waiter that left"
+        );
+        assert!(!take_permit(&first), "passed on, not duplicated");
+    }
+
+    #[tokio::test]
+    async fn a_taken_wake_up_is_not_passed_on() {
+        let hub = hub().await;
+        let channel = format!("dlock-test-wakeups-{:016x}", dlock_core::random_u64());
+        let (first, second) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let g1 = hub.subscribe(&channel, &first).await.unwrap();
+        let _g2 = hub.subscribe(&channel, &second).await.unwrap();
+        hub.wake_one(&channel);
+        assert!(take_permit(&first));
+        drop(g1);
+        assert!(!take_permit(&second), "no spurious wake-up");
     }
 }
