@@ -1,7 +1,23 @@
 //! The backends under test, their URLs from the test environment, and which faults
 //! apply to each.
 
+use std::sync::Arc;
+
+use dlock_conformance::PartitionableEnsemble;
+
 use crate::nemesis::Nemesis;
+
+/// A private ZooKeeper ensemble whose servers can be cut off from their peers.
+#[derive(Clone)]
+pub struct Ensemble(pub Arc<PartitionableEnsemble>);
+
+impl std::fmt::Debug for Ensemble {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Ensemble")
+            .field(&self.0.client_addrs)
+            .finish()
+    }
+}
 
 /// One backend configuration.
 #[derive(Clone, Debug)]
@@ -14,13 +30,24 @@ pub struct Backend {
     pub servers: Vec<&'static str>,
     /// Whether it is a cluster with a leader (etcd, ZooKeeper ensembles).
     pub has_leader: bool,
+    /// Redis servers started with `DEBUG` allowed: data loss can be staged.
+    pub redis: bool,
+    /// A private ensemble: each worker talks to one server (worker `i` to server
+    /// `i % 3`), and a server can be cut off from its peers.
+    pub ensemble: Option<Ensemble>,
 }
 
 impl Backend {
     /// The faults that make sense here.
     #[must_use]
     pub fn nemeses(&self) -> Vec<Nemesis> {
+        if self.ensemble.is_some() {
+            return vec![Nemesis::KillHolder, Nemesis::ServerPartition];
+        }
         let mut n = vec![Nemesis::KillHolder, Nemesis::PauseHolder];
+        if self.redis {
+            n.push(Nemesis::DataLoss);
+        }
         if !self.servers.is_empty() {
             n.push(Nemesis::Partition);
             n.push(Nemesis::Latency);
@@ -35,6 +62,49 @@ impl Backend {
             (_, false) => n.push(Nemesis::KillMember),
         }
         n
+    }
+
+    /// The URL worker `id` connects with.
+    #[must_use]
+    pub fn url_for(&self, id: u32) -> String {
+        match &self.ensemble {
+            Some(e) => {
+                let addrs = &e.0.client_addrs;
+                let i = usize::try_from(id).unwrap_or(0) % addrs.len();
+                format!("zk://{}?session_timeout=1s", addrs[i])
+            }
+            None => self.url.clone(),
+        }
+    }
+
+    /// A ZooKeeper ensemble started in `dir` for this run alone, its peers wired
+    /// through fault proxies (`syncLimit` 3 s, past the 1 s session).
+    pub async fn partitionable_zookeeper(dir: &std::path::Path) -> Self {
+        let e = PartitionableEnsemble::start(dir, 15).await;
+        // a few cycles through every server first: fresh JVMs answer slowly at first,
+        // which would eat into the short runs' time
+        for a in &e.client_addrs {
+            if let Ok(lock) = dlock_any::connect(&format!("zk://{a}?session_timeout=1s")).await
+                && let Ok(name) = dlock_any::LockName::new("faults/warm-up")
+            {
+                for _ in 0..20 {
+                    if let Ok(Some(l)) = lock
+                        .try_acquire(&name, std::time::Duration::from_secs(1))
+                        .await
+                    {
+                        let _ = lock.release(&l).await;
+                    }
+                }
+            }
+        }
+        Self {
+            label: "zookeeper×3 (peer links cut)",
+            url: format!("zk://{}?session_timeout=1s", e.client_addrs.join(",")),
+            servers: vec![],
+            has_leader: true,
+            redis: false,
+            ensemble: Some(Ensemble(Arc::new(e))),
+        }
     }
 }
 
@@ -52,14 +122,18 @@ pub fn from_env(sqlite_dir: &str) -> Vec<Backend> {
         url: format!("sqlite://{sqlite_dir}/faults.sqlite"),
         servers: vec![],
         has_leader: false,
+        redis: false,
+        ensemble: None,
     }];
     let mut add = |label, url: Option<String>, servers: Vec<&'static str>, has_leader| {
         if let Some(url) = url {
             out.push(Backend {
                 label,
+                redis: label == "redis" || label == "redlock×5",
                 url,
                 servers,
                 has_leader,
+                ensemble: None,
             });
         }
     };

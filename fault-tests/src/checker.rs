@@ -28,6 +28,17 @@ impl Verdict {
     pub fn safe(&self) -> bool {
         self.overlaps == 0 && self.stale_accepted == 0
     }
+
+    /// [`Verdict::safe`], or, under a fault that no lease can survive (see
+    /// [`crate::Nemesis::exclusion_expected`]), no stale write accepted.
+    #[must_use]
+    pub fn safe_under(&self, nemesis: crate::Nemesis) -> bool {
+        if nemesis.exclusion_expected() {
+            self.safe()
+        } else {
+            self.stale_accepted == 0
+        }
+    }
 }
 
 /// Checks a log.

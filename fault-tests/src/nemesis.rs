@@ -23,6 +23,13 @@ pub enum Nemesis {
     KillMember,
     /// The cluster's leader killed, then restarted.
     KillLeader,
+    /// Redis data comes back older: `SAVE` on every server, 1.5 s more of the
+    /// workload, then `DEBUG RELOAD NOSAVE` (the old snapshot reloaded, as a restart
+    /// from it or a restore would). Lock keys and fencing counters go back in time.
+    DataLoss,
+    /// The server a holder is connected to is cut off from its peers past the TTL
+    /// while its clients still reach it (a follower answering from a stale copy).
+    ServerPartition,
 }
 
 impl Nemesis {
@@ -37,8 +44,38 @@ impl Nemesis {
             Self::RestartServer => "restart server",
             Self::KillMember => "kill minority",
             Self::KillLeader => "kill leader",
+            Self::DataLoss => "data loss (old snapshot)",
+            Self::ServerPartition => "partition server from peers",
         }
     }
+
+    /// Whether the backend must keep mutual exclusion under this fault. Under data
+    /// loss a non-durable backend cannot (a reloaded snapshot forgets the holder); the
+    /// overlaps are reported, and the fence must still reject every stale write.
+    #[must_use]
+    pub fn exclusion_expected(self) -> bool {
+        self != Self::DataLoss
+    }
+}
+
+/// Sends one command to the Redis server at `host` (`host:port`) in RESP; `true` when
+/// it answered with a simple string (`+OK`).
+pub async fn redis_command(host: &str, args: &[&str]) -> bool {
+    let Ok(mut s) = TcpStream::connect(host).await else {
+        return false;
+    };
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut first = [0u8; 1];
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(10), s.read_exact(&mut first)).await,
+        Ok(Ok(_))
+    ) && first[0] == b'+'
 }
 
 /// Runs `scripts/services ctl DIR ACTION NAMES...`.

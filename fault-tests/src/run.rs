@@ -12,7 +12,7 @@ use tokio::time::sleep;
 
 use crate::backends::Backend;
 use crate::checker::{Verdict, check};
-use crate::nemesis::{Nemesis, leader, services};
+use crate::nemesis::{Nemesis, leader, redis_command, services};
 use crate::store::{FencedStore, Kind};
 
 /// How a run is shaped.
@@ -75,7 +75,7 @@ async fn spawn_worker(
     store: &str,
     id: u32,
 ) -> std::io::Result<Worker> {
-    let (url, proxies) = proxied(&backend.url).await?;
+    let (url, proxies) = proxied(&backend.url_for(id)).await?;
     let child = Command::new(&plan.worker)
         .args([
             url.as_str(),
@@ -244,6 +244,50 @@ async fn apply(
             let at = store.now();
             let ok = services(script, "restart", &backend.servers).await;
             (at, None, ok)
+        }
+        Nemesis::DataLoss => {
+            let hosts: Vec<String> = url_host_port(&backend.url)
+                .map(|a| a.split(',').map(str::to_owned).collect())
+                .unwrap_or_default();
+            let mut ok = !hosts.is_empty();
+            for h in &hosts {
+                ok &= redis_command(h, &["SAVE"]).await;
+            }
+            // the workload moves on: holders change, counters grow
+            sleep(Duration::from_millis(1500)).await;
+            let at = store.now();
+            for h in &hosts {
+                ok &= redis_command(h, &["DEBUG", "RELOAD", "NOSAVE"]).await;
+            }
+            (at, None, ok)
+        }
+        Nemesis::ServerPartition => {
+            let Some(ensemble) = &backend.ensemble else {
+                return (store.now(), None, false);
+            };
+            let e = &ensemble.0;
+            // a holder connected to a follower (worker i talks to server i % 3)
+            for _ in 0..20 {
+                let Some(leader) = e.leader().await else {
+                    sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
+                    break;
+                };
+                let server = usize::try_from(v).unwrap_or(0) % e.client_addrs.len();
+                if server == leader {
+                    sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                let at = store.now();
+                e.partition(server);
+                // past the TTL and past the follower's own give-up (syncLimit, 3 s)
+                sleep(past_ttl + Duration::from_secs(2)).await;
+                e.heal(server);
+                return (at, Some(v), true);
+            }
+            (store.now(), None, false)
         }
         Nemesis::KillMember | Nemesis::KillLeader => {
             let victims: Vec<&str> = if backend.has_leader {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use dlock_faults::backends::from_env;
+use dlock_faults::backends::{Backend, from_env};
 use dlock_faults::report::{Row, add, table};
 use dlock_faults::run::{Plan, run};
 use dlock_faults::{Nemesis, Verdict};
@@ -44,7 +44,9 @@ async fn main() -> ExitCode {
     };
     let mut rows = Vec::new();
     let mut unsafe_runs = 0;
-    for backend in from_env(&dir.display().to_string()) {
+    let mut backends = from_env(&dir.display().to_string());
+    backends.push(Backend::partitionable_zookeeper(&dir.join("ensemble")).await);
+    for backend in backends {
         let mut cases: Vec<(Nemesis, bool)> =
             backend.nemeses().into_iter().map(|n| (n, true)).collect();
         cases.push((Nemesis::PauseHolder, false));
@@ -68,7 +70,7 @@ async fn main() -> ExitCode {
                         if !o.applied {
                             row.not_applied += 1;
                         }
-                        if fenced && !o.verdict.safe() {
+                        if fenced && !o.verdict.safe_under(nemesis) {
                             unsafe_runs += 1;
                         }
                     }
