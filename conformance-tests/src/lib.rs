@@ -39,19 +39,23 @@
 pub mod batching;
 pub mod cases;
 mod ensemble;
+mod etcd_cluster;
 mod fenced;
 mod harness;
 mod late;
 mod proxy;
+mod sender_proxy;
 mod servers;
 mod switch;
 mod urls;
 
 pub use ensemble::PartitionableEnsemble;
+pub use etcd_cluster::{PartitionableEtcd, etcd_status};
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};
 pub use late::late_grant_is_taken_again;
 pub use proxy::{FaultMode, FaultProxy};
+pub use sender_proxy::SenderFilterProxy;
 pub use servers::{ProxyGroup, TestCerts, TestServer, free_port, services_ctl};
 pub use switch::switched_client;
 pub use urls::{url_host_port, url_with_host_port};

@@ -3,19 +3,68 @@
 
 use std::sync::Arc;
 
-use dlock_conformance::PartitionableEnsemble;
+use dlock_conformance::{PartitionableEnsemble, PartitionableEtcd};
 
 use crate::nemesis::Nemesis;
 
-/// A private ZooKeeper ensemble whose servers can be cut off from their peers.
+/// A private cluster whose members can be cut off from their peers.
 #[derive(Clone)]
-pub struct Ensemble(pub Arc<PartitionableEnsemble>);
+pub enum Ensemble {
+    /// ZooKeeper, 3 servers.
+    ZooKeeper(Arc<PartitionableEnsemble>),
+    /// etcd, 3 members.
+    Etcd(Arc<PartitionableEtcd>),
+}
 
 impl std::fmt::Debug for Ensemble {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Ensemble")
-            .field(&self.0.client_addrs)
+            .field(&self.client_addrs())
             .finish()
+    }
+}
+
+impl Ensemble {
+    /// Each member's client address.
+    #[must_use]
+    pub fn client_addrs(&self) -> &[String] {
+        match self {
+            Self::ZooKeeper(e) => &e.client_addrs,
+            Self::Etcd(e) => &e.client_addrs,
+        }
+    }
+
+    /// The index of the leader, if there is one.
+    pub async fn leader(&self) -> Option<usize> {
+        match self {
+            Self::ZooKeeper(e) => e.leader().await,
+            Self::Etcd(e) => e.leader().await,
+        }
+    }
+
+    /// Cuts member `i` off from its peers.
+    pub fn partition(&self, i: usize) {
+        match self {
+            Self::ZooKeeper(e) => e.partition(i),
+            Self::Etcd(e) => e.partition(i),
+        }
+    }
+
+    /// Heals member `i`'s peer links.
+    pub fn heal(&self, i: usize) {
+        match self {
+            Self::ZooKeeper(e) => e.heal(i),
+            Self::Etcd(e) => e.heal(),
+        }
+    }
+
+    /// The lock URL for one member.
+    fn url(&self, i: usize) -> String {
+        let a = &self.client_addrs()[i % self.client_addrs().len()];
+        match self {
+            Self::ZooKeeper(_) => format!("zk://{a}?session_timeout=1s"),
+            Self::Etcd(_) => format!("etcd://{a}"),
+        }
     }
 }
 
@@ -68,11 +117,7 @@ impl Backend {
     #[must_use]
     pub fn url_for(&self, id: u32) -> String {
         match &self.ensemble {
-            Some(e) => {
-                let addrs = &e.0.client_addrs;
-                let i = usize::try_from(id).unwrap_or(0) % addrs.len();
-                format!("zk://{}?session_timeout=1s", addrs[i])
-            }
+            Some(e) => e.url(usize::try_from(id).unwrap_or(0)),
             None => self.url.clone(),
         }
     }
@@ -103,7 +148,21 @@ impl Backend {
             servers: vec![],
             has_leader: true,
             redis: false,
-            ensemble: Some(Ensemble(Arc::new(e))),
+            ensemble: Some(Ensemble::ZooKeeper(Arc::new(e))),
+        }
+    }
+
+    /// An etcd cluster started in `dir` for this run alone, its peer links through
+    /// sender-filtering proxies.
+    pub async fn partitionable_etcd(dir: &std::path::Path) -> Self {
+        let e = PartitionableEtcd::start(dir).await;
+        Self {
+            label: "etcd×3 (peer links cut)",
+            url: format!("etcd://{}", e.client_addrs.join(",")),
+            servers: vec![],
+            has_leader: true,
+            redis: false,
+            ensemble: Some(Ensemble::Etcd(Arc::new(e))),
         }
     }
 }

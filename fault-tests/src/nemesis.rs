@@ -97,9 +97,9 @@ pub async fn leader(hosts: &[String], etcd: bool) -> Option<usize> {
         let mut ids = Vec::new();
         let mut leader = None;
         for h in hosts {
-            let body = http_post(h, "/v3/maintenance/status", "{}").await?;
-            ids.push(json_field(&body, "member_id")?);
-            leader = json_field(&body, "leader");
+            let (id, l) = dlock_conformance::etcd_status(h).await?;
+            ids.push(id);
+            leader = Some(l);
         }
         let leader = leader?;
         return ids.iter().position(|id| *id == leader);
@@ -116,23 +116,4 @@ pub async fn leader(hosts: &[String], etcd: bool) -> Option<usize> {
         }
     }
     None
-}
-
-async fn http_post(host: &str, path: &str, body: &str) -> Option<String> {
-    let mut s = TcpStream::connect(host).await.ok()?;
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    Some(out)
-}
-
-/// The string value of `"field":"123"` in a JSON text (etcd quotes 64-bit numbers).
-fn json_field(json: &str, field: &str) -> Option<String> {
-    let at = json.find(&format!("\"{field}\":"))? + field.len() + 3;
-    let rest = json[at..].trim_start().trim_start_matches('"');
-    Some(rest.chars().take_while(char::is_ascii_digit).collect())
 }

@@ -265,7 +265,7 @@ async fn apply(
             let Some(ensemble) = &backend.ensemble else {
                 return (store.now(), None, false);
             };
-            let e = &ensemble.0;
+            let e = ensemble;
             // a holder connected to a follower (worker i talks to server i % 3)
             for _ in 0..20 {
                 let Some(leader) = e.leader().await else {
@@ -275,7 +275,7 @@ async fn apply(
                 let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
                     break;
                 };
-                let server = usize::try_from(v).unwrap_or(0) % e.client_addrs.len();
+                let server = usize::try_from(v).unwrap_or(0) % e.client_addrs().len();
                 if server == leader {
                     sleep(Duration::from_millis(50)).await;
                     continue;

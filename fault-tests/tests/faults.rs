@@ -156,3 +156,15 @@ async fn zookeeper_server_partition() {
     run_all(Backend::partitionable_zookeeper(&dir).await).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A private etcd cluster: a member cut off from its peers while its clients reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_server_partition() {
+    let _serial = SERIAL.lock().await;
+    let dir = std::env::temp_dir().join(format!(
+        "dlock-faults-etcd-{:016x}",
+        dlock_any::random_u64()
+    ));
+    run_all(Backend::partitionable_etcd(&dir).await).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,8 +1,9 @@
 //! The long fault run: every backend in the environment × every fault that applies,
 //! several runs each, printed as the Markdown report kept in `FAULTS.md`.
 //!
-//! `dlock-faults [--runs N] [--seconds S]` (start the servers first:
-//! `eval "$(scripts/services up --cluster)"`).
+//! `dlock-faults [--runs N] [--seconds S] [--only LABEL,...]` (start the servers
+//! first: `eval "$(scripts/services up --cluster)"`). `--only` keeps the backends whose
+//! label starts with one of the given prefixes (e.g. `--only redis,etcd×3`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,8 +45,20 @@ async fn main() -> ExitCode {
     };
     let mut rows = Vec::new();
     let mut unsafe_runs = 0;
+    let only: Vec<String> = std::env::args()
+        .skip_while(|a| a != "--only")
+        .nth(1)
+        .map(|v| v.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    let wanted = |label: &str| only.is_empty() || only.iter().any(|o| label.starts_with(o));
     let mut backends = from_env(&dir.display().to_string());
-    backends.push(Backend::partitionable_zookeeper(&dir.join("ensemble")).await);
+    if wanted("zookeeper×3 (peer links cut)") {
+        backends.push(Backend::partitionable_zookeeper(&dir.join("ensemble")).await);
+    }
+    if wanted("etcd×3 (peer links cut)") {
+        backends.push(Backend::partitionable_etcd(&dir.join("etcd-cluster")).await);
+    }
+    backends.retain(|b| wanted(b.label));
     for backend in backends {
         let mut cases: Vec<(Nemesis, bool)> =
             backend.nemeses().into_iter().map(|n| (n, true)).collect();
