@@ -38,6 +38,7 @@
 
 pub mod batching;
 pub mod cases;
+mod cut_off;
 mod ensemble;
 mod etcd_cluster;
 mod fenced;
@@ -49,6 +50,7 @@ mod servers;
 mod switch;
 mod urls;
 
+pub use cut_off::cut_off_holder_is_lost_before_takeover;
 pub use ensemble::PartitionableEnsemble;
 pub use etcd_cluster::{PartitionableEtcd, etcd_status};
 pub use fenced::FencedCounter;

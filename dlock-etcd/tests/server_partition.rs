@@ -8,10 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::PartitionableEtcd;
-use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
+use dlock_conformance::{PartitionableEtcd, cut_off_holder_is_lost_before_takeover};
+use dlock_core::random_u64;
 use dlock_etcd::EtcdLock;
-use tokio::time::{Instant, sleep};
 
 async fn client(addr: &str) -> EtcdLock {
     EtcdLock::builder(&[&format!("http://{addr}")])
@@ -27,31 +26,15 @@ async fn a_holder_behind_a_cut_off_member_loses_its_lease_before_anyone_else_hol
     let cluster = PartitionableEtcd::start(&dir).await;
     let leader = cluster.leader().await.expect("a leader");
     let follower = (leader + 1) % 3;
-    let holder: Arc<dyn DistributedLock> = Arc::new(client(&cluster.client_addrs[follower]).await);
+    let holder = client(&cluster.client_addrs[follower]).await;
     let other = client(&cluster.client_addrs[leader]).await;
-    let name = LockName::new(&format!("partition/{:016x}", random_u64())).unwrap();
-    let ttl = Duration::from_secs(2);
-    let lease = holder.try_acquire(&name, ttl).await.unwrap().unwrap();
-    let first = lease.token();
-    let guard = LockGuard::new(Arc::clone(&holder), lease);
-    sleep(ttl).await;
-    assert_eq!(guard.state(), GuardState::Held, "renewed before the cut");
-
-    cluster.partition(follower);
-    let cut = Instant::now();
-    let taken = other
-        .acquire(&name, Duration::from_secs(30), Duration::from_secs(20))
-        .await
-        .expect("the majority hands the lock on once the holder's lease expires");
-    let state = guard.state();
-    assert!(
-        state == GuardState::Lost && !guard.is_held(),
-        "another client holds {name} {:?} after the cut while the cut-off holder's guard is {state:?}",
-        cut.elapsed()
-    );
-    assert!(taken.token() > first);
-    assert!(other.release(&taken).await.unwrap());
+    cut_off_holder_is_lost_before_takeover(
+        Arc::new(holder),
+        Arc::new(other),
+        Duration::from_secs(2),
+        || cluster.partition(follower),
+    )
+    .await;
     cluster.heal();
-    drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
 }

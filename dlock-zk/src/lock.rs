@@ -196,7 +196,27 @@ impl ZkLock {
     }
 }
 
+/// What an acquisition starts with: its owner id, the queue node, the session for
+/// its TTL, and the guard that deletes its node unless it is handed out.
+type Prepared = (OwnerId, String, Arc<Slot>, zk::Client, NodeCleanup);
+
 impl ZkLock {
+    async fn prepare(&self, name: &LockName, ttl: Duration) -> Result<Prepared, LockError> {
+        validate_ttl(ttl)?;
+        let owner = OwnerId::random()?;
+        let dir = queue_dir(&self.root, name);
+        let slot = self.sessions.for_ttl(ttl).await?;
+        let client = slot.session.get().await?;
+        let cleanup = NodeCleanup {
+            lock: self.clone(),
+            slot: Arc::clone(&slot),
+            dir: dir.clone(),
+            owner: owner.to_string(),
+            armed: true,
+        };
+        Ok((owner, dir, slot, client, cleanup))
+    }
+
     /// One acquisition: join the queue, wait for our turn. A transient error ends it
     /// (its queue entry deleted by the drop guard); `acquire` tries again.
     async fn queue_and_wait(
@@ -205,19 +225,8 @@ impl ZkLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
         let deadline = Deadline::after(wait);
-        let dir = queue_dir(&self.root, name);
-        let slot = self.sessions.for_ttl(ttl).await?;
-        let client = slot.session.get().await?;
-        let mut cleanup = NodeCleanup {
-            lock: self.clone(),
-            slot: Arc::clone(&slot),
-            dir: dir.clone(),
-            owner: owner.to_string(),
-            armed: true,
-        };
+        let (owner, dir, slot, client, mut cleanup) = self.prepare(name, ttl).await?;
         let mut seen = Instant::now();
         let q = self.enqueue(&client, &dir, owner.as_str()).await?;
         let me = q.name;
@@ -298,18 +307,7 @@ impl DistributedLock for ZkLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let dir = queue_dir(&self.root, name);
-        let slot = self.sessions.for_ttl(ttl).await?;
-        let client = slot.session.get().await?;
-        let mut cleanup = NodeCleanup {
-            lock: self.clone(),
-            slot: Arc::clone(&slot),
-            dir: dir.clone(),
-            owner: owner.to_string(),
-            armed: true,
-        };
+        let (owner, dir, slot, client, mut cleanup) = self.prepare(name, ttl).await?;
         let sent = Instant::now();
         let q = self.enqueue(&client, &dir, owner.as_str()).await?;
         let path = format!("{dir}/{}", q.name);
