@@ -96,6 +96,9 @@ impl Backend {
         let mut n = vec![Nemesis::KillHolder, Nemesis::PauseHolder];
         if self.redis {
             n.push(Nemesis::DataLoss);
+            if self.servers.len() == 1 {
+                n.push(Nemesis::LaggingReplica);
+            }
         }
         if !self.servers.is_empty() {
             n.push(Nemesis::Partition);

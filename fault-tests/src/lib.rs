@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! eval "$(scripts/services up --cluster)"
-//! cargo run -p dlock-faults --bin dlock-faults -- --runs 2 --seconds 6 > FAULTS.md
+//! cargo run -p dlock-faults --bin dlock-faults -- --runs 3 --seconds 6 > FAULTS.md
 //! ```
 //!
 //! It lives in its own crate because it needs every adapter, while the conformance
@@ -26,6 +26,7 @@
 pub mod backends;
 pub mod checker;
 pub mod nemesis;
+pub mod replica;
 pub mod report;
 pub mod run;
 pub mod store;

@@ -27,6 +27,10 @@ pub enum Nemesis {
     /// workload, then `DEBUG RELOAD NOSAVE` (the old snapshot reloaded, as a restart
     /// from it or a restore would). Lock keys and fencing counters go back in time.
     DataLoss,
+    /// A replica that fell behind is promoted (single Redis): replication cut, 1.5 s
+    /// more of the workload, then the primary takes the replica's data, as failing
+    /// over to it would (see [`crate::replica`]).
+    LaggingReplica,
     /// The server a holder is connected to is cut off from its peers past the TTL
     /// while its clients still reach it (a follower answering from a stale copy).
     ServerPartition,
@@ -45,16 +49,18 @@ impl Nemesis {
             Self::KillMember => "kill minority",
             Self::KillLeader => "kill leader",
             Self::DataLoss => "data loss (old snapshot)",
+            Self::LaggingReplica => "data loss (lagging replica promoted)",
             Self::ServerPartition => "partition server from peers",
         }
     }
 
     /// Whether the backend must keep mutual exclusion under this fault. Under data
-    /// loss a non-durable backend cannot (a reloaded snapshot forgets the holder); the
-    /// overlaps are reported, and the fence must still reject every stale write.
+    /// loss a non-durable backend cannot (a reloaded snapshot or a promoted replica
+    /// forgets the holder); the overlaps are reported, and the fence must still reject
+    /// every stale write.
     #[must_use]
     pub fn exclusion_expected(self) -> bool {
-        self != Self::DataLoss
+        !matches!(self, Self::DataLoss | Self::LaggingReplica)
     }
 }
 
@@ -64,11 +70,7 @@ pub async fn redis_command(host: &str, args: &[&str]) -> bool {
     let Ok(mut s) = TcpStream::connect(host).await else {
         return false;
     };
-    let mut req = format!("*{}\r\n", args.len());
-    for a in args {
-        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    if s.write_all(req.as_bytes()).await.is_err() {
+    if s.write_all(resp(args).as_bytes()).await.is_err() {
         return false;
     }
     let mut first = [0u8; 1];
@@ -116,4 +118,45 @@ pub async fn leader(hosts: &[String], etcd: bool) -> Option<usize> {
         }
     }
     None
+}
+
+/// The `INFO section` text of the Redis server at `host` (`host:port`).
+pub async fn redis_info(host: &str, section: &str) -> Option<String> {
+    redis_bulk(host, &["INFO", section]).await
+}
+
+/// Sends one command whose answer is a bulk string (`GET`, `INFO`) and returns it.
+pub async fn redis_bulk(host: &str, args: &[&str]) -> Option<String> {
+    let mut s = TcpStream::connect(host).await.ok()?;
+    s.write_all(resp(args).as_bytes()).await.ok()?;
+    let read = async {
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            // a bulk string: `$LEN\r\n` then LEN bytes and `\r\n`
+            if let Some(end) = reply.windows(2).position(|w| w == b"\r\n") {
+                let len: usize = std::str::from_utf8(reply.get(1..end)?).ok()?.parse().ok()?;
+                if reply.len() >= end + 2 + len {
+                    return String::from_utf8(reply[end + 2..end + 2 + len].to_vec()).ok();
+                }
+            }
+            let n = s.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            reply.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .ok()?
+}
+
+/// `args` as a RESP request.
+fn resp(args: &[&str]) -> String {
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    req
 }

@@ -13,6 +13,7 @@ use tokio::time::sleep;
 use crate::backends::Backend;
 use crate::checker::{Verdict, check};
 use crate::nemesis::{Nemesis, leader, redis_command, services};
+use crate::replica::LaggingReplica;
 use crate::store::{FencedStore, Kind};
 
 /// How a run is shaped.
@@ -260,6 +261,20 @@ async fn apply(
                 ok &= redis_command(h, &["DEBUG", "RELOAD", "NOSAVE"]).await;
             }
             (at, None, ok)
+        }
+        Nemesis::LaggingReplica => {
+            let Some(primary) = url_host_port(&backend.url) else {
+                return (store.now(), None, false);
+            };
+            let Some(replica) = LaggingReplica::start(&primary).await else {
+                return (store.now(), None, false);
+            };
+            let cut = replica.cut().await;
+            // the workload moves on without the replica: holders change, counters grow
+            sleep(Duration::from_millis(1500)).await;
+            let at = store.now();
+            let ok = replica.promote().await;
+            (at, None, cut && ok)
         }
         Nemesis::ServerPartition => {
             let Some(ensemble) = &backend.ensemble else {
