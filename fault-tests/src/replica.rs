@@ -44,6 +44,10 @@ impl LaggingReplica {
             "",
             "--appendonly",
             "no",
+            // when it is the primary's master, send its data at once (the default waits
+            // 5 s for more replicas to share the transfer)
+            "--repl-diskless-sync-delay",
+            "0",
             "--dir",
             &dir.display().to_string(),
             "--replicaof",
