@@ -71,7 +71,7 @@ impl DistributedLock for Switched {
         wait: Duration,
     ) -> Result<Lease, LockError> {
         // as a backend would: an outage during the wait is retried within it
-        dlock_core::retry_transient(name, wait, |left| async move {
+        dlock_core::backend::retry_transient(name, wait, |left| async move {
             self.check()?;
             self.inner.acquire(name, ttl, left).await
         })

@@ -72,6 +72,24 @@ impl LockError {
         }
     }
 
+    /// An [`LockError::Unavailable`] with a message and no source: the server did not
+    /// answer, a queue stopped, a grant could not be confirmed in time.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An [`LockError::Backend`] with a message and no source: the server answered
+    /// with something this client cannot use.
+    pub fn backend_msg(message: impl Into<String>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: None,
+        }
+    }
+
     /// An [`LockError::Backend`] with a message and a source.
     pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Self::Backend {

@@ -24,8 +24,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod backend;
 mod backoff;
-mod batch;
 mod capabilities;
 mod duration;
 mod error;
@@ -37,19 +37,16 @@ mod memory;
 mod name;
 mod renew_grid;
 mod token;
-mod wait;
 
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
-pub use batch::gather_batch;
 pub use capabilities::{Capabilities, LeaseScope};
 pub use duration::{format_duration, parse_duration};
 pub use error::{BoxError, LockError, redact_url};
 pub use guard::{DEFAULT_TTL, DEFAULT_WAIT, GuardState, LockGuard, Locker};
 pub use instrument::{Instrumented, names as metric_names};
 pub use lease::{BackendData, Lease, LockInfo, drift_margin};
-pub use lock::{DistributedLock, MAX_TTL, MIN_TTL, ttl_millis, validate_ttl};
+pub use lock::{DistributedLock, MAX_TTL, MIN_TTL, validate_ttl};
 pub use memory::MemoryLock;
 pub use name::{LockName, MAX_NAME_LEN};
 pub use token::{FencingToken, OwnerId, random_u64};
-pub use wait::{Attempt, Subscription, WaitPolicy, retry_transient, wait_for_lock};

@@ -104,10 +104,3 @@ pub fn validate_ttl(ttl: Duration) -> Result<(), LockError> {
     }
     Ok(())
 }
-
-/// A TTL in whole milliseconds for backends that take integers (after
-/// [`validate_ttl`], so it always fits).
-#[must_use]
-pub fn ttl_millis(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
-}

@@ -9,10 +9,11 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backoff::Deadline;
+use crate::backend::new_acquisition;
+use crate::backend::queue::{QueueDriver, Turn, queue};
 use crate::{
     Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId, validate_ttl,
+    OwnerId,
 };
 
 /// A process-local lock with the same semantics as the distributed backends:
@@ -118,18 +119,47 @@ impl MemoryLock {
     }
 }
 
-/// Removes a waiter from its queue when `acquire` returns or its future is dropped,
-/// and passes the turn on if the lock is free.
-struct QueueSpot<'a> {
-    lock: &'a MemoryLock,
-    name: &'a LockName,
+/// One `acquire`'s place in a lock's queue; dropped before its grant, it leaves the
+/// queue and passes the turn on if the lock is free.
+pub struct MemoryEntry {
+    lock: MemoryLock,
+    name: LockName,
+    owner: OwnerId,
+    ttl: Duration,
     id: u64,
+    wake: Arc<Notify>,
 }
 
-impl Drop for QueueSpot<'_> {
+impl std::fmt::Debug for MemoryEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryEntry")
+            .field("name", &self.name)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryEntry {
+    /// Where the entry stands, and when the holder's lease runs out.
+    fn turn(&self) -> (Turn, Option<Instant>) {
+        let now = Instant::now();
+        let mut slots = self.lock.slots();
+        let slot = slots.entry(self.name.clone()).or_default();
+        slot.expire(now);
+        let first = slot.waiters.front().is_some_and(|w| w.id == self.id);
+        let turn = if first && slot.holder.is_none() {
+            Turn::Head
+        } else {
+            Turn::Behind
+        };
+        (turn, slot.holder.as_ref().map(|h| h.expires_at))
+    }
+}
+
+impl Drop for MemoryEntry {
     fn drop(&mut self) {
         let mut slots = self.lock.slots();
-        if let Some(slot) = slots.get_mut(self.name)
+        if let Some(slot) = slots.get_mut(&self.name)
             && let Some(pos) = slot.waiters.iter().position(|w| w.id == self.id)
         {
             slot.waiters.remove(pos);
@@ -140,6 +170,77 @@ impl Drop for QueueSpot<'_> {
     }
 }
 
+/// The table's queue: waiters in line behind the holder, the first woken by a release
+/// (or by its holder's expiry, which it sleeps until).
+#[async_trait]
+impl QueueDriver for MemoryLock {
+    type Entry = MemoryEntry;
+
+    async fn enqueue(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<(MemoryEntry, Turn), LockError> {
+        let id = self.table.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let wake = Arc::new(Notify::new());
+        self.slots()
+            .entry(name.clone())
+            .or_default()
+            .waiters
+            .push_back(Waiter {
+                id,
+                wake: Arc::clone(&wake),
+            });
+        let entry = MemoryEntry {
+            lock: self.clone(),
+            name: name.clone(),
+            owner: owner.clone(),
+            ttl,
+            id,
+            wake,
+        };
+        let (turn, _) = entry.turn();
+        Ok((entry, turn))
+    }
+
+    async fn next_turn(&self, entry: &mut MemoryEntry, until: Instant) -> Result<Turn, LockError> {
+        let (turn, holder_expiry) = entry.turn();
+        if turn == Turn::Head {
+            return Ok(turn);
+        }
+        let wake_at = holder_expiry.map_or(until, |e| e.min(until));
+        tokio::select! {
+            () = entry.wake.notified() => {}
+            () = tokio::time::sleep_until(wake_at) => {}
+        }
+        Ok(entry.turn().0)
+    }
+
+    async fn grant(
+        &self,
+        entry: &mut MemoryEntry,
+        _waited: bool,
+    ) -> Result<Option<Lease>, LockError> {
+        let now = Instant::now();
+        let mut slots = self.slots();
+        let slot = slots.entry(entry.name.clone()).or_default();
+        slot.expire(now);
+        if slot.holder.is_some() || slot.waiters.front().is_none_or(|w| w.id != entry.id) {
+            return Ok(None);
+        }
+        slot.waiters.pop_front();
+        let token = slot.take(entry.owner.clone(), entry.ttl, now);
+        Ok(Some(Lease::new(
+            entry.name.clone(),
+            entry.owner.clone(),
+            token,
+            entry.ttl,
+            now,
+        )))
+    }
+}
+
 #[async_trait]
 impl DistributedLock for MemoryLock {
     async fn try_acquire(
@@ -147,8 +248,7 @@ impl DistributedLock for MemoryLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
+        let owner = new_acquisition(ttl)?;
         let now = Instant::now();
         let mut slots = self.slots();
         let slot = slots.entry(name.clone()).or_default();
@@ -166,52 +266,7 @@ impl DistributedLock for MemoryLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let deadline = Deadline::after(wait);
-        let id = self.table.next_waiter.fetch_add(1, Ordering::Relaxed);
-        let wake = Arc::new(Notify::new());
-        let _spot = QueueSpot {
-            lock: self,
-            name,
-            id,
-        };
-        let mut queued = false;
-        loop {
-            let now = Instant::now();
-            let holder_expiry = {
-                let mut slots = self.slots();
-                let slot = slots.entry(name.clone()).or_default();
-                slot.expire(now);
-                let my_turn = slot.waiters.front().is_none_or(|w| w.id == id);
-                if slot.holder.is_none() && my_turn {
-                    if queued {
-                        slot.waiters.pop_front();
-                    }
-                    let token = slot.take(owner.clone(), ttl, now);
-                    return Ok(Lease::new(name.clone(), owner, token, ttl, now));
-                }
-                if !queued {
-                    slot.waiters.push_back(Waiter {
-                        id,
-                        wake: Arc::clone(&wake),
-                    });
-                    queued = true;
-                }
-                slot.holder.as_ref().map(|h| h.expires_at)
-            };
-            if deadline.passed() {
-                return Err(LockError::Timeout {
-                    name: name.to_string(),
-                    waited: deadline.waited(),
-                });
-            }
-            let until = holder_expiry.map_or(deadline.end(), |e| e.min(deadline.end()));
-            tokio::select! {
-                () = wake.notified() => {}
-                () = tokio::time::sleep_until(until) => {}
-            }
-        }
+        queue(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {

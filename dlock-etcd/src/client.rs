@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::LockError;
+use dlock_core::backend::within;
 use etcd_client::{Client, ConnectOptions};
 use tokio::time::Instant;
 
@@ -114,19 +115,13 @@ impl EtcdLockBuilder {
             );
         }
         let shown = self.endpoints.join(",");
-        let client = tokio::time::timeout(
-            self.opts.timeout,
-            Client::connect(&self.endpoints, Some(options)),
-        )
-        .await
-        .map_err(|_| LockError::Unavailable {
-            message: format!(
-                "connecting to etcd {shown}: no answer within {:?}",
-                self.opts.timeout
-            ),
-            source: None,
-        })?
-        .map_err(|e| from_etcd(&format!("connecting to etcd {shown}"), e))?;
+        let what = format!("connecting to etcd {shown}");
+        let client = within(self.opts.timeout, &what, async {
+            Client::connect(&self.endpoints, Some(options))
+                .await
+                .map_err(|e| from_etcd(&what, e))
+        })
+        .await?;
         let lock = EtcdLock {
             client,
             opts: Arc::new(self.opts),
@@ -191,13 +186,10 @@ impl EtcdLock {
                 }
                 Ok(Err(e)) => return Err(from_etcd(what, e)),
                 Err(_) => {
-                    return Err(LockError::Unavailable {
-                        message: format!(
-                            "{what}: etcd did not answer within {:?}",
-                            self.opts.timeout
-                        ),
-                        source: None,
-                    });
+                    return Err(LockError::transient(format!(
+                        "{what}: no answer within {:?}",
+                        self.opts.timeout
+                    )));
                 }
             }
         }

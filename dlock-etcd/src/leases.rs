@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use dlock_core::LockError;
+use dlock_core::backend::millis;
 use etcd_client::LeaseTimeToLiveOptions;
 use tokio::time::Instant;
 
@@ -24,9 +25,7 @@ impl EtcdLock {
     /// to its minimum): the current one if at least two thirds of its TTL are left
     /// (refreshed in the background once it is past a sixth), else a new grant.
     pub(crate) async fn lease_for(&self, ttl: Duration) -> Result<Ticket, LockError> {
-        let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
-            .unwrap_or(i64::MAX)
-            .max(1);
+        let secs = (millis(ttl).saturating_add(999) / 1000).max(1);
         let (usable, refresh) = self.leases.usable(secs);
         if refresh {
             self.refresh_in_background(secs);
@@ -80,10 +79,9 @@ impl EtcdLock {
             return Ok(());
         }
         if self.leases.failed_since(id, asked) {
-            return Err(LockError::Unavailable {
-                message: "keep-alive of the shared etcd lease failed".into(),
-                source: None,
-            });
+            return Err(LockError::transient(
+                "keep-alive of the shared etcd lease failed",
+            ));
         }
         // boxed: every renewal waiting at the gate would otherwise carry the space of a
         // whole in-flight RPC

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::new_acquisition;
+use dlock_core::backend::queue::{QueueDriver, Turn, queue};
 use dlock_core::{
-    Capabilities, Deadline, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, drift_margin, validate_ttl,
+    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
+    OwnerId, drift_margin,
 };
 use etcd_client::KeyValue;
 use tokio::time::Instant;
@@ -87,10 +89,9 @@ impl EtcdLock {
     async fn prepare(
         &self,
         name: &LockName,
+        owner: &OwnerId,
         ttl: Duration,
-    ) -> Result<(OwnerId, String, String, Ticket, PendingKey), LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
+    ) -> Result<(String, String, Ticket, PendingKey), LockError> {
         let dir = queue_dir(&self.opts.prefix, name);
         let key = format!("{dir}{owner}");
         let ticket = self.lease_for(ttl).await?;
@@ -102,7 +103,7 @@ impl EtcdLock {
             key: key.clone(),
             armed: true,
         };
-        Ok((owner, dir, key, ticket, pending))
+        Ok((dir, key, ticket, pending))
     }
 
     /// Hands out the lease of a key that holds the lock: valid from the shared lease's
@@ -132,10 +133,9 @@ impl EtcdLock {
             if !lease.is_valid() {
                 // the key is no longer known as held: never hand out a lease that is
                 // already past its validity (rule 5)
-                return Err(LockError::Unavailable {
-                    message: format!("the grant of {name} could not be confirmed in time"),
-                    source: None,
-                });
+                return Err(LockError::transient(format!(
+                    "the grant of {name} could not be confirmed in time"
+                )));
             }
         }
         self.leases
@@ -167,90 +167,129 @@ impl EtcdLock {
         granted: Duration,
     ) -> Result<(), LockError> {
         let Lookup::Held { gate, .. } = self.leases.lookup(id, key, rev) else {
-            return Err(LockError::Unavailable {
-                message: "the queued request expired while waiting".into(),
-                source: None,
-            });
+            return Err(LockError::transient(
+                "the queued request expired while waiting",
+            ));
         };
         self.refresh_shared(id, &gate).await?;
         if self.leases.extend(id, key, rev, Instant::now() + granted) {
             Ok(())
         } else {
-            Err(LockError::Unavailable {
-                message: "the queued request expired while waiting".into(),
-                source: None,
-            })
+            Err(LockError::transient(
+                "the queued request expired while waiting",
+            ))
         }
     }
 }
 
-impl EtcdLock {
-    /// One acquisition: join the queue, wait for our turn. A transient error ends it
-    /// (its queue entry deleted by the drop guard); `acquire` tries again.
-    async fn queue_and_wait(
+/// One acquisition's key in a lock's queue; dropped before its grant, the key is
+/// deleted (see `PendingKey`).
+pub struct EtcdEntry {
+    name: LockName,
+    owner: OwnerId,
+    dir: String,
+    key: String,
+    ticket: Ticket,
+    /// The key's create revision: its place in line, and its fencing token.
+    rev: i64,
+    pending: Option<PendingKey>,
+}
+
+impl std::fmt::Debug for EtcdEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdEntry")
+            .field("key", &self.key)
+            .field("rev", &self.rev)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Uncontended, `acquire` is one txn (create our key if the queue is empty, else queue
+/// it and read the head) on a lease already at hand; release is one delete. A waiter
+/// watches the key right before its own and keeps its key alive with the shared lease.
+#[async_trait]
+impl QueueDriver for EtcdLock {
+    type Entry = EtcdEntry;
+
+    async fn enqueue(
         &self,
         name: &LockName,
+        owner: &OwnerId,
         ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        let deadline = Deadline::after(wait);
-        let (owner, dir, key, ticket, pending) = self.prepare(name, ttl).await?;
-        let queued = self.enqueue(name, &dir, &key, ticket.id).await?;
-        let my_rev = queued.revision;
-        let mut head = queued.head;
-        let mut waited = false;
+    ) -> Result<(EtcdEntry, Turn), LockError> {
+        let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
+        let queued = self.join_queue(name, &dir, &key, ticket.id).await?;
         // a waiter's key is confirmed, so the sweeper and the attachment checks track it
-        self.leases
-            .confirm(ticket.id, &key, my_rev, Instant::now() + ticket.granted);
-        loop {
-            if head == Some(my_rev) {
-                // After waiting, make sure our key (and so our place) still exists
-                // (etcd#11456) — unless the client knows it does: still ours, on a lease
-                // that cannot have expired since its last refresh.
-                if waited
-                    && !self.surely_alive(ticket.id, &key, my_rev)
-                    && !self.key_has_revision(&key, my_rev).await?
-                {
-                    return Err(LockError::Unavailable {
-                        message: format!("the queued request for {name} expired while waiting"),
-                        source: None,
-                    });
-                }
-                let lease = self.hand_out(name, owner, &key, my_rev, ticket).await?;
-                pending.disarm();
-                return Ok(lease);
+        self.leases.confirm(
+            ticket.id,
+            &key,
+            queued.revision,
+            Instant::now() + ticket.granted,
+        );
+        let turn = if queued.head == Some(queued.revision) {
+            Turn::Head
+        } else {
+            Turn::Behind
+        };
+        let entry = EtcdEntry {
+            name: name.clone(),
+            owner: owner.clone(),
+            dir,
+            key,
+            ticket,
+            rev: queued.revision,
+            pending: Some(pending),
+        };
+        Ok((entry, turn))
+    }
+
+    async fn next_turn(&self, e: &mut EtcdEntry, until: Instant) -> Result<Turn, LockError> {
+        let at_head = |head: Option<KeyValue>| {
+            if head.map(|kv| kv.create_revision()) == Some(e.rev) {
+                Turn::Head
+            } else {
+                Turn::Behind
             }
-            if deadline.passed() {
-                return Err(LockError::Timeout {
-                    name: name.to_string(),
-                    waited: deadline.waited(),
-                });
-            }
-            let Some(pred) = self.predecessor(&dir, my_rev).await? else {
-                // Nothing queued before us any more: we are the head now, or our key is
-                // gone (deleted behind our back, or swept after a pause) — then looking
-                // again would find the same thing until the wait runs out.
-                head = self
-                    .first_in_queue(&dir)
-                    .await?
-                    .map(|kv| kv.create_revision());
-                if head == Some(my_rev) {
-                    continue;
-                }
-                return Err(LockError::Unavailable {
-                    message: format!("the queued request for {name} vanished while waiting"),
-                    source: None,
-                });
+        };
+        let Some(pred) = self.predecessor(&e.dir, e.rev).await? else {
+            // Nothing queued before us any more: we are the head now, or our key is
+            // gone (deleted behind our back, or swept after a pause) — then looking
+            // again would find the same thing until the wait runs out.
+            return match at_head(self.first_in_queue(&e.dir).await?) {
+                Turn::Head => Ok(Turn::Head),
+                Turn::Behind => Err(LockError::transient(format!(
+                    "the queued request for {} vanished while waiting",
+                    e.name
+                ))),
             };
-            waited = true;
-            let keep = || self.keep_key(ticket.id, &key, my_rev, ticket.granted);
-            self.wait_for_delete(name, pred.key(), ticket.granted / 3, keep, &deadline)
-                .await?;
-            head = self
-                .first_in_queue(&dir)
-                .await?
-                .map(|kv| kv.create_revision());
+        };
+        let (id, granted) = (e.ticket.id, e.ticket.granted);
+        let keep = || self.keep_key(id, &e.key, e.rev, granted);
+        self.wait_for_delete(pred.key(), granted / 3, keep, until)
+            .await?;
+        Ok(at_head(self.first_in_queue(&e.dir).await?))
+    }
+
+    async fn grant(&self, e: &mut EtcdEntry, waited: bool) -> Result<Option<Lease>, LockError> {
+        // After waiting, make sure our key (and so our place) still exists
+        // (etcd#11456) — unless the client knows it does: still ours, on a lease
+        // that cannot have expired since its last refresh.
+        if waited
+            && !self.surely_alive(e.ticket.id, &e.key, e.rev)
+            && !self.key_has_revision(&e.key, e.rev).await?
+        {
+            return Err(LockError::transient(format!(
+                "the queued request for {} expired while waiting",
+                e.name
+            )));
         }
+        let lease = self
+            .hand_out(&e.name, e.owner.clone(), &e.key, e.rev, e.ticket)
+            .await?;
+        if let Some(p) = e.pending.take() {
+            p.disarm();
+        }
+        Ok(Some(lease))
     }
 }
 
@@ -261,7 +300,8 @@ impl DistributedLock for EtcdLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        let (owner, dir, key, ticket, pending) = self.prepare(name, ttl).await?;
+        let owner = new_acquisition(ttl)?;
+        let (dir, key, ticket, pending) = self.prepare(name, &owner, ttl).await?;
         let (resp, first_attempt) = self.take_if_free(&dir, &key, ticket.id).await?;
         let my_rev = if resp.succeeded() {
             resp.header().map_or(0, |h| h.revision())
@@ -300,7 +340,7 @@ impl DistributedLock for EtcdLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        dlock_core::retry_transient(name, wait, |left| self.queue_and_wait(name, ttl, left)).await
+        queue(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {

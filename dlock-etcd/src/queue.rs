@@ -1,7 +1,7 @@
 //! A lock's queue in etcd: keys under the lock's directory ordered by create revision;
 //! the first is the holder, each waiter watches only the key right before its own.
 
-use dlock_core::{Deadline, LockError, LockName};
+use dlock_core::{LockError, LockName};
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
     TxnOp, TxnOpResponse, TxnResponse,
@@ -71,7 +71,7 @@ impl EtcdLock {
     /// One txn: a free lock is taken as `take_if_free` takes it (no read needed); a busy
     /// one is queued by a nested txn that also reads the head of the queue. Retried
     /// after a lost reply, it finds our key instead.
-    pub(crate) async fn enqueue(
+    pub(crate) async fn join_queue(
         &self,
         name: &LockName,
         dir: &str,
@@ -120,9 +120,8 @@ impl EtcdLock {
             g.first()
                 .and_then(|kvs| kvs.first())
                 .map(KeyValue::create_revision)
-                .ok_or_else(|| LockError::Unavailable {
-                    message: format!("the queued request for {name} vanished"),
-                    source: None,
+                .ok_or_else(|| {
+                    LockError::transient(format!("the queued request for {name} vanished"))
                 })?
         };
         Ok(Enqueued { revision, head })
@@ -181,16 +180,15 @@ impl EtcdLock {
 
     /// Waits until the predecessor's key is deleted, keeping our queued key alive
     /// meanwhile (`keep_queued` refreshes the shared lease and our key's deadline), or
-    /// fails with `Timeout` at the deadline. At every refresh it also reads the
+    /// until `until`. At every refresh it also reads the
     /// predecessor again: a watch that went quiet (its member cut off, a stream that
     /// broke without telling) delays the hand-off by at most `every`.
     pub(crate) async fn wait_for_delete<F, Fut>(
         &self,
-        name: &LockName,
         pred: &[u8],
         every: std::time::Duration,
         mut keep_queued: F,
-        deadline: &Deadline,
+        until: Instant,
     ) -> Result<(), LockError>
     where
         F: FnMut() -> Fut,
@@ -224,9 +222,7 @@ impl EtcdLock {
                     }
                     next_refresh = Instant::now() + every;
                 }
-                () = tokio::time::sleep_until(deadline.end()) => {
-                    return Err(LockError::Timeout { name: name.to_string(), waited: deadline.waited() });
-                }
+                () = tokio::time::sleep_until(until) => return Ok(()),
             }
         }
     }

@@ -33,7 +33,7 @@
 //! escaped), so a lock and its counter sit in one Redis Cluster slot. The prefix
 //! defaults to `dlock:`; URL parameters `prefix` and `timeout` are read by dlock.
 
-mod acquire;
+mod errors;
 mod keys;
 mod node;
 mod options;

@@ -3,21 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_core::backend::{Claim, Pending, Subscription, millis_u64, within};
 use dlock_core::{FencingToken, LockError, redact_url};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{IntoConnectionInfo, ProtocolVersion, Value};
-use tokio::sync::Notify;
 
+use crate::errors::from_redis;
 use crate::keys::Keys;
-use crate::renewals::{Pending, Renewals};
+use crate::renewals::{self, Renewal, Renewals};
 use crate::scripts;
-use crate::wakeups::{SubscriptionGuard, Wakeups};
-
-/// What the acquire script answered.
-pub(crate) enum NodeTaken {
-    Yes(u64),
-    No { pttl: Option<Duration> },
-}
+use crate::wakeups::Wakeups;
 
 pub(crate) struct Node {
     conn: ConnectionManager,
@@ -55,21 +50,21 @@ impl Node {
             .set_push_sender(tx)
             .set_automatic_resubscription();
         let conn = if lazy {
-            client.get_connection_manager_lazy(config)
+            client
+                .get_connection_manager_lazy(config)
+                .map_err(|e| from_redis(&format!("connecting to {shown}"), e))?
         } else {
-            tokio::time::timeout(
-                timeout * 2,
-                client.get_connection_manager_with_config(config),
-            )
-            .await
-            .map_err(|_| LockError::Unavailable {
-                message: format!("connecting to {shown}: no answer within {:?}", timeout * 2),
-                source: None,
-            })?
-        }
-        .map_err(|e| from_redis(&format!("connecting to {shown}"), e))?;
+            let what = format!("connecting to {shown}");
+            within(timeout * 2, &what, async {
+                client
+                    .get_connection_manager_with_config(config)
+                    .await
+                    .map_err(|e| from_redis(&what, e))
+            })
+            .await?
+        };
         let wakeups = Wakeups::start(conn.clone(), rx);
-        let renewals = Renewals::start(conn.clone(), timeout, shown.clone());
+        let renewals = renewals::start(conn.clone(), timeout, shown.clone());
         Ok(Self {
             conn,
             wakeups,
@@ -84,17 +79,11 @@ impl Node {
         what: &str,
         f: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, LockError> {
-        match tokio::time::timeout(self.timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(from_redis(&format!("{what} on {}", self.shown), e)),
-            Err(_) => Err(LockError::Unavailable {
-                message: format!(
-                    "{what} on {}: no answer within {:?}",
-                    self.shown, self.timeout
-                ),
-                source: None,
-            }),
-        }
+        let what = format!("{what} on {}", self.shown);
+        within(self.timeout, &what, async {
+            f.await.map_err(|e| from_redis(&what, e))
+        })
+        .await
     }
 
     pub(crate) async fn acquire(
@@ -102,7 +91,7 @@ impl Node {
         keys: &Keys,
         owner: &str,
         ttl: Duration,
-    ) -> Result<NodeTaken, LockError> {
+    ) -> Result<Claim, LockError> {
         let mut conn = self.conn.clone();
         let (taken, n): (i64, i64) = self
             .run(
@@ -111,18 +100,17 @@ impl Node {
                     .key(&keys.lock)
                     .key(&keys.fence)
                     .arg(owner)
-                    .arg(ttl_ms(ttl))
+                    .arg(millis_u64(ttl))
                     .invoke_async(&mut conn),
             )
             .await?;
         Ok(if taken == 1 {
-            NodeTaken::Yes(
-                FencingToken::from_signed(n, &format!("fencing counter on {}", self.shown))?.get(),
-            )
+            Claim::Taken(FencingToken::from_signed(
+                n,
+                &format!("fencing counter on {}", self.shown),
+            )?)
         } else {
-            NodeTaken::No {
-                pttl: u64::try_from(n).ok().map(Duration::from_millis),
-            }
+            Claim::Held(u64::try_from(n).ok().map(Duration::from_millis))
         })
     }
 
@@ -145,8 +133,12 @@ impl Node {
         key: Arc<str>,
         owner: Arc<str>,
         ttl: Duration,
-    ) -> Result<Pending, LockError> {
-        self.renewals.submit(key, owner, ttl_ms(ttl))
+    ) -> Result<Pending<bool>, LockError> {
+        self.renewals.submit(Renewal {
+            key,
+            owner,
+            ttl_ms: millis_u64(ttl),
+        })
     }
 
     pub(crate) async fn release(&self, keys: &Keys, owner: &str) -> Result<bool, LockError> {
@@ -189,12 +181,9 @@ impl Node {
         })
     }
 
-    pub(crate) async fn subscribe(
-        &self,
-        keys: &Keys,
-        notify: &Arc<Notify>,
-    ) -> Result<SubscriptionGuard, LockError> {
-        self.run("subscribe", self.wakeups.subscribe(&keys.channel, notify))
+    /// Registers for the next release of `keys`' lock.
+    pub(crate) async fn subscribe(&self, keys: &Keys) -> Result<Subscription, LockError> {
+        self.run("subscribe", self.wakeups.subscribe(&keys.channel))
             .await
     }
 }
@@ -222,30 +211,4 @@ fn open_client(
     _tls_ca: Option<&[u8]>,
 ) -> redis::RedisResult<redis::Client> {
     redis::Client::open(info)
-}
-
-fn ttl_ms(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Connection trouble is `Unavailable` (outcome unknown), a server error `Backend`.
-pub(crate) fn from_redis(what: &str, e: redis::RedisError) -> LockError {
-    let message = format!("{what}: {e}");
-    if e.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
-    {
-        return LockError::Config(format!(
-            "{message} (check the user and password in the URL)"
-        ));
-    }
-    if e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-        || e.is_unrecoverable_error()
-    {
-        LockError::unavailable(message, e)
-    } else {
-        LockError::backend(message, e)
-    }
 }

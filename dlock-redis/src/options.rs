@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use dlock_core::{LockError, WaitPolicy, parse_duration, redact_url};
+use dlock_core::backend::{WaitPolicy, take_query};
+use dlock_core::{LockError, parse_duration};
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "dlock:";
@@ -71,28 +72,15 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
 
 /// Takes dlock's own `prefix` and `timeout` query parameters off a Redis URL.
 pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok(url.to_owned());
-    };
-    let mut rest = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+    take_query(url, |key, value| {
         match key {
             "prefix" => {
-                validate_prefix(value)?;
+                validate_prefix(value).map_err(|e| e.to_string())?;
                 opts.prefix = value.to_owned();
             }
-            "timeout" => {
-                opts.timeout = parse_duration(value).map_err(|_| {
-                    LockError::Config(format!("bad timeout in {:?}: {value}", redact_url(url)))
-                })?;
-            }
-            _ => rest.push(pair),
+            "timeout" => opts.timeout = parse_duration(value).map_err(|e| e.to_string())?,
+            _ => return Ok(false),
         }
-    }
-    Ok(if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
+        Ok(true)
     })
 }

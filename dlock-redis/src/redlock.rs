@@ -5,19 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim};
 use dlock_core::{
-    Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, Subscription,
+    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
+    OwnerId, drift_margin,
 };
-use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::acquire::{self, Attempts};
 use crate::keys::Keys;
-use crate::node::{Node, NodeTaken};
+use crate::node::Node;
 use crate::options::{Options, Settings, take_url_options};
-use crate::renewals;
 
 /// The Redlock algorithm over N independent Redis masters (no replication between
 /// them). Acquire runs the acquire script on every node in parallel with a per-node
@@ -169,12 +167,7 @@ impl Redlock {
             }
         }
         out.into_iter()
-            .map(|r| {
-                r.unwrap_or(Err(LockError::Unavailable {
-                    message: "node task failed".into(),
-                    source: None,
-                }))
-            })
+            .map(|r| r.unwrap_or(Err(LockError::transient("node task failed"))))
             .collect()
     }
 
@@ -215,65 +208,62 @@ impl Redlock {
 
     fn quorum_unreachable(&self, failures: usize, last: Option<LockError>) -> LockError {
         let detail = last.map(|e| e.to_string()).unwrap_or_default();
-        LockError::Unavailable {
-            message: format!(
-                "Redlock: {failures} of {} nodes failed, quorum {} is out of reach ({detail})",
-                self.nodes.len(),
-                self.quorum()
-            ),
-            source: None,
-        }
+        LockError::transient(format!(
+            "Redlock: {failures} of {} nodes failed, quorum {} is out of reach ({detail})",
+            self.nodes.len(),
+            self.quorum()
+        ))
     }
 }
 
+/// Acquire is one parallel round (a second one only when the nodes' counters are out
+/// of step), release one round, a renewal one script call per node shared with every
+/// renewal due on the same tick.
 #[async_trait]
-impl Attempts for Redlock {
-    fn opts(&self) -> &Options {
-        &self.opts
-    }
-
+impl ClaimDriver for Redlock {
     /// One round, on a task of its own: dropping the caller's future cannot cut a
     /// round short between its grants and their undo, and a lease won for a caller
     /// that is gone is released on every node at once rather than held until its TTL.
-    async fn attempt(
+    async fn claim(
         &self,
         name: &LockName,
-        keys: &Keys,
         owner: &OwnerId,
         ttl: Duration,
-    ) -> Result<Attempt, LockError> {
+    ) -> Result<Claim, LockError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let me = self.clone();
-        let (name, keys, owner) = (name.clone(), keys.clone(), owner.clone());
+        let (keys, owner) = (Keys::new(&self.opts.prefix, name), owner.clone());
         tokio::spawn(async move {
-            let outcome = me.round(&name, &keys, &owner, ttl).await;
-            if let Err(Ok(Attempt::Acquired(_))) = tx.send(outcome) {
+            let outcome = me.round(&keys, &owner, ttl).await;
+            if let Err(Ok(Claim::Taken(_))) = tx.send(outcome) {
                 me.undo(&keys, &owner).await;
             }
         });
         rx.await.unwrap_or_else(|_| {
-            Err(LockError::Unavailable {
-                message: "Redlock: the acquisition round's task failed".into(),
-                source: None,
-            })
+            Err(LockError::transient(
+                "Redlock: the acquisition round's task failed",
+            ))
         })
     }
 
-    async fn subscribe(&self, keys: &Keys) -> Option<Subscription> {
-        self.subscribe_all(keys).await
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        DistributedLock::release(self, lease).await
+    }
+
+    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+        self.subscribe_all(&Keys::new(&self.opts.prefix, name))
+            .await
+    }
+
+    fn wait_policy(&self) -> WaitPolicy {
+        self.opts.policy
     }
 }
 
 impl Redlock {
     /// One acquisition round on every node: a quorum of grants within the validity
     /// window, the counters settled at the winning token, or everything undone.
-    async fn round(
-        &self,
-        name: &LockName,
-        keys: &Keys,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<Attempt, LockError> {
+    async fn round(&self, keys: &Keys, owner: &OwnerId, ttl: Duration) -> Result<Claim, LockError> {
         let sent = Instant::now();
         let (k, o) = (keys.clone(), owner.as_str().to_owned());
         let results = self
@@ -288,8 +278,8 @@ impl Redlock {
         let mut last_error = None;
         for r in results {
             match r {
-                Ok(NodeTaken::Yes(t)) => tokens.push(t),
-                Ok(NodeTaken::No { pttl }) => {
+                Ok(Claim::Taken(t)) => tokens.push(t),
+                Ok(Claim::Held(pttl)) => {
                     holder_pttl = match (holder_pttl, pttl) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
@@ -302,7 +292,7 @@ impl Redlock {
             }
         }
         if tokens.len() >= self.quorum() {
-            let token = tokens.iter().copied().max().unwrap_or(0);
+            let token = tokens.iter().copied().max().unwrap_or(FencingToken::new(0));
             // A quorum of counters must stand at `token` or above. The nodes that answered
             // `token` already do; only when they are too few does a second round raise
             // the others (counters in step, the usual case, cost no second round).
@@ -313,27 +303,20 @@ impl Redlock {
                 let k = keys.clone();
                 self.on_all(move |n| {
                     let k = k.clone();
-                    async move { n.raise_fence(&k, token).await }
+                    async move { n.raise_fence(&k, token.get()).await }
                 })
                 .await
                 .into_iter()
                 .filter(Result::is_ok)
                 .count()
             };
-            let lease = Lease::new(
-                name.clone(),
-                owner.clone(),
-                FencingToken::new(token),
-                ttl,
-                sent,
-            );
-            if settled >= self.quorum() && lease.is_valid() {
-                return Ok(Attempt::Acquired(lease));
+            // still within the validity window (ttl − elapsed − drift)?
+            let in_time = sent.elapsed() + drift_margin(ttl) < ttl;
+            if settled >= self.quorum() && in_time {
+                return Ok(Claim::Taken(token));
             }
             self.undo(keys, owner).await;
-            return Ok(Attempt::Held {
-                remaining: Some(Duration::ZERO),
-            });
+            return Ok(Claim::Held(Some(Duration::ZERO)));
         }
         if !tokens.is_empty() || failures > 0 {
             self.undo(keys, owner).await;
@@ -341,20 +324,18 @@ impl Redlock {
         if failures > self.nodes.len() - self.quorum() {
             return Err(self.quorum_unreachable(failures, last_error));
         }
-        Ok(Attempt::Held {
-            remaining: holder_pttl,
-        })
+        Ok(Claim::Held(holder_pttl))
     }
 
+    /// One subscription woken by a release on any node.
     async fn subscribe_all(&self, keys: &Keys) -> Option<Subscription> {
-        let notify = Arc::new(Notify::new());
-        let mut guards = Vec::new();
+        let mut subs = Vec::new();
         for node in self.nodes.iter() {
-            if let Ok(g) = node.subscribe(keys, &notify).await {
-                guards.push(g);
+            if let Ok(s) = node.subscribe(keys).await {
+                subs.push(s);
             }
         }
-        (!guards.is_empty()).then(|| Subscription::new(notify, Some(Box::new(guards))))
+        (!subs.is_empty()).then(|| Subscription::any_of(subs))
     }
 }
 
@@ -365,7 +346,7 @@ impl DistributedLock for Redlock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        acquire::try_acquire(self, name, ttl).await
+        claim::try_claim(self, name, ttl).await
     }
 
     async fn acquire(
@@ -374,7 +355,7 @@ impl DistributedLock for Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        acquire::acquire(self, name, ttl, wait).await
+        claim::claim(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -392,7 +373,7 @@ impl DistributedLock for Redlock {
         let (mut ok, mut refused, mut failures, mut failed) = (0, 0, 0, None);
         for q in queued {
             let answer = match q {
-                Ok(pending) => renewals::answer(pending).await,
+                Ok(pending) => pending.answer().await,
                 Err(e) => Err(e),
             };
             match answer {

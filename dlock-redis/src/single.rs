@@ -4,18 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim};
 use dlock_core::{
-    Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, Subscription,
+    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
+    OwnerId,
 };
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::acquire::{self, Attempts};
 use crate::keys::Keys;
-use crate::node::{Node, NodeTaken};
+use crate::node::Node;
 use crate::options::{Options, Settings, take_url_options};
-use crate::renewals;
 
 /// A lock on one Redis server: one Lua script per operation (acquire, renew, release
 /// each one round trip), a fencing counter per name that never expires, and waiters
@@ -108,51 +106,37 @@ impl RedisLock {
     }
 }
 
+/// One round trip each way (DESIGN: the uncontended path in the fewest): acquire is
+/// one script (`SET NX PX … GET` and the fencing clock), release one script (compare
+/// owner, `DEL`, `PUBLISH`), a renewal one script call shared with every renewal due
+/// on the same tick.
 #[async_trait]
-impl Attempts for RedisLock {
-    fn opts(&self) -> &Options {
-        &self.opts
-    }
-
-    async fn attempt(
+impl ClaimDriver for RedisLock {
+    async fn claim(
         &self,
         name: &LockName,
-        keys: &Keys,
         owner: &OwnerId,
         ttl: Duration,
-    ) -> Result<Attempt, LockError> {
-        let sent = Instant::now();
-        match self.node.acquire(keys, owner.as_str(), ttl).await? {
-            NodeTaken::Yes(token) => {
-                let lease = Lease::new(
-                    name.clone(),
-                    owner.clone(),
-                    FencingToken::new(token),
-                    ttl,
-                    sent,
-                );
-                if lease.is_valid() {
-                    Ok(Attempt::Acquired(lease))
-                } else {
-                    let _ = self.release(&lease).await;
-                    Ok(Attempt::Held {
-                        remaining: Some(Duration::ZERO),
-                    })
-                }
-            }
-            NodeTaken::No { pttl } => Ok(Attempt::Held { remaining: pttl }),
-        }
+    ) -> Result<Claim, LockError> {
+        let keys = Keys::new(&self.opts.prefix, name);
+        self.node.acquire(&keys, owner.as_str(), ttl).await
     }
 
-    async fn subscribe(&self, keys: &Keys) -> Option<Subscription> {
-        let notify = Arc::new(Notify::new());
-        match self.node.subscribe(keys, &notify).await {
-            Ok(guard) => Some(Subscription::new(notify, Some(Box::new(guard)))),
-            Err(e) => {
-                tracing::debug!(error = %e, "subscribe failed; polling instead");
-                None
-            }
-        }
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        DistributedLock::release(self, lease).await
+    }
+
+    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+        let keys = Keys::new(&self.opts.prefix, name);
+        self.node
+            .subscribe(&keys)
+            .await
+            .inspect_err(|e| tracing::debug!(error = %e, "subscribe failed; polling instead"))
+            .ok()
+    }
+
+    fn wait_policy(&self) -> WaitPolicy {
+        self.opts.policy
     }
 }
 
@@ -163,7 +147,7 @@ impl DistributedLock for RedisLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        acquire::try_acquire(self, name, ttl).await
+        claim::try_claim(self, name, ttl).await
     }
 
     async fn acquire(
@@ -172,7 +156,7 @@ impl DistributedLock for RedisLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        acquire::acquire(self, name, ttl, wait).await
+        claim::claim(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -181,7 +165,7 @@ impl DistributedLock for RedisLock {
         let pending =
             self.node
                 .submit_renew(keys.lock.into(), lease.owner().as_str().into(), lease.ttl())?;
-        if renewals::answer(pending).await? {
+        if pending.answer().await? {
             Ok(lease.renewed(lease.ttl(), sent))
         } else {
             Err(LockError::lease_lost(lease.name()))

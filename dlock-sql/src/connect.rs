@@ -4,6 +4,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_core::backend::within;
 use dlock_core::{LockError, redact_url};
 
 use crate::SqlLock;
@@ -133,13 +134,11 @@ impl SqlLockBuilder {
             }
         };
         if opts.create_table {
-            tokio::time::timeout(opts.op_timeout * 3, store.migrate())
-                .await
-                .map_err(|_| LockError::Unavailable {
-                    message: format!("creating table {} on {shown} timed out", opts.table),
-                    source: None,
-                })?
-                .map_err(|e| from_sqlx("creating the lock table", e))?;
+            let what = format!("creating table {} on {shown}", opts.table);
+            within(opts.op_timeout * 3, &what, async {
+                store.migrate().await.map_err(|e| from_sqlx(&what, e))
+            })
+            .await?;
         }
         Ok(SqlLock {
             store,

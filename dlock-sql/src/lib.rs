@@ -71,9 +71,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim, within};
 use dlock_core::{
-    Attempt, Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, WaitPolicy, validate_ttl, wait_for_lock,
+    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
+    OwnerId,
 };
 use tokio::time::Instant;
 
@@ -129,54 +130,56 @@ impl SqlLock {
         what: &str,
         f: impl Future<Output = Result<T, sqlx::Error>>,
     ) -> Result<T, LockError> {
-        match tokio::time::timeout(self.opts.op_timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(errors::from_sqlx(what, e)),
-            Err(_) => Err(LockError::Unavailable {
-                message: format!(
-                    "{what}: {} did not answer within {:?}",
-                    self.store.kind(),
-                    self.opts.op_timeout
-                ),
-                source: None,
-            }),
-        }
+        let what = format!("{what} on {}", self.store.kind());
+        within(self.opts.op_timeout, &what, async {
+            f.await.map_err(|e| errors::from_sqlx(&what, e))
+        })
+        .await
     }
+}
 
-    /// One acquire statement.
-    async fn attempt(
+/// One statement each way (DESIGN: the uncontended path in the fewest round trips):
+/// acquire is an upsert that takes the row when free or expired by the database clock,
+/// release an owner- and token-checked `UPDATE` (PostgreSQL: with a `NOTIFY`).
+#[async_trait]
+impl ClaimDriver for SqlLock {
+    async fn claim(
         &self,
         name: &LockName,
         owner: &OwnerId,
         ttl: Duration,
-    ) -> Result<Attempt, LockError> {
-        let sent = Instant::now();
-        let outcome = self
+    ) -> Result<Claim, LockError> {
+        let taken = self
             .op(
                 "acquire",
                 self.store.try_take(name.as_str(), owner.as_str(), ttl),
             )
             .await?;
-        match outcome {
+        Ok(match taken {
             Taken::Yes(token) => {
-                let lease = Lease::new(
-                    name.clone(),
-                    owner.clone(),
-                    FencingToken::from_signed(token, "token in the lock table")?,
-                    ttl,
-                    sent,
-                );
-                if lease.is_valid() {
-                    Ok(Attempt::Acquired(lease))
-                } else {
-                    // The grant came back too late to be trusted (rule 5): give it back.
-                    let _ = self.release(&lease).await;
-                    Ok(Attempt::Held {
-                        remaining: Some(Duration::ZERO),
-                    })
-                }
+                Claim::Taken(FencingToken::from_signed(token, "token in the lock table")?)
             }
-            Taken::No(remaining) => Ok(Attempt::Held { remaining }),
+            Taken::No(remaining) => Claim::Held(remaining),
+        })
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        DistributedLock::release(self, lease).await
+    }
+
+    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+        if self.opts.listen {
+            self.store.subscribe(name.as_str()).await
+        } else {
+            None
+        }
+    }
+
+    fn wait_policy(&self) -> WaitPolicy {
+        WaitPolicy {
+            poll_min: self.opts.poll_min,
+            poll_max: self.opts.poll_max,
+            notify_fallback: self.opts.notify_fallback,
         }
     }
 }
@@ -188,9 +191,7 @@ impl DistributedLock for SqlLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        Ok(self.attempt(name, &owner, ttl).await?.into_lease())
+        claim::try_claim(self, name, ttl).await
     }
 
     async fn acquire(
@@ -199,27 +200,7 @@ impl DistributedLock for SqlLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
-        let policy = WaitPolicy {
-            poll_min: self.opts.poll_min,
-            poll_max: self.opts.poll_max,
-            notify_fallback: self.opts.notify_fallback,
-        };
-        wait_for_lock(
-            name,
-            wait,
-            &policy,
-            || self.attempt(name, &owner, ttl),
-            || async {
-                if self.opts.listen {
-                    self.store.subscribe(name.as_str()).await
-                } else {
-                    None
-                }
-            },
-        )
-        .await
+        claim::claim(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {

@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::{from_millis, micros};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::store::{Holder, Store, Taken, remaining_from_millis};
+use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct MySql {
     pool: MySqlPool,
@@ -17,10 +18,6 @@ pub(crate) struct MySql {
     renew: String,
     release: String,
     holder: String,
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 impl MySql {
@@ -107,7 +104,7 @@ impl Store for MySql {
             Some(r) => r.try_get::<Option<i64>, _>(0)?,
             None => None,
         };
-        Ok(Taken::No(remaining_from_millis(ms)))
+        Ok(Taken::No(from_millis(ms)))
     }
 
     async fn renew(
@@ -146,8 +143,7 @@ impl Store for MySql {
             Ok(Holder {
                 owner: r.try_get(0)?,
                 token: r.try_get(1)?,
-                remaining: remaining_from_millis(r.try_get::<Option<i64>, _>(2)?)
-                    .unwrap_or_default(),
+                remaining: from_millis(r.try_get::<Option<i64>, _>(2)?).unwrap_or_default(),
             })
         })
         .transpose()

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use dlock_core::{LockError, parse_duration, redact_url};
+use dlock_core::backend::take_query;
+use dlock_core::{LockError, parse_duration};
 
 /// The default table name.
 pub const DEFAULT_TABLE: &str = "dlock_locks";
@@ -60,18 +61,11 @@ pub fn validate_table_name(table: &str) -> Result<(), LockError> {
 /// Splits dlock's own query parameters off a database URL and applies them; the rest
 /// of the URL goes to sqlx unchanged.
 pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok(url.to_owned());
-    };
-    let mut rest = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let bad = |what: &str| {
-            LockError::Config(format!("{what} in {:?}: {key}={value}", redact_url(url)))
-        };
+    take_query(url, |key, value| {
+        let duration = || parse_duration(value).map_err(|e| e.to_string());
         match key {
             "table" => {
-                validate_table_name(value)?;
+                validate_table_name(value).map_err(|e| e.to_string())?;
                 opts.table = value.to_owned();
             }
             "pool_size" => {
@@ -79,26 +73,20 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                     .parse()
                     .ok()
                     .filter(|n| *n > 0)
-                    .ok_or_else(|| bad("pool_size must be a positive integer"))?;
+                    .ok_or("pool_size must be a positive integer")?;
             }
-            "op_timeout" => {
-                opts.op_timeout = parse_duration(value).map_err(|_| bad("bad duration"))?
-            }
-            "poll_max" => opts.poll_max = parse_duration(value).map_err(|_| bad("bad duration"))?,
+            "op_timeout" => opts.op_timeout = duration()?,
+            "poll_max" => opts.poll_max = duration()?,
             "listen" => {
                 opts.listen = match value {
                     "true" | "1" => true,
                     "false" | "0" => false,
-                    _ => return Err(bad("listen must be true or false")),
+                    _ => return Err("listen must be true or false".into()),
                 }
             }
-            _ => rest.push(pair),
+            _ => return Ok(false),
         }
-    }
-    Ok(if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
+        Ok(true)
     })
 }
 

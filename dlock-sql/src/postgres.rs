@@ -1,17 +1,15 @@
 //! PostgreSQL: `INSERT … ON CONFLICT … RETURNING`, `clock_timestamp()`, LISTEN/NOTIFY.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::Subscription;
+use dlock_core::backend::{Subscription, WakeupHub, from_millis, millis};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::store::{Holder, Store, Taken, millis, remaining_from_millis};
+use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Postgres {
     pool: PgPool,
@@ -140,7 +138,7 @@ impl Store for Postgres {
         let remaining: Option<i64> = row.try_get(1)?;
         Ok(match token {
             Some(t) => Taken::Yes(t),
-            None => Taken::No(remaining_from_millis(remaining)),
+            None => Taken::No(from_millis(remaining)),
         })
     }
 
@@ -181,7 +179,7 @@ impl Store for Postgres {
             Ok(Holder {
                 owner: r.try_get(0)?,
                 token: r.try_get(1)?,
-                remaining: remaining_from_millis(r.try_get(2)?).unwrap_or_default(),
+                remaining: from_millis(r.try_get(2)?).unwrap_or_default(),
             })
         })
         .transpose()
@@ -191,8 +189,7 @@ impl Store for Postgres {
         if !self.listen {
             return None;
         }
-        let notify = self.wakeups().await?.subscribe(name);
-        Some(Subscription::new(notify, None))
+        Some(self.wakeups().await?.hub.join(name, None).0)
     }
 
     fn kind(&self) -> &'static str {
@@ -202,9 +199,10 @@ impl Store for Postgres {
 
 /// One LISTEN connection per `SqlLock` (its own, outside the pool: a client uses at
 /// most `pool_size + 1` connections), fanning release notifications out to the waiters
-/// of each name: one waiter per name per process is woken (no herd).
+/// of each name through core's hub: the longest waiter of a name in this process is
+/// woken (no herd).
 struct Wakeups {
-    names: Mutex<HashMap<String, Weak<Notify>>>,
+    hub: Arc<WakeupHub>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -220,32 +218,29 @@ impl Wakeups {
         let mut listener = PgListener::connect_with(&own).await?;
         listener.ignore_pool_close_event(true);
         listener.listen(channel).await?;
+        let hub = WakeupHub::new();
         let me = Arc::new(Self {
-            names: Mutex::new(HashMap::new()),
+            hub: Arc::clone(&hub),
             task: Mutex::new(None),
         });
-        let weak = Arc::downgrade(&me);
         let task = tokio::spawn(async move {
             loop {
                 // try_recv, not recv: recv reconnects silently, and the notifications
                 // sent while the connection was down are gone without a trace.
-                let next = listener.try_recv().await;
-                let Some(me) = weak.upgrade() else { return };
-                match next {
-                    Ok(Some(n)) => me.wake(n.payload()),
+                match listener.try_recv().await {
+                    Ok(Some(n)) => hub.wake_one(n.payload()),
                     Ok(None) => {
                         // Reconnected (and listening again): whatever was released while
                         // the connection was down was not heard, so everyone looks again.
                         tracing::info!(
                             "LISTEN connection was lost and is back; waking every waiter"
                         );
-                        me.wake_all();
+                        hub.wake_all();
                     }
                     Err(e) => {
                         // Notifications may have been lost: let every waiter look again.
                         tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
-                        me.wake_all();
-                        drop(me);
+                        hub.wake_all();
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                 }
@@ -253,36 +248,6 @@ impl Wakeups {
         });
         *me.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
         Ok(me)
-    }
-
-    fn subscribe(&self, name: &str) -> Arc<Notify> {
-        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = names.get(name).and_then(Weak::upgrade) {
-            return n;
-        }
-        if names.len() > 1024 {
-            names.retain(|_, w| w.strong_count() > 0);
-        }
-        let n = Arc::new(Notify::new());
-        names.insert(name.to_owned(), Arc::downgrade(&n));
-        n
-    }
-
-    fn wake(&self, name: &str) {
-        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = names.get(name).and_then(Weak::upgrade) {
-            n.notify_one();
-        }
-    }
-
-    /// Wakes every waiter parked now, and leaves a permit for one that is between two
-    /// attempts (it would otherwise miss this and sleep until its fallback timer).
-    fn wake_all(&self) {
-        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        for n in names.values().filter_map(Weak::upgrade) {
-            n.notify_waiters();
-            n.notify_one();
-        }
     }
 }
 

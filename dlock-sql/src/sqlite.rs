@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::{from_millis, millis};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::store::{Holder, Store, Taken, millis, remaining_from_millis};
+use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Sqlite {
     pool: SqlitePool,
@@ -81,7 +82,7 @@ impl Store for Sqlite {
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(Taken::No(remaining_from_millis(ms)))
+        Ok(Taken::No(from_millis(ms)))
     }
 
     async fn renew(
@@ -120,7 +121,7 @@ impl Store for Sqlite {
             Ok(Holder {
                 owner: r.try_get(0)?,
                 token: r.try_get(1)?,
-                remaining: remaining_from_millis(r.try_get(2)?).unwrap_or_default(),
+                remaining: from_millis(r.try_get(2)?).unwrap_or_default(),
             })
         })
         .transpose()

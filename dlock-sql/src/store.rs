@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::Subscription;
+use dlock_core::backend::Subscription;
 
 /// The outcome of one acquire statement.
 pub(crate) enum Taken {
@@ -46,14 +46,4 @@ pub(crate) trait Store: Send + Sync {
     }
     /// `"postgres"`, `"mysql"` or `"sqlite"`.
     fn kind(&self) -> &'static str;
-}
-
-/// Milliseconds as a bind parameter.
-pub(crate) fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// A database-reported remaining time (which may be negative or NULL) as a duration.
-pub(crate) fn remaining_from_millis(ms: Option<i64>) -> Option<Duration> {
-    ms.map(|m| Duration::from_millis(u64::try_from(m).unwrap_or(0)))
 }

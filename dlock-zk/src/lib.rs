@@ -55,6 +55,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::LockError;
+use dlock_core::backend::within;
 
 /// The default root node.
 pub const DEFAULT_ROOT: &str = "/dlock";
@@ -163,13 +164,14 @@ impl ZkLockBuilder {
         let client = lock.sessions.first().session.get().await?;
         let mode = zookeeper_client::CreateMode::Persistent
             .with_acls(zookeeper_client::Acls::anyone_all());
-        tokio::time::timeout(self.op_timeout, client.mkdir(&lock.root, &mode))
-            .await
-            .map_err(|_| LockError::Unavailable {
-                message: format!("creating {} timed out", lock.root),
-                source: None,
-            })?
-            .map_err(|e| errors::from_zk(&format!("creating {}", lock.root), e))?;
+        let what = format!("creating {}", lock.root);
+        within(self.op_timeout, &what, async {
+            client
+                .mkdir(&lock.root, &mode)
+                .await
+                .map_err(|e| errors::from_zk(&what, e))
+        })
+        .await?;
         Ok(lock)
     }
 }

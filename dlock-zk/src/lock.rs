@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::queue::{QueueDriver, Turn, queue};
+use dlock_core::backend::{new_acquisition, within};
 use dlock_core::{
-    Capabilities, Deadline, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo,
-    LockName, OwnerId, validate_ttl,
+    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
+    OwnerId,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -65,15 +67,10 @@ impl ZkLock {
         what: &str,
         f: impl Future<Output = Result<T, zk::Error>>,
     ) -> Result<T, LockError> {
-        let limit = self.sessions.op_timeout();
-        match tokio::time::timeout(limit, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(from_zk(what, e)),
-            Err(_) => Err(LockError::Unavailable {
-                message: format!("{what}: ZooKeeper did not answer within {limit:?}"),
-                source: None,
-            }),
-        }
+        within(self.sessions.op_timeout(), what, async {
+            f.await.map_err(|e| from_zk(what, e))
+        })
+        .await
     }
 
     fn acls(&self) -> zk::Acls<'static> {
@@ -103,7 +100,7 @@ impl ZkLock {
 
     /// Creates our node and lists the queue, both sent at once (requests on a session
     /// are processed in order, so the listing includes our node): one round trip.
-    async fn enqueue(
+    async fn enqueue_node(
         &self,
         client: &zk::Client,
         dir: &str,
@@ -120,12 +117,7 @@ impl ZkLock {
             let list = client.list_children(dir);
             let limit = self.sessions.op_timeout();
             let (created, listed) =
-                tokio::time::timeout(limit, async { tokio::join!(create, list) })
-                    .await
-                    .map_err(|_| LockError::Unavailable {
-                        message: format!("acquire: ZooKeeper did not answer within {limit:?}"),
-                        source: None,
-                    })?;
+                within(limit, "acquire", async { Ok(tokio::join!(create, list)) }).await?;
             match created {
                 Ok((stat, seq)) => {
                     return Ok(Queued {
@@ -165,10 +157,9 @@ impl ZkLock {
                 Err(e) => return Err(from_zk("create lock node", e)),
             }
         }
-        Err(LockError::Unavailable {
-            message: format!("could not create a lock node under {dir}"),
-            source: None,
-        })
+        Err(LockError::transient(format!(
+            "could not create a lock node under {dir}"
+        )))
     }
 
     #[allow(clippy::too_many_arguments)] // one call site per acquire path, all named
@@ -196,14 +187,17 @@ impl ZkLock {
     }
 }
 
-/// What an acquisition starts with: its owner id, the queue node, the session for
-/// its TTL, and the guard that deletes its node unless it is handed out.
-type Prepared = (OwnerId, String, Arc<Slot>, zk::Client, NodeCleanup);
+/// What an acquisition starts with: the queue directory, the session for its TTL, and
+/// the guard that deletes its node unless it is handed out.
+type Prepared = (String, Arc<Slot>, zk::Client, NodeCleanup);
 
 impl ZkLock {
-    async fn prepare(&self, name: &LockName, ttl: Duration) -> Result<Prepared, LockError> {
-        validate_ttl(ttl)?;
-        let owner = OwnerId::random()?;
+    async fn prepare(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Prepared, LockError> {
         let dir = queue_dir(&self.root, name);
         let slot = self.sessions.for_ttl(ttl).await?;
         let client = slot.session.get().await?;
@@ -214,89 +208,139 @@ impl ZkLock {
             owner: owner.to_string(),
             armed: true,
         };
-        Ok((owner, dir, slot, client, cleanup))
+        Ok((dir, slot, client, cleanup))
     }
+}
 
-    /// One acquisition: join the queue, wait for our turn. A transient error ends it
-    /// (its queue entry deleted by the drop guard); `acquire` tries again.
-    async fn queue_and_wait(
+/// One acquisition's node in a lock's queue; dropped before its grant, the node is
+/// deleted (see `NodeCleanup`).
+pub struct ZkEntry {
+    name: LockName,
+    owner: OwnerId,
+    dir: String,
+    slot: Arc<Slot>,
+    client: zk::Client,
+    cleanup: NodeCleanup,
+    /// Our node's name (`lock-<owner>-<sequence>`) and sequence number.
+    node: String,
+    seq: i32,
+    czxid: i64,
+    /// The queue as last listed, and when that listing was sent.
+    children: Vec<String>,
+    seen: Instant,
+}
+
+impl std::fmt::Debug for ZkEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkEntry")
+            .field("dir", &self.dir)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZkEntry {
+    fn turn(&self) -> Turn {
+        if lowest(&self.children) == Some(&self.node) {
+            Turn::Head
+        } else {
+            Turn::Behind
+        }
+    }
+}
+
+/// Uncontended, `acquire` is one round trip (the create and the listing sent back to
+/// back on one session); release is one delete. A waiter watches the node right before
+/// its own, then lists the queue behind a sync with the leader.
+#[async_trait]
+impl QueueDriver for ZkLock {
+    type Entry = ZkEntry;
+
+    async fn enqueue(
         &self,
         name: &LockName,
+        owner: &OwnerId,
         ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        let deadline = Deadline::after(wait);
-        let (owner, dir, slot, client, mut cleanup) = self.prepare(name, ttl).await?;
-        let mut seen = Instant::now();
-        let q = self.enqueue(&client, &dir, owner.as_str()).await?;
-        let me = q.name;
-        let path = format!("{dir}/{me}");
-        let Some(my_seq) = sequence(&me) else {
-            return Err(LockError::Backend {
-                message: format!("lock node {me} has no sequence number"),
-                source: None,
-            });
+    ) -> Result<(ZkEntry, Turn), LockError> {
+        let (dir, slot, client, cleanup) = self.prepare(name, owner, ttl).await?;
+        let seen = Instant::now();
+        let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
+        let Some(seq) = sequence(&q.name) else {
+            return Err(LockError::backend_msg(format!(
+                "lock node {} has no sequence number",
+                q.name
+            )));
         };
-        let mut children = q.children;
-        loop {
-            if lowest(&children) == Some(&me) {
-                let lease = self.lease(
-                    &client,
-                    &slot,
-                    name,
-                    owner.clone(),
-                    q.czxid,
-                    path.clone(),
-                    seen,
-                )?;
-                if lease.is_valid() {
-                    cleanup.armed = false;
-                    return Ok(lease);
-                }
-            }
-            if deadline.passed() {
-                return Err(LockError::Timeout {
-                    name: name.to_string(),
-                    waited: deadline.waited(),
-                });
-            }
-            if let Some(pred) = predecessor(&children, my_seq) {
-                let (stat, watcher) = self
-                    .op(
-                        "watch predecessor",
-                        client.check_and_watch_stat(&format!("{dir}/{pred}")),
-                    )
-                    .await?;
-                if stat.is_some() {
-                    tokio::select! {
-                        _ = watcher.changed() => {}
-                        () = tokio::time::sleep_until(deadline.end()) => {
-                            return Err(LockError::Timeout { name: name.to_string(), waited: deadline.waited() });
-                        }
-                    }
-                }
-            }
-            // The listing goes behind a sync with the leader (one round trip, both sent
-            // at once): a server cut off from the leader cannot tell us we are first
-            // after our session may already have expired there.
-            let at = Instant::now();
-            let synced = client.sync(&dir);
-            let listed = client.list_children(&dir);
-            let (synced, listed) = self
-                .op("list queue", async { Ok(tokio::join!(synced, listed)) })
+        let entry = ZkEntry {
+            name: name.clone(),
+            owner: owner.clone(),
+            dir,
+            slot,
+            client,
+            cleanup,
+            node: q.name,
+            seq,
+            czxid: q.czxid,
+            children: q.children,
+            seen,
+        };
+        let turn = entry.turn();
+        Ok((entry, turn))
+    }
+
+    async fn next_turn(&self, e: &mut ZkEntry, until: Instant) -> Result<Turn, LockError> {
+        if let Some(pred) = predecessor(&e.children, e.seq) {
+            let (stat, watcher) = self
+                .op(
+                    "watch predecessor",
+                    e.client.check_and_watch_stat(&format!("{}/{pred}", e.dir)),
+                )
                 .await?;
-            synced.map_err(|e| from_zk("sync with the leader", e))?;
-            children = listed.map_err(|e| from_zk("list queue", e))?;
-            seen = at;
-            if !children.contains(&me) {
-                return Err(LockError::Unavailable {
-                    message: format!(
-                        "the session ended while waiting for {name}; its place in line is gone"
-                    ),
-                    source: None,
-                });
+            if stat.is_some() {
+                tokio::select! {
+                    _ = watcher.changed() => {}
+                    () = tokio::time::sleep_until(until) => return Ok(Turn::Behind),
+                }
             }
         }
+        // The listing goes behind a sync with the leader (one round trip, both sent
+        // at once): a server cut off from the leader cannot tell us we are first
+        // after our session may already have expired there.
+        let at = Instant::now();
+        let synced = e.client.sync(&e.dir);
+        let listed = e.client.list_children(&e.dir);
+        let (synced, listed) = self
+            .op("list queue", async { Ok(tokio::join!(synced, listed)) })
+            .await?;
+        synced.map_err(|err| from_zk("sync with the leader", err))?;
+        e.children = listed.map_err(|err| from_zk("list queue", err))?;
+        e.seen = at;
+        if !e.children.contains(&e.node) {
+            return Err(LockError::transient(format!(
+                "the session ended while waiting for {}; its place in line is gone",
+                e.name
+            )));
+        }
+        Ok(e.turn())
+    }
+
+    async fn grant(&self, e: &mut ZkEntry, _waited: bool) -> Result<Option<Lease>, LockError> {
+        // our node is in the listing `seen` was taken for (next_turn checks it)
+        let lease = self.lease(
+            &e.client,
+            &e.slot,
+            &e.name,
+            e.owner.clone(),
+            e.czxid,
+            format!("{}/{}", e.dir, e.node),
+            e.seen,
+        )?;
+        if !lease.is_valid() {
+            // the listing came back too late to trust: look again
+            return Ok(None);
+        }
+        e.cleanup.armed = false;
+        Ok(Some(lease))
     }
 }
 
@@ -307,9 +351,10 @@ impl DistributedLock for ZkLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        let (owner, dir, slot, client, mut cleanup) = self.prepare(name, ttl).await?;
+        let owner = new_acquisition(ttl)?;
+        let (dir, slot, client, mut cleanup) = self.prepare(name, &owner, ttl).await?;
         let sent = Instant::now();
-        let q = self.enqueue(&client, &dir, owner.as_str()).await?;
+        let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
         let path = format!("{dir}/{}", q.name);
         if lowest(&q.children) != Some(&q.name) {
             // someone holds or waits: leave the line at once
@@ -325,10 +370,9 @@ impl DistributedLock for ZkLock {
         if !lease.is_valid() {
             // ours, but the answer came too late to trust: not "busy" (the node is
             // deleted in the background)
-            return Err(LockError::Unavailable {
-                message: format!("the grant of {name} arrived after its lease could have expired"),
-                source: None,
-            });
+            return Err(LockError::transient(format!(
+                "the grant of {name} arrived after its lease could have expired"
+            )));
         }
         cleanup.armed = false;
         Ok(Some(lease))
@@ -340,7 +384,7 @@ impl DistributedLock for ZkLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        dlock_core::retry_transient(name, wait, |left| self.queue_and_wait(name, ttl, left)).await
+        queue(self, name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -356,7 +400,7 @@ impl DistributedLock for ZkLock {
         } else {
             self.sessions.first()
         };
-        match slot.renewals.renew(&held.path).await? {
+        match slot.renewals.submit(held.path.clone())?.answer().await? {
             // the node exists and belongs to our live session: the lease holds for
             // another session timeout from when the check was sent
             Some((timeout, sent)) => Ok(lease.renewed(timeout, sent)),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::LockError;
-use tokio::sync::{mpsc, oneshot};
+use dlock_core::backend::{Batcher, within};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -25,116 +25,51 @@ use crate::session::Session;
 /// Nodes per multi-read: bounds the size of one request and its reply.
 const MAX_BATCH: usize = 512;
 
-/// A renewal's outcome: the session timeout and the send time of the request that
-/// proved the node still ours, or `None` when it is not (deleted, or another session's).
+/// A renewal's outcome: the lease TTL and the send time of the request that proved the
+/// node still ours (the TTL is `session::lease_ttl` of the session timeout), or `None`
+/// when it is not (deleted, or another session's).
 pub(crate) type Renewed = Option<(Duration, Instant)>;
-// (the duration is the lease's TTL, `session::lease_ttl` of the session timeout)
 
-struct Request {
-    path: String,
-    reply: oneshot::Sender<Result<Renewed, LockError>>,
-}
+/// The renewal queue of one session: a lock node's path in, whether it is still ours
+/// out.
+pub(crate) type Renewals = Batcher<String, Renewed>;
 
-/// The renewal queue of one client.
-pub(crate) struct Renewals {
-    queue: mpsc::UnboundedSender<Request>,
-}
-
-impl Renewals {
-    /// Starts the batching task; it ends when this value is dropped.
-    pub(crate) fn start(session: Arc<Session>) -> Self {
-        let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(batch_loop(session, rx));
-        Self { queue }
-    }
-
-    /// Checks that the node at `path` still belongs to our live session.
-    pub(crate) async fn renew(&self, path: &str) -> Result<Renewed, LockError> {
-        let (reply, answer) = oneshot::channel();
-        let gone = || LockError::Unavailable {
-            message: "the ZooKeeper renewal queue has stopped".into(),
-            source: None,
-        };
-        self.queue
-            .send(Request {
-                path: path.to_owned(),
-                reply,
-            })
-            .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
-    }
-}
-
-async fn batch_loop(session: Arc<Session>, mut rx: mpsc::UnboundedReceiver<Request>) {
-    while let Some(first) = rx.recv().await {
-        let batch = dlock_core::gather_batch(first, &mut rx, MAX_BATCH).await;
-        // Not awaited here, so the next batch is pipelined behind this one.
-        tokio::spawn(send(Arc::clone(&session), batch));
-    }
-}
-
-async fn send(session: Arc<Session>, batch: Vec<Request>) {
-    let answers = check(&session, &batch).await;
-    match answers {
-        Ok(answers) => {
-            for (r, a) in batch.into_iter().zip(answers) {
-                let _ = r.reply.send(a);
-            }
-        }
-        Err(e) => {
-            for r in batch {
-                let _ = r.reply.send(Err(e.for_another_caller()));
-            }
-        }
-    }
+/// Starts the renewal queue of `session`.
+pub(crate) fn start(session: Arc<Session>) -> Renewals {
+    Batcher::start("renew", MAX_BATCH, move |paths: Vec<String>| {
+        let session = Arc::clone(&session);
+        async move { check(&session, &paths).await }
+    })
 }
 
 /// One multi-read of every node in the batch; an answer per node, in order.
 async fn check(
     session: &Session,
-    batch: &[Request],
+    batch: &[String],
 ) -> Result<Vec<Result<Renewed, LockError>>, LockError> {
     let client = session.get().await?;
     let me = client.session_id().0;
     let timeout = crate::session::lease_ttl(client.session_timeout());
     let sent = Instant::now();
     let mut reader = client.new_multi_reader();
-    for r in batch {
-        reader
-            .add_get_data(&r.path)
-            .map_err(|e| from_zk("renew", e))?;
+    for path in batch {
+        reader.add_get_data(path).map_err(|e| from_zk("renew", e))?;
     }
     let limit = session.op_timeout();
     // both requests are sent here, in this order
     let synced = client.sync("/");
     let read = reader.commit();
     let both = async { tokio::join!(synced, read) };
-    let results = match tokio::time::timeout(limit, both).await {
-        Ok((Err(zk::Error::SessionExpired), _) | (_, Err(zk::Error::SessionExpired))) => {
+    let results = match within(limit, "renew", async { Ok(both.await) }).await? {
+        (Err(zk::Error::SessionExpired), _) | (_, Err(zk::Error::SessionExpired)) => {
             // the session is gone, and every ephemeral node with it
             return Ok(batch.iter().map(|_| Ok(None)).collect());
         }
         // a node deleted before the sync reached it: the read answers for it
-        Ok((Ok(()) | Err(zk::Error::NoNode), Ok(results))) => results,
-        Ok((Err(e), _)) => return Err(from_zk("renew (sync with the leader)", e)),
-        Ok((_, Err(e))) => return Err(from_zk("renew", e)),
-        Err(_) => {
-            return Err(LockError::Unavailable {
-                message: format!("renew: ZooKeeper did not answer within {limit:?}"),
-                source: None,
-            });
-        }
+        (Ok(()) | Err(zk::Error::NoNode), Ok(results)) => results,
+        (Err(e), _) => return Err(from_zk("renew (sync with the leader)", e)),
+        (_, Err(e)) => return Err(from_zk("renew", e)),
     };
-    if results.len() != batch.len() {
-        return Err(LockError::Backend {
-            message: format!(
-                "renew: {} answers for {} lock nodes",
-                results.len(),
-                batch.len()
-            ),
-            source: None,
-        });
-    }
     Ok(results
         .into_iter()
         .map(|r| match r {
@@ -146,10 +81,9 @@ async fn check(
                 err: zk::Error::NoNode,
             } => Ok(None),
             zk::MultiReadResult::Error { err } => Err(from_zk("renew", err)),
-            _ => Err(LockError::Backend {
-                message: "renew: an answer of another kind where node data was asked".into(),
-                source: None,
-            }),
+            _ => Err(LockError::backend_msg(
+                "renew: an answer of another kind where node data was asked",
+            )),
         })
         .collect())
 }

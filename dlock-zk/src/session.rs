@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use dlock_core::LockError;
+use dlock_core::backend::within;
 use zookeeper_client as zk;
 
 /// How to open a session.
@@ -79,18 +80,12 @@ async fn connect(p: &Params) -> Result<zk::Client, LockError> {
         connector = connector.with_auth("digest", auth);
     }
     let hosts = p.hosts.clone();
-    match tokio::time::timeout(p.op_timeout * 2, connector.connect(&hosts)).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(crate::errors::from_zk(
-            &format!("connecting to ZooKeeper {hosts}"),
-            e,
-        )),
-        Err(_) => Err(LockError::Unavailable {
-            message: format!(
-                "connecting to ZooKeeper {hosts}: no answer within {:?}",
-                p.op_timeout * 2
-            ),
-            source: None,
-        }),
-    }
+    let what = format!("connecting to ZooKeeper {hosts}");
+    within(p.op_timeout * 2, &what, async {
+        connector
+            .connect(&hosts)
+            .await
+            .map_err(|e| crate::errors::from_zk(&what, e))
+    })
+    .await
 }

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use dlock_core::LockError;
+use dlock_core::backend::millis_u64;
 
-use crate::renewals::Renewals;
+use crate::renewals::{self, Renewals};
 use crate::session::{Params, Session};
 
 /// One session and the queue that batches its renewals.
@@ -23,7 +24,7 @@ impl Slot {
     async fn open(params: Params) -> Result<Arc<Self>, LockError> {
         let session = Arc::new(Session::open(params).await?);
         Ok(Arc::new(Self {
-            renewals: Renewals::start(Arc::clone(&session)),
+            renewals: renewals::start(Arc::clone(&session)),
             session,
         }))
     }
@@ -64,11 +65,8 @@ impl Sessions {
 
     /// The session a lock with `ttl` goes on, opened the first time it is asked for.
     pub(crate) async fn for_ttl(&self, ttl: Duration) -> Result<Arc<Slot>, LockError> {
-        let ms = u64::try_from(ttl.as_millis())
-            .unwrap_or(u64::MAX)
-            .div_ceil(STEP_MS)
-            .saturating_mul(STEP_MS);
-        let first_ms = u64::try_from(self.params.session_timeout.as_millis()).unwrap_or(0);
+        let ms = millis_u64(ttl).div_ceil(STEP_MS).saturating_mul(STEP_MS);
+        let first_ms = millis_u64(self.params.session_timeout);
         if self.pinned || ms == first_ms {
             return Ok(Arc::clone(&self.first));
         }

@@ -40,6 +40,8 @@ pub struct Subscription {
     // waiter never took and hand it to the next one.
     _guard: Option<Box<dyn Send + Sync>>,
     notify: Arc<Notify>,
+    /// More sources, any of which wakes this subscription (Redlock: one per node).
+    others: Vec<Subscription>,
 }
 
 impl Subscription {
@@ -49,12 +51,43 @@ impl Subscription {
         Self {
             _guard: guard,
             notify,
+            others: Vec::new(),
         }
+    }
+
+    /// One subscription woken by whichever of `subscriptions` is woken first.
+    ///
+    /// # Panics
+    /// When `subscriptions` is empty.
+    #[must_use]
+    pub fn any_of(mut subscriptions: Vec<Subscription>) -> Self {
+        let mut first = subscriptions.remove(0);
+        for mut s in subscriptions {
+            let nested = std::mem::take(&mut s.others);
+            first.others.push(s);
+            first.others.extend(nested);
+        }
+        first
     }
 
     /// Completes at the next wake-up (or at once if one came since the last).
     pub async fn notified(&self) {
-        self.notify.notified().await;
+        if self.others.is_empty() {
+            return self.notify.notified().await;
+        }
+        // `any_of` keeps the list flat: every other source is one `Notify`
+        let mut all: Vec<_> = std::iter::once(&self.notify)
+            .chain(self.others.iter().map(|s| &s.notify))
+            .map(|n| Box::pin(n.notified()))
+            .collect();
+        std::future::poll_fn(|cx| {
+            if all.iter_mut().any(|f| f.as_mut().poll(cx).is_ready()) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
     }
 }
 

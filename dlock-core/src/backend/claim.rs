@@ -1,0 +1,128 @@
+//! The claim family's algorithm (Redis, Redlock, SQL): a lock is one record that an
+//! attempt takes when it is free, expired, or already the attempt's own.
+//!
+//! A [`ClaimDriver`] is the backend's protocol — one attempt, one release, an optional
+//! wake-up source — and [`try_claim`] / [`claim`] are everything around it, written
+//! once: TTL validation, the owner id, a grant that came back too late to be trusted
+//! given back (DESIGN rule 5), subscribe-then-recheck waiting ([`wait_for_lock`]),
+//! and the retry rule for transient errors.
+//!
+//! The same driver carries the next primitives: a counting semaphore is N records
+//! (`name#0 … name#N-1`, an attempt takes any free one), a read-write lock a record
+//! whose holder set admits readers while no writer holds it — each an attempt of the
+//! same shape, so no new waiting code.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::{Attempt, Subscription, WaitPolicy, wait_for_lock};
+use crate::{FencingToken, Lease, LockError, LockName, OwnerId};
+
+/// What one claim found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Taken for the owner, with this fencing token.
+    Taken(FencingToken),
+    /// Someone else holds it, for this long more as the server sees it (if it said).
+    Held(Option<Duration>),
+}
+
+/// A claim backend's protocol (see the [module](self)).
+#[async_trait]
+pub trait ClaimDriver: Send + Sync {
+    /// One attempt to take `name` for `owner` for `ttl`: when it is free, expired, or
+    /// already `owner`'s — an earlier attempt of the same acquisition whose answer was
+    /// lost may have committed, and a retry must find its own record taken, not busy.
+    async fn claim(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Claim, LockError>;
+
+    /// Gives `lease` back if it is still its owner's; whether it was.
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError>;
+
+    /// Registers for a wake-up when `name` is released (`None`: poll instead).
+    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+        let _ = name;
+        None
+    }
+
+    /// How to wait when the lock is busy.
+    fn wait_policy(&self) -> WaitPolicy;
+}
+
+/// One attempt with a lease around it: the lease's validity counts from the moment
+/// the attempt was sent, and a grant that arrives already past it is given back and
+/// reported as held (DESIGN rule 5: never hand out a lease that may have expired).
+///
+/// # Errors
+/// The driver's error.
+pub async fn attempt<D: ClaimDriver + ?Sized>(
+    driver: &D,
+    name: &LockName,
+    owner: &OwnerId,
+    ttl: Duration,
+) -> Result<Attempt, LockError> {
+    let sent = Instant::now();
+    match driver.claim(name, owner, ttl).await? {
+        Claim::Taken(token) => {
+            let lease = Lease::new(name.clone(), owner.clone(), token, ttl, sent);
+            if lease.is_valid() {
+                Ok(Attempt::Acquired(lease))
+            } else {
+                let _ = driver.release(&lease).await;
+                Ok(Attempt::Held {
+                    remaining: Some(Duration::ZERO),
+                })
+            }
+        }
+        Claim::Held(remaining) => Ok(Attempt::Held { remaining }),
+    }
+}
+
+/// `try_acquire` for a claim backend: one attempt.
+///
+/// # Errors
+/// `InvalidArgument` for a TTL out of range; the driver's error.
+///
+/// # Cancel safety
+/// Dropping it after the request was sent may leave the record taken until its TTL.
+pub async fn try_claim<D: ClaimDriver + ?Sized>(
+    driver: &D,
+    name: &LockName,
+    ttl: Duration,
+) -> Result<Option<Lease>, LockError> {
+    let owner = super::new_acquisition(ttl)?;
+    Ok(attempt(driver, name, &owner, ttl).await?.into_lease())
+}
+
+/// `acquire` for a claim backend: attempts under one owner id until one takes the
+/// lock or `wait` runs out, woken by the driver's subscription or polling.
+///
+/// # Errors
+/// `InvalidArgument` for a TTL out of range; `Timeout`; the driver's last transient
+/// error when the wait ended on one; any permanent error at once.
+///
+/// # Cancel safety
+/// Dropping it between attempts leaves nothing behind; during one, the record may stay
+/// taken until its TTL.
+pub async fn claim<D: ClaimDriver + ?Sized>(
+    driver: &D,
+    name: &LockName,
+    ttl: Duration,
+    wait: Duration,
+) -> Result<Lease, LockError> {
+    let owner = super::new_acquisition(ttl)?;
+    wait_for_lock(
+        name,
+        wait,
+        &driver.wait_policy(),
+        || attempt(driver, name, &owner, ttl),
+        || driver.subscribe(name),
+    )
+    .await
+}

@@ -1,0 +1,42 @@
+//! The toolkit adapters are built from; not needed to *use* a lock.
+//!
+//! - the claim family's algorithm ([`claim`], [`ClaimDriver`]) and the waiting loop
+//!   under it ([`wait_for_lock`], [`Attempt`], [`Subscription`], [`WaitPolicy`]);
+//! - the queue family's algorithm ([`queue`], [`QueueDriver`]);
+//! - the retry rule for transient errors ([`retry_transient`]);
+//! - one time limit per request ([`within`]), renewal batching ([`Batcher`]),
+//!   wake-up fan-out ([`WakeupHub`]), dlock's URL parameters ([`take_query`]) and
+//!   durations as server integers ([`millis`], [`micros`]).
+//!
+//! A new backend implements [`crate::DistributedLock`] with these, so that the rules
+//! DESIGN states once are kept once.
+
+pub mod claim;
+pub mod queue;
+
+mod batch;
+mod query;
+mod timeout;
+mod units;
+mod wait;
+mod wakeups;
+
+pub use batch::{Batcher, Pending, gather_batch};
+pub use claim::{Claim, ClaimDriver};
+pub use query::take_query;
+pub use queue::{QueueDriver, Turn};
+pub use timeout::within;
+pub use units::{from_millis, micros, millis, millis_u64};
+pub use wait::{Attempt, Subscription, WaitPolicy, retry_transient, wait_for_lock};
+pub use wakeups::WakeupHub;
+
+/// What every acquisition starts with: the TTL checked (`InvalidArgument` when out of
+/// range) and a fresh owner id, unique to this acquisition.
+///
+/// # Errors
+/// `InvalidArgument` for a TTL out of range; `Unavailable` when the system has no
+/// randomness to give.
+pub fn new_acquisition(ttl: std::time::Duration) -> Result<crate::OwnerId, crate::LockError> {
+    crate::validate_ttl(ttl)?;
+    crate::OwnerId::random()
+}

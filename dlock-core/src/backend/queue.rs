@@ -1,0 +1,112 @@
+//! The queue family's algorithm (etcd, ZooKeeper, memory): a lock is a queue of
+//! entries in the order they joined; the first entry holds it, and each waiter waits
+//! for the entry right before its own (no herd, FIFO).
+//!
+//! A [`QueueDriver`] is the backend's protocol — join, wait for the predecessor, turn
+//! the head entry into a lease — and [`queue`] is everything around it, written once:
+//! TTL validation, the owner id, the deadline, the retry rule for transient errors, and
+//! the "am I still queued" re-check after a wait (the driver's `grant` is told that it
+//! waited). Leaving the queue is the entry's own `Drop`, so a dropped, failed or
+//! timed-out acquisition leaves nothing behind whichever await it stopped at.
+//!
+//! The same driver carries the next primitives: a counting semaphore grants the first
+//! N entries (`Turn::Head` when fewer than N entries precede ours), a read-write lock
+//! queues shared and exclusive entries (a reader is at its turn when no writer
+//! precedes it, a writer when it is first) — the waiting loop stays this one.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::retry_transient;
+use crate::backoff::Deadline;
+use crate::{Lease, LockError, LockName, OwnerId};
+
+/// Where an entry stands in its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// First: the lock is the entry's to take.
+    Head,
+    /// Someone is ahead.
+    Behind,
+}
+
+/// A queue backend's protocol (see the [module](self)).
+#[async_trait]
+pub trait QueueDriver: Send + Sync {
+    /// One acquisition's place in a queue. Dropping it before [`QueueDriver::grant`]
+    /// handed out its lease must leave the queue (delete the key or node, wake the
+    /// next): that is what makes every acquisition cancel safe.
+    type Entry: Send;
+
+    /// Joins `name`'s queue for `owner`, with `ttl`; where the new entry stands.
+    async fn enqueue(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<(Self::Entry, Turn), LockError>;
+
+    /// Waits until the entry right before ours is gone (or `until`, then answers
+    /// [`Turn::Behind`]) and says where ours stands now. An entry that vanished meanwhile
+    /// (session expired, key swept) is a transient error: the acquisition queues again.
+    async fn next_turn(&self, entry: &mut Self::Entry, until: Instant) -> Result<Turn, LockError>;
+
+    /// The lease of an entry at the head, which from then on is no longer left on drop;
+    /// `None` when the grant cannot be trusted yet (the answer came too late: look
+    /// again). After a wait (`waited`), the driver makes sure the entry still exists.
+    async fn grant(
+        &self,
+        entry: &mut Self::Entry,
+        waited: bool,
+    ) -> Result<Option<Lease>, LockError>;
+}
+
+/// `acquire` for a queue backend: joins the queue and waits for its turn; a transient
+/// error ends that acquisition (its entry left) and a new one queues again, until
+/// `wait` runs out.
+///
+/// # Errors
+/// `InvalidArgument` for a TTL out of range; `Timeout`; the last transient error when
+/// the wait ended on one; any permanent error at once.
+///
+/// # Cancel safety
+/// Dropping it at any point leaves the queue (the entry's `Drop`).
+pub async fn queue<D: QueueDriver + ?Sized>(
+    driver: &D,
+    name: &LockName,
+    ttl: Duration,
+    wait: Duration,
+) -> Result<Lease, LockError> {
+    crate::validate_ttl(ttl)?;
+    retry_transient(name, wait, |left| wait_in_line(driver, name, ttl, left)).await
+}
+
+/// One acquisition: join, then wait for the predecessor until at the head.
+async fn wait_in_line<D: QueueDriver + ?Sized>(
+    driver: &D,
+    name: &LockName,
+    ttl: Duration,
+    wait: Duration,
+) -> Result<Lease, LockError> {
+    let deadline = Deadline::after(wait);
+    let owner = super::new_acquisition(ttl)?;
+    let (mut entry, mut turn) = driver.enqueue(name, &owner, ttl).await?;
+    let mut waited = false;
+    loop {
+        if turn == Turn::Head
+            && let Some(lease) = driver.grant(&mut entry, waited).await?
+        {
+            return Ok(lease);
+        }
+        if deadline.passed() {
+            return Err(LockError::Timeout {
+                name: name.to_string(),
+                waited: deadline.waited(),
+            });
+        }
+        turn = driver.next_turn(&mut entry, deadline.end()).await?;
+        waited = true;
+    }
+}
