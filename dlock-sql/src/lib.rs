@@ -62,6 +62,8 @@ mod mysql;
 mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(test)]
+mod retake_tests;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;

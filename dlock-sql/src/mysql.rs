@@ -26,6 +26,9 @@ impl MySql {
         // clients with different zones must still agree on expiry.
         let now = "UTC_TIMESTAMP(6)";
         let free = format!("(expires_at <= {now} OR owner = ?)");
+        // ours and unexpired: a late duplicate of our own attempt keeps the token (the
+        // owner was just assigned, expires_at not yet: it is assigned last)
+        let mine = format!("(owner = ? AND expires_at > {now})");
         let remaining_ms =
             format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
         Self {
@@ -41,7 +44,8 @@ impl MySql {
             ),
             // The assignments run left to right and see earlier new values, so
             // expires_at must come last. LAST_INSERT_ID(x) makes the statement report
-            // the token: 1 on insert, token+1 on takeover, 0 while held. A row already
+            // the token: 1 on insert, token+1 on takeover, the same token when the row
+            // is already ours and unexpired, 0 while held by someone else. A row already
             // ours counts as free: an earlier attempt of this acquisition committed
             // after its reply was given up on (owner only changes when the row is
             // free, so the condition reads the same in every assignment).
@@ -50,7 +54,7 @@ impl MySql {
                  VALUES (?, ?, LAST_INSERT_ID(1), {now} + INTERVAL ? MICROSECOND)
                  ON DUPLICATE KEY UPDATE
                    owner = IF({free}, ?, owner),
-                   token = IF({free}, LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+                   token = IF({free}, LAST_INSERT_ID(IF({mine}, token, token + 1)), token + LAST_INSERT_ID(0)),
                    expires_at = IF({free}, {now} + INTERVAL ? MICROSECOND, expires_at)"
             ),
             remaining: format!("SELECT {remaining_ms} FROM {table} WHERE name = ?"),
@@ -87,6 +91,7 @@ impl Store for MySql {
             .bind(owner) // free?
             .bind(owner) // new owner
             .bind(owner) // free?
+            .bind(owner) // mine?
             .bind(owner) // free?
             .bind(micros(ttl))
             .execute(&self.pool)

@@ -54,14 +54,18 @@ impl Postgres {
                 ),
                 // One round trip either way: the row is taken (token returned), or the
                 // holder's remaining time is read from the same snapshot. A row already
-                // ours is taken again (with the next token): an earlier attempt of this
-                // acquisition committed after its reply was given up on.
+                // ours is taken again: an earlier attempt of this acquisition committed
+                // after its reply was given up on (or commits after the one that won) —
+                // while it is unexpired its token stays, since the lease carries it.
                 take: format!(
                     "WITH taken AS (
                         INSERT INTO {table} AS d (name, owner, token, expires_at)
                         VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
                         ON CONFLICT (name) DO UPDATE
-                          SET owner = EXCLUDED.owner, token = d.token + 1, expires_at = EXCLUDED.expires_at
+                          SET owner = EXCLUDED.owner,
+                              token = CASE WHEN d.owner = EXCLUDED.owner AND d.expires_at > clock_timestamp()
+                                           THEN d.token ELSE d.token + 1 END,
+                              expires_at = EXCLUDED.expires_at
                           WHERE d.expires_at <= clock_timestamp() OR d.owner = EXCLUDED.owner
                         RETURNING token)
                      SELECT token, NULL::bigint AS remaining_ms FROM taken

@@ -34,11 +34,16 @@ impl Sqlite {
                     expires_at INTEGER NOT NULL
                  ) STRICT"
             ),
+            // A row already ours is taken again, keeping its token while unexpired
+            // (a late duplicate of our own attempt: see the PostgreSQL statement).
             take: format!(
                 "INSERT INTO {table} (name, owner, token, expires_at)
                  VALUES (?1, ?2, 1, {now} + ?3)
                  ON CONFLICT (name) DO UPDATE
-                   SET owner = excluded.owner, token = {table}.token + 1, expires_at = excluded.expires_at
+                   SET owner = excluded.owner,
+                       token = CASE WHEN {table}.owner = excluded.owner AND {table}.expires_at > {now}
+                                    THEN {table}.token ELSE {table}.token + 1 END,
+                       expires_at = excluded.expires_at
                    WHERE {table}.expires_at <= {now} OR {table}.owner = excluded.owner
                  RETURNING token"
             ),

@@ -1,0 +1,83 @@
+//! A late duplicate of our own acquire statement (an attempt given up on, committed
+//! after the attempt that won) must find the row ours and leave the token alone:
+//! bumping it would strand the holder's lease, whose renewals and release carry the
+//! token they were granted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use dlock_conformance::required_env;
+use dlock_core::{LockName, OwnerId, random_u64};
+
+use crate::SqlLock;
+use crate::store::Taken;
+
+async fn a_duplicate_take_keeps_the_token(url: &str) {
+    let lock = SqlLock::connect(url).await.unwrap();
+    let name = LockName::new(&format!("retake/{:016x}", random_u64())).unwrap();
+    let owner = OwnerId::random().unwrap();
+    let ttl = Duration::from_secs(30);
+    let store = &lock.store;
+    let Taken::Yes(first) = store
+        .try_take(name.as_str(), owner.as_str(), ttl)
+        .await
+        .unwrap()
+    else {
+        panic!("a fresh name is free");
+    };
+    let Taken::Yes(again) = store
+        .try_take(name.as_str(), owner.as_str(), ttl)
+        .await
+        .unwrap()
+    else {
+        panic!("a row already ours counts as free for us");
+    };
+    assert_eq!(again, first, "the token moved under its holder");
+    assert!(
+        store
+            .renew(name.as_str(), owner.as_str(), first, ttl)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .release(name.as_str(), owner.as_str(), first)
+            .await
+            .unwrap()
+    );
+    // once released, the row is free again: the next holder gets a higher token
+    let other = OwnerId::random().unwrap();
+    let Taken::Yes(next) = store
+        .try_take(name.as_str(), other.as_str(), ttl)
+        .await
+        .unwrap()
+    else {
+        panic!("released");
+    };
+    assert!(next > first);
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_duplicate_take_keeps_the_token() {
+    let dir = std::env::temp_dir().join("dlock-sql-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!(
+        "sqlite://{}/retake-{:016x}.sqlite",
+        dir.display(),
+        random_u64()
+    );
+    a_duplicate_take_keeps_the_token(&url).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_duplicate_take_keeps_the_token() {
+    a_duplicate_take_keeps_the_token(&required_env("DLOCK_TEST_POSTGRES_URL")).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn mysql_duplicate_take_keeps_the_token() {
+    a_duplicate_take_keeps_the_token(&required_env("DLOCK_TEST_MYSQL_URL")).await;
+}
