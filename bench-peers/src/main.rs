@@ -1,7 +1,7 @@
 //! # dlock-bench-peers
 //!
 //! Runs `dlock bench`'s uncontended, hand-off and contended scenarios (the same code,
-//! from the `dlock-cli` library) against peer clients and against dlock on the same
+//! from the `dlock-bench` library) against peer clients and against dlock on the same
 //! server, alternating between the two, and prints a Markdown table with the ratio
 //! dlock ÷ peer. Start the servers first:
 //!
@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_any::{DistributedLock, LockError};
-use dlock_cli::scenarios;
-use dlock_cli::stats::Samples;
+use dlock_bench::scenarios;
+use dlock_bench::stats::Samples;
 
 type Client = Arc<dyn DistributedLock>;
 

@@ -127,7 +127,7 @@ impl EtcdLockBuilder {
             opts: Arc::new(self.opts),
             leases: Arc::default(),
         };
-        crate::sweeper::start(
+        crate::session::sweeper::start(
             Arc::downgrade(&lock.leases),
             lock.client.clone(),
             lock.opts.timeout,

@@ -62,11 +62,10 @@
 mod client;
 mod errors;
 mod keys;
-mod leases;
 mod lock;
 mod queue;
-mod shared;
-mod sweeper;
+mod reads;
+mod session;
 
 use std::sync::Arc;
 
@@ -77,7 +76,7 @@ pub use client::{DEFAULT_PREFIX, EtcdLockBuilder};
 pub struct EtcdLock {
     client: etcd_client::Client,
     opts: Arc<client::Options>,
-    leases: Arc<shared::SharedLeases>,
+    leases: Arc<session::shared::SharedLeases>,
 }
 
 impl std::fmt::Debug for EtcdLock {

@@ -1,14 +1,21 @@
 //! A lock's queue in etcd: keys under the lock's directory ordered by create revision;
 //! the first is the holder, each waiter watches only the key right before its own.
 
-use dlock_core::{LockError, LockName};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dlock_core::backend::queue::{QueueDriver, Turn};
+use dlock_core::{Lease, LockError, LockName, OwnerId, drift_margin};
 use etcd_client::{
-    Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
-    TxnOp, TxnOpResponse, TxnResponse,
+    Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse, TxnResponse,
 };
 use tokio::time::Instant;
 
 use crate::EtcdLock;
+use crate::keys::queue_dir;
+use crate::session::leases::Ticket;
+use crate::session::shared::Lookup;
 
 /// The head of a queue.
 pub(crate) fn first_by_create() -> GetOptions {
@@ -126,104 +133,218 @@ impl EtcdLock {
         };
         Ok(Enqueued { revision, head })
     }
+}
 
-    pub(crate) async fn first_in_queue(&self, dir: &str) -> Result<Option<KeyValue>, LockError> {
-        let dir = dir.to_owned();
-        let resp = self
-            .rpc("read queue", |mut c| {
-                let dir = dir.clone();
-                async move { c.get(dir, Some(first_by_create())).await }
-            })
-            .await?;
-        Ok(resp.kvs().first().cloned())
+/// A key that may exist and is not handed to the caller yet: if the acquisition fails,
+/// times out or is dropped, the key is deleted now (which wakes the next waiter), and
+/// once more by the sweeper after the operation timeout, in case a create retried after
+/// a lost reply lands late.
+pub(crate) struct PendingKey {
+    lock: EtcdLock,
+    lease: i64,
+    key: String,
+    armed: bool,
+}
+
+impl PendingKey {
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
     }
 
-    /// The key queued right before `my_rev`, if any.
-    pub(crate) async fn predecessor(
-        &self,
-        dir: &str,
-        my_rev: i64,
-    ) -> Result<Option<KeyValue>, LockError> {
-        let dir = dir.to_owned();
-        let resp = self
-            .rpc("read predecessor", |mut c| {
-                let dir = dir.clone();
-                async move {
-                    let opts = GetOptions::new()
-                        .with_prefix()
-                        .with_max_create_revision(my_rev - 1)
-                        .with_sort(SortTarget::Create, SortOrder::Descend)
-                        .with_limit(1);
-                    c.get(dir, Some(opts)).await
-                }
-            })
-            .await?;
-        Ok(resp.kvs().first().cloned())
+    /// The create was answered and did not happen: nothing to clean up.
+    pub(crate) fn never_created(mut self) {
+        self.armed = false;
+        self.lock.leases.forget(self.lease, &self.key);
     }
+}
 
-    /// The create revision of `key`, if it exists.
-    pub(crate) async fn created_at(&self, key: &[u8]) -> Result<Option<i64>, LockError> {
-        let key = key.to_vec();
-        let resp = self
-            .rpc("read key", |mut c| {
-                let key = key.clone();
-                async move { c.get(key, None).await }
-            })
-            .await?;
-        Ok(resp.kvs().first().map(KeyValue::create_revision))
-    }
-
-    /// Whether `key` exists and was created at `rev`.
-    pub(crate) async fn key_has_revision(&self, key: &str, rev: i64) -> Result<bool, LockError> {
-        Ok(self.created_at(key.as_bytes()).await? == Some(rev))
-    }
-
-    /// Waits until the predecessor's key is deleted, keeping our queued key alive
-    /// meanwhile (`keep_queued` refreshes the shared lease and our key's deadline), or
-    /// until `until`. At every refresh it also reads the
-    /// predecessor again: a watch that went quiet (its member cut off, a stream that
-    /// broke without telling) delays the hand-off by at most `every`.
-    pub(crate) async fn wait_for_delete<F, Fut>(
-        &self,
-        pred: &[u8],
-        every: std::time::Duration,
-        mut keep_queued: F,
-        until: Instant,
-    ) -> Result<(), LockError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<(), LockError>>,
-    {
-        // Watch from now, then look again: a watch from a past revision is served by
-        // etcd's catch-up loop, which runs only every 100 ms.
-        let pred_key = pred.to_vec();
-        let mut watch = self
-            .rpc("watch", |mut c| {
-                let k = pred_key.clone();
-                async move { c.watch(k, None).await }
-            })
-            .await?;
-        if self.created_at(pred).await?.is_none() {
-            return Ok(());
+impl Drop for PendingKey {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
         }
-        let mut next_refresh = Instant::now() + every;
-        loop {
-            tokio::select! {
-                msg = watch.message() => match msg {
-                    Ok(Some(resp)) if !resp.canceled()
-                        && !resp.events().iter().any(|e| e.event_type() == EventType::Delete) => {}
-                    // deleted, cancelled, or the stream broke: look again either way
-                    _ => return Ok(()),
-                },
-                () = tokio::time::sleep_until(next_refresh) => {
-                    keep_queued().await?;
-                    if self.created_at(pred).await?.is_none() {
-                        return Ok(());
-                    }
-                    next_refresh = Instant::now() + every;
-                }
-                () = tokio::time::sleep_until(until) => return Ok(()),
+        let late = Instant::now() + self.lock.opts.timeout;
+        self.lock.leases.abandon(self.lease, &self.key, late);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (lock, key) = (self.lock.clone(), self.key.clone());
+            rt.spawn(async move {
+                let _ = lock
+                    .rpc("delete abandoned key", |mut c| {
+                        let key = key.clone();
+                        async move { c.delete(key, None).await }
+                    })
+                    .await;
+            });
+        }
+    }
+}
+
+impl EtcdLock {
+    /// A new acquisition's key on the shared lease, noted before it is sent.
+    pub(crate) async fn prepare(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<(String, String, Ticket, PendingKey), LockError> {
+        let dir = queue_dir(&self.opts.prefix, name);
+        let key = format!("{dir}{owner}");
+        let ticket = self.lease_for(ttl).await?;
+        self.leases
+            .expect(ticket.id, &key, Instant::now() + ticket.granted);
+        let pending = PendingKey {
+            lock: self.clone(),
+            lease: ticket.id,
+            key: key.clone(),
+            armed: true,
+        };
+        Ok((dir, key, ticket, pending))
+    }
+
+    /// Whether `key` is certainly still on the server: not swept or deleted as far as
+    /// the client knows, on a lease whose last refresh is recent enough that the server
+    /// cannot have expired it.
+    pub(crate) fn surely_alive(&self, id: i64, key: &str, rev: i64) -> bool {
+        match self.leases.lookup(id, key, rev) {
+            Lookup::Held {
+                granted, refreshed, ..
+            } => Instant::now() < refreshed + granted - drift_margin(granted),
+            _ => false,
+        }
+    }
+
+    /// Refreshes the shared lease and moves our key's deadline a TTL ahead; fails if
+    /// the key is no longer ours.
+    pub(crate) async fn keep_key(
+        &self,
+        id: i64,
+        key: &str,
+        rev: i64,
+        granted: Duration,
+    ) -> Result<(), LockError> {
+        let Lookup::Held { gate, .. } = self.leases.lookup(id, key, rev) else {
+            return Err(LockError::transient(
+                "the queued request expired while waiting",
+            ));
+        };
+        self.refresh_shared(id, &gate).await?;
+        if self.leases.extend(id, key, rev, Instant::now() + granted) {
+            Ok(())
+        } else {
+            Err(LockError::transient(
+                "the queued request expired while waiting",
+            ))
+        }
+    }
+}
+
+/// One acquisition's key in a lock's queue; dropped before its grant, the key is
+/// deleted (see `PendingKey`).
+pub struct EtcdEntry {
+    name: LockName,
+    owner: OwnerId,
+    dir: String,
+    key: String,
+    ticket: Ticket,
+    /// The key's create revision: its place in line, and its fencing token.
+    rev: i64,
+    pending: Option<PendingKey>,
+}
+
+impl std::fmt::Debug for EtcdEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdEntry")
+            .field("key", &self.key)
+            .field("rev", &self.rev)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Uncontended, `acquire` is one txn (create our key if the queue is empty, else queue
+/// it and read the head) on a lease already at hand; release is one delete. A waiter
+/// watches the key right before its own and keeps its key alive with the shared lease.
+#[async_trait]
+impl QueueDriver for EtcdLock {
+    type Entry = EtcdEntry;
+
+    async fn enqueue(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<(EtcdEntry, Turn), LockError> {
+        let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
+        let queued = self.join_queue(name, &dir, &key, ticket.id).await?;
+        // a waiter's key is confirmed, so the sweeper and the attachment checks track it
+        self.leases.confirm(
+            ticket.id,
+            &key,
+            queued.revision,
+            Instant::now() + ticket.granted,
+        );
+        let turn = if queued.head == Some(queued.revision) {
+            Turn::Head
+        } else {
+            Turn::Behind
+        };
+        let entry = EtcdEntry {
+            name: name.clone(),
+            owner: owner.clone(),
+            dir,
+            key,
+            ticket,
+            rev: queued.revision,
+            pending: Some(pending),
+        };
+        Ok((entry, turn))
+    }
+
+    async fn next_turn(&self, e: &mut EtcdEntry, until: Instant) -> Result<Turn, LockError> {
+        let at_head = |head: Option<KeyValue>| {
+            if head.map(|kv| kv.create_revision()) == Some(e.rev) {
+                Turn::Head
+            } else {
+                Turn::Behind
             }
+        };
+        let Some(pred) = self.predecessor(&e.dir, e.rev).await? else {
+            // Nothing queued before us any more: we are the head now, or our key is
+            // gone (deleted behind our back, or swept after a pause) — then looking
+            // again would find the same thing until the wait runs out.
+            return match at_head(self.first_in_queue(&e.dir).await?) {
+                Turn::Head => Ok(Turn::Head),
+                Turn::Behind => Err(LockError::transient(format!(
+                    "the queued request for {} vanished while waiting",
+                    e.name
+                ))),
+            };
+        };
+        let (id, granted) = (e.ticket.id, e.ticket.granted);
+        let keep = || self.keep_key(id, &e.key, e.rev, granted);
+        self.wait_for_delete(pred.key(), granted / 3, keep, until)
+            .await?;
+        Ok(at_head(self.first_in_queue(&e.dir).await?))
+    }
+
+    async fn grant(&self, e: &mut EtcdEntry, waited: bool) -> Result<Option<Lease>, LockError> {
+        // After waiting, make sure our key (and so our place) still exists
+        // (etcd#11456) — unless the client knows it does: still ours, on a lease
+        // that cannot have expired since its last refresh.
+        if waited
+            && !self.surely_alive(e.ticket.id, &e.key, e.rev)
+            && !self.key_has_revision(&e.key, e.rev).await?
+        {
+            return Err(LockError::transient(format!(
+                "the queued request for {} expired while waiting",
+                e.name
+            )));
         }
+        let lease = self
+            .hand_out(&e.name, e.owner.clone(), &e.key, e.rev, e.ticket)
+            .await?;
+        if let Some(p) = e.pending.take() {
+            p.disarm();
+        }
+        Ok(Some(lease))
     }
 }

@@ -37,6 +37,7 @@ mod errors;
 mod keys;
 mod node;
 mod options;
+mod quorum;
 mod redlock;
 mod renewals;
 mod scripts;

@@ -1,6 +1,5 @@
 //! `Redlock`: N independent Redis masters, quorum N/2+1.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,9 +7,8 @@ use async_trait::async_trait;
 use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim};
 use dlock_core::{
     Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId, drift_margin,
+    OwnerId,
 };
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::keys::Keys;
@@ -41,8 +39,8 @@ use crate::options::{Options, Settings, take_url_options};
 /// for correctness, make the protected resource check the fencing token.
 #[derive(Clone)]
 pub struct Redlock {
-    nodes: Arc<Vec<Arc<Node>>>,
-    opts: Arc<Options>,
+    pub(crate) nodes: Arc<Vec<Arc<Node>>>,
+    pub(crate) opts: Arc<Options>,
 }
 
 impl std::fmt::Debug for Redlock {
@@ -115,14 +113,6 @@ impl RedlockBuilder {
     }
 }
 
-/// Tally of one round over all nodes.
-struct Round<T> {
-    ok: Vec<T>,
-    refused: usize,
-    failed: Option<LockError>,
-    failures: usize,
-}
-
 impl Redlock {
     /// Prepares a Redlock over `urls` (`redis://host:port`, one per independent master).
     ///
@@ -145,197 +135,6 @@ impl Redlock {
     #[must_use]
     pub fn quorum(&self) -> usize {
         self.nodes.len() / 2 + 1
-    }
-
-    /// Runs `op` on every node at once and collects the answers in node order.
-    async fn on_all<T, F, Fut>(&self, op: F) -> Vec<Result<T, LockError>>
-    where
-        T: Send + 'static,
-        F: Fn(Arc<Node>) -> Fut,
-        Fut: Future<Output = Result<T, LockError>> + Send + 'static,
-    {
-        let mut set = JoinSet::new();
-        for (i, node) in self.nodes.iter().enumerate() {
-            let fut = op(Arc::clone(node));
-            set.spawn(async move { (i, fut.await) });
-        }
-        let mut out: Vec<Option<Result<T, LockError>>> =
-            (0..self.nodes.len()).map(|_| None).collect();
-        while let Some(joined) = set.join_next().await {
-            if let Ok((i, r)) = joined {
-                out[i] = Some(r);
-            }
-        }
-        out.into_iter()
-            .map(|r| r.unwrap_or(Err(LockError::transient("node task failed"))))
-            .collect()
-    }
-
-    /// Counts a round of boolean answers (`false` = refused).
-    async fn tally_bool<F, Fut>(&self, op: F) -> Round<()>
-    where
-        F: Fn(Arc<Node>) -> Fut,
-        Fut: Future<Output = Result<bool, LockError>> + Send + 'static,
-    {
-        let mut round = Round {
-            ok: Vec::new(),
-            refused: 0,
-            failed: None,
-            failures: 0,
-        };
-        for r in self.on_all(op).await {
-            match r {
-                Ok(true) => round.ok.push(()),
-                Ok(false) => round.refused += 1,
-                Err(e) => {
-                    round.failures += 1;
-                    round.failed = Some(e);
-                }
-            }
-        }
-        round
-    }
-
-    async fn undo(&self, keys: &Keys, owner: &OwnerId) {
-        let (keys, owner) = (keys.clone(), owner.as_str().to_owned());
-        let _ = self
-            .on_all(move |n| {
-                let (keys, owner) = (keys.clone(), owner.clone());
-                async move { n.release(&keys, &owner).await }
-            })
-            .await;
-    }
-
-    fn quorum_unreachable(&self, failures: usize, last: Option<LockError>) -> LockError {
-        let detail = last.map(|e| e.to_string()).unwrap_or_default();
-        LockError::transient(format!(
-            "Redlock: {failures} of {} nodes failed, quorum {} is out of reach ({detail})",
-            self.nodes.len(),
-            self.quorum()
-        ))
-    }
-}
-
-/// Acquire is one parallel round (a second one only when the nodes' counters are out
-/// of step), release one round, a renewal one script call per node shared with every
-/// renewal due on the same tick.
-#[async_trait]
-impl ClaimDriver for Redlock {
-    /// One round, on a task of its own: dropping the caller's future cannot cut a
-    /// round short between its grants and their undo, and a lease won for a caller
-    /// that is gone is released on every node at once rather than held until its TTL.
-    async fn claim(
-        &self,
-        name: &LockName,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<Claim, LockError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let me = self.clone();
-        let (keys, owner) = (Keys::new(&self.opts.prefix, name), owner.clone());
-        tokio::spawn(async move {
-            let outcome = me.round(&keys, &owner, ttl).await;
-            if let Err(Ok(Claim::Taken(_))) = tx.send(outcome) {
-                me.undo(&keys, &owner).await;
-            }
-        });
-        rx.await.unwrap_or_else(|_| {
-            Err(LockError::transient(
-                "Redlock: the acquisition round's task failed",
-            ))
-        })
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        DistributedLock::release(self, lease).await
-    }
-
-    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
-        self.subscribe_all(&Keys::new(&self.opts.prefix, name))
-            .await
-    }
-
-    fn wait_policy(&self) -> WaitPolicy {
-        self.opts.policy
-    }
-}
-
-impl Redlock {
-    /// One acquisition round on every node: a quorum of grants within the validity
-    /// window, the counters settled at the winning token, or everything undone.
-    async fn round(&self, keys: &Keys, owner: &OwnerId, ttl: Duration) -> Result<Claim, LockError> {
-        let sent = Instant::now();
-        let (k, o) = (keys.clone(), owner.as_str().to_owned());
-        let results = self
-            .on_all(move |n| {
-                let (k, o) = (k.clone(), o.clone());
-                async move { n.acquire(&k, &o, ttl).await }
-            })
-            .await;
-        let mut tokens = Vec::new();
-        let mut holder_pttl: Option<Duration> = None;
-        let mut failures = 0;
-        let mut last_error = None;
-        for r in results {
-            match r {
-                Ok(Claim::Taken(t)) => tokens.push(t),
-                Ok(Claim::Held(pttl)) => {
-                    holder_pttl = match (holder_pttl, pttl) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                }
-                Err(e) => {
-                    failures += 1;
-                    last_error = Some(e);
-                }
-            }
-        }
-        if tokens.len() >= self.quorum() {
-            let token = tokens.iter().copied().max().unwrap_or(FencingToken::new(0));
-            // A quorum of counters must stand at `token` or above. The nodes that answered
-            // `token` already do; only when they are too few does a second round raise
-            // the others (counters in step, the usual case, cost no second round).
-            let at_token = tokens.iter().filter(|t| **t == token).count();
-            let settled = if at_token >= self.quorum() {
-                at_token
-            } else {
-                let k = keys.clone();
-                self.on_all(move |n| {
-                    let k = k.clone();
-                    async move { n.raise_fence(&k, token.get()).await }
-                })
-                .await
-                .into_iter()
-                .filter(Result::is_ok)
-                .count()
-            };
-            // still within the validity window (ttl − elapsed − drift)?
-            let in_time = sent.elapsed() + drift_margin(ttl) < ttl;
-            if settled >= self.quorum() && in_time {
-                return Ok(Claim::Taken(token));
-            }
-            self.undo(keys, owner).await;
-            return Ok(Claim::Held(Some(Duration::ZERO)));
-        }
-        if !tokens.is_empty() || failures > 0 {
-            self.undo(keys, owner).await;
-        }
-        if failures > self.nodes.len() - self.quorum() {
-            return Err(self.quorum_unreachable(failures, last_error));
-        }
-        Ok(Claim::Held(holder_pttl))
-    }
-
-    /// One subscription woken by a release on any node.
-    async fn subscribe_all(&self, keys: &Keys) -> Option<Subscription> {
-        let mut subs = Vec::new();
-        for node in self.nodes.iter() {
-            if let Ok(s) = node.subscribe(keys).await {
-                subs.push(s);
-            }
-        }
-        (!subs.is_empty()).then(|| Subscription::any_of(subs))
     }
 }
 
@@ -459,5 +258,49 @@ impl DistributedLock for Redlock {
 
     fn backend_name(&self) -> &'static str {
         "redlock"
+    }
+}
+
+/// Acquire is one parallel round (a second one only when the nodes' counters are out
+/// of step), release one round, a renewal one script call per node shared with every
+/// renewal due on the same tick.
+#[async_trait]
+impl ClaimDriver for Redlock {
+    /// One round, on a task of its own: dropping the caller's future cannot cut a
+    /// round short between its grants and their undo, and a lease won for a caller
+    /// that is gone is released on every node at once rather than held until its TTL.
+    async fn claim(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Claim, LockError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let me = self.clone();
+        let (keys, owner) = (Keys::new(&self.opts.prefix, name), owner.clone());
+        tokio::spawn(async move {
+            let outcome = me.round(&keys, &owner, ttl).await;
+            if let Err(Ok(Claim::Taken(_))) = tx.send(outcome) {
+                me.undo(&keys, &owner).await;
+            }
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(LockError::transient(
+                "Redlock: the acquisition round's task failed",
+            ))
+        })
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        DistributedLock::release(self, lease).await
+    }
+
+    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+        self.subscribe_all(&Keys::new(&self.opts.prefix, name))
+            .await
+    }
+
+    fn wait_policy(&self) -> WaitPolicy {
+        self.opts.policy
     }
 }

@@ -47,6 +47,7 @@
 mod errors;
 mod lock;
 mod path;
+mod queue;
 mod renewals;
 mod session;
 mod sessions;

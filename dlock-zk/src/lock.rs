@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::queue::{QueueDriver, Turn, queue};
+use dlock_core::backend::queue::queue;
 use dlock_core::backend::{new_acquisition, within};
 use dlock_core::{
     Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
@@ -16,334 +16,20 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::path::{lowest, node_prefix, owner_of, predecessor, queue_dir, sequence};
+use crate::path::{lowest, owner_of, queue_dir};
 use crate::sessions::Slot;
 
 /// What a ZooKeeper lease carries inside a [`Lease`]: the node, and the session it
 /// lives on.
-struct Held {
+pub(crate) struct Held {
     path: String,
     slot: Arc<Slot>,
 }
 
-/// Deletes our node in the background unless the acquisition succeeded: found by the
-/// owner id in its name, so this works even when the create's reply never arrived.
-struct NodeCleanup {
-    lock: ZkLock,
-    slot: Arc<Slot>,
-    dir: String,
-    owner: String,
-    armed: bool,
-}
-
-impl Drop for NodeCleanup {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (lock, slot) = (self.lock.clone(), Arc::clone(&self.slot));
-        let (dir, owner) = (self.dir.clone(), self.owner.clone());
-        rt.spawn(async move {
-            if let Err(e) = lock.delete_nodes_of(&slot, &dir, &owner).await {
-                tracing::warn!(error = %e, "could not delete the node of an abandoned acquire; it goes with the session");
-            }
-        });
-    }
-}
-
-/// Our place in a lock's queue.
-struct Queued {
-    name: String,
-    czxid: i64,
-    children: Vec<String>,
-}
-
-impl ZkLock {
-    async fn op<T>(
-        &self,
-        what: &str,
-        f: impl Future<Output = Result<T, zk::Error>>,
-    ) -> Result<T, LockError> {
-        within(self.sessions.op_timeout(), what, async {
-            f.await.map_err(|e| from_zk(what, e))
-        })
-        .await
-    }
-
-    fn acls(&self) -> zk::Acls<'static> {
-        if self.sessions.authenticated() {
-            zk::Acls::creator_all()
-        } else {
-            zk::Acls::anyone_all()
-        }
-    }
-
-    async fn delete_nodes_of(&self, slot: &Slot, dir: &str, owner: &str) -> Result<(), LockError> {
-        let client = slot.session.get().await?;
-        let children = match client.list_children(dir).await {
-            Ok(c) => c,
-            Err(zk::Error::NoNode) => return Ok(()),
-            Err(e) => return Err(from_zk("list queue", e)),
-        };
-        let mine = node_prefix(owner);
-        for c in children.iter().filter(|c| c.starts_with(&mine)) {
-            match client.delete(&format!("{dir}/{c}"), None).await {
-                Ok(()) | Err(zk::Error::NoNode) => {}
-                Err(e) => return Err(from_zk("delete abandoned node", e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Creates our node and lists the queue, both sent at once (requests on a session
-    /// are processed in order, so the listing includes our node): one round trip.
-    async fn enqueue_node(
-        &self,
-        client: &zk::Client,
-        dir: &str,
-        owner: &str,
-    ) -> Result<Queued, LockError> {
-        let prefix = format!("{dir}/{}", node_prefix(owner));
-        let acls = self.acls();
-        for _ in 0..5 {
-            let create = client.create(
-                &prefix,
-                b"",
-                &zk::CreateMode::EphemeralSequential.with_acls(acls),
-            );
-            let list = client.list_children(dir);
-            let limit = self.sessions.op_timeout();
-            let (created, listed) =
-                within(limit, "acquire", async { Ok(tokio::join!(create, list)) }).await?;
-            match created {
-                Ok((stat, seq)) => {
-                    return Ok(Queued {
-                        name: format!("{}{seq}", node_prefix(owner)),
-                        czxid: stat.czxid,
-                        children: listed.map_err(|e| from_zk("list queue", e))?,
-                    });
-                }
-                Err(zk::Error::NoNode) => {
-                    // the queue node is missing (new name, or an empty container the
-                    // server cleaned up): make it and try again
-                    match client
-                        .create(dir, b"", &zk::CreateMode::Container.with_acls(acls))
-                        .await
-                    {
-                        Ok(_) | Err(zk::Error::NodeExists) => {}
-                        Err(e) => return Err(from_zk("create queue node", e)),
-                    }
-                }
-                Err(zk::Error::ConnectionLoss) => {
-                    // the create may have happened: find our node by the owner id
-                    let children = self.op("list queue", client.list_children(dir)).await?;
-                    let mine = node_prefix(owner);
-                    if let Some(name) = children.iter().find(|c| c.starts_with(&mine)).cloned() {
-                        let stat = self
-                            .op("read node", client.check_stat(&format!("{dir}/{name}")))
-                            .await?;
-                        if let Some(stat) = stat {
-                            return Ok(Queued {
-                                name,
-                                czxid: stat.czxid,
-                                children,
-                            });
-                        }
-                    }
-                }
-                Err(e) => return Err(from_zk("create lock node", e)),
-            }
-        }
-        Err(LockError::transient(format!(
-            "could not create a lock node under {dir}"
-        )))
-    }
-
-    #[allow(clippy::too_many_arguments)] // one call site per acquire path, all named
-    fn lease(
-        &self,
-        client: &zk::Client,
-        slot: &Arc<Slot>,
-        name: &LockName,
-        owner: OwnerId,
-        czxid: i64,
-        path: String,
-        seen: Instant,
-    ) -> Result<Lease, LockError> {
-        Ok(Lease::new(
-            name.clone(),
-            owner,
-            FencingToken::from_signed(czxid, "czxid")?,
-            crate::session::lease_ttl(client.session_timeout()),
-            seen,
-        )
-        .with_backend_data(Arc::new(Held {
-            path,
-            slot: Arc::clone(slot),
-        })))
-    }
-}
-
-/// What an acquisition starts with: the queue directory, the session for its TTL, and
-/// the guard that deletes its node unless it is handed out.
-type Prepared = (String, Arc<Slot>, zk::Client, NodeCleanup);
-
-impl ZkLock {
-    async fn prepare(
-        &self,
-        name: &LockName,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<Prepared, LockError> {
-        let dir = queue_dir(&self.root, name);
-        let slot = self.sessions.for_ttl(ttl).await?;
-        let client = slot.session.get().await?;
-        let cleanup = NodeCleanup {
-            lock: self.clone(),
-            slot: Arc::clone(&slot),
-            dir: dir.clone(),
-            owner: owner.to_string(),
-            armed: true,
-        };
-        Ok((dir, slot, client, cleanup))
-    }
-}
-
-/// One acquisition's node in a lock's queue; dropped before its grant, the node is
-/// deleted (see `NodeCleanup`).
-pub struct ZkEntry {
-    name: LockName,
-    owner: OwnerId,
-    dir: String,
-    slot: Arc<Slot>,
-    client: zk::Client,
-    cleanup: NodeCleanup,
-    /// Our node's name (`lock-<owner>-<sequence>`) and sequence number.
-    node: String,
-    seq: i32,
-    czxid: i64,
-    /// The queue as last listed, and when that listing was sent.
-    children: Vec<String>,
-    seen: Instant,
-}
-
-impl std::fmt::Debug for ZkEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZkEntry")
-            .field("dir", &self.dir)
-            .field("node", &self.node)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ZkEntry {
-    fn turn(&self) -> Turn {
-        if lowest(&self.children) == Some(&self.node) {
-            Turn::Head
-        } else {
-            Turn::Behind
-        }
-    }
-}
-
-/// Uncontended, `acquire` is one round trip (the create and the listing sent back to
-/// back on one session); release is one delete. A waiter watches the node right before
-/// its own, then lists the queue behind a sync with the leader.
-#[async_trait]
-impl QueueDriver for ZkLock {
-    type Entry = ZkEntry;
-
-    async fn enqueue(
-        &self,
-        name: &LockName,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<(ZkEntry, Turn), LockError> {
-        let (dir, slot, client, cleanup) = self.prepare(name, owner, ttl).await?;
-        let seen = Instant::now();
-        let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
-        let Some(seq) = sequence(&q.name) else {
-            return Err(LockError::backend_msg(format!(
-                "lock node {} has no sequence number",
-                q.name
-            )));
-        };
-        let entry = ZkEntry {
-            name: name.clone(),
-            owner: owner.clone(),
-            dir,
-            slot,
-            client,
-            cleanup,
-            node: q.name,
-            seq,
-            czxid: q.czxid,
-            children: q.children,
-            seen,
-        };
-        let turn = entry.turn();
-        Ok((entry, turn))
-    }
-
-    async fn next_turn(&self, e: &mut ZkEntry, until: Instant) -> Result<Turn, LockError> {
-        if let Some(pred) = predecessor(&e.children, e.seq) {
-            let (stat, watcher) = self
-                .op(
-                    "watch predecessor",
-                    e.client.check_and_watch_stat(&format!("{}/{pred}", e.dir)),
-                )
-                .await?;
-            if stat.is_some() {
-                tokio::select! {
-                    _ = watcher.changed() => {}
-                    () = tokio::time::sleep_until(until) => return Ok(Turn::Behind),
-                }
-            }
-        }
-        // The listing goes behind a sync with the leader (one round trip, both sent
-        // at once): a server cut off from the leader cannot tell us we are first
-        // after our session may already have expired there.
-        let at = Instant::now();
-        let synced = e.client.sync(&e.dir);
-        let listed = e.client.list_children(&e.dir);
-        let (synced, listed) = self
-            .op("list queue", async { Ok(tokio::join!(synced, listed)) })
-            .await?;
-        synced.map_err(|err| from_zk("sync with the leader", err))?;
-        e.children = listed.map_err(|err| from_zk("list queue", err))?;
-        e.seen = at;
-        if !e.children.contains(&e.node) {
-            return Err(LockError::transient(format!(
-                "the session ended while waiting for {}; its place in line is gone",
-                e.name
-            )));
-        }
-        Ok(e.turn())
-    }
-
-    async fn grant(&self, e: &mut ZkEntry, _waited: bool) -> Result<Option<Lease>, LockError> {
-        // our node is in the listing `seen` was taken for (next_turn checks it)
-        let lease = self.lease(
-            &e.client,
-            &e.slot,
-            &e.name,
-            e.owner.clone(),
-            e.czxid,
-            format!("{}/{}", e.dir, e.node),
-            e.seen,
-        )?;
-        if !lease.is_valid() {
-            // the listing came back too late to trust: look again
-            return Ok(None);
-        }
-        e.cleanup.armed = false;
-        Ok(Some(lease))
-    }
-}
-
+/// Round trips: `try_acquire` one (the create and the listing sent back to back on one
+/// session, then a delete only when busy); `acquire` the same, then per wait one watch
+/// and one sync + listing (core's queue algorithm over `queue.rs`); `release` one
+/// delete; a renewal one multi-read shared by every lock due on the same tick.
 #[async_trait]
 impl DistributedLock for ZkLock {
     async fn try_acquire(
@@ -465,5 +151,50 @@ impl DistributedLock for ZkLock {
 
     fn backend_name(&self) -> &'static str {
         "zookeeper"
+    }
+}
+
+impl ZkLock {
+    pub(crate) async fn op<T>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, LockError> {
+        within(self.sessions.op_timeout(), what, async {
+            f.await.map_err(|e| from_zk(what, e))
+        })
+        .await
+    }
+
+    pub(crate) fn acls(&self) -> zk::Acls<'static> {
+        if self.sessions.authenticated() {
+            zk::Acls::creator_all()
+        } else {
+            zk::Acls::anyone_all()
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)] // one call site per acquire path, all named
+    pub(crate) fn lease(
+        &self,
+        client: &zk::Client,
+        slot: &Arc<Slot>,
+        name: &LockName,
+        owner: OwnerId,
+        czxid: i64,
+        path: String,
+        seen: Instant,
+    ) -> Result<Lease, LockError> {
+        Ok(Lease::new(
+            name.clone(),
+            owner,
+            FencingToken::from_signed(czxid, "czxid")?,
+            crate::session::lease_ttl(client.session_timeout()),
+            seen,
+        )
+        .with_backend_data(Arc::new(Held {
+            path,
+            slot: Arc::clone(slot),
+        })))
     }
 }

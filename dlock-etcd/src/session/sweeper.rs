@@ -7,7 +7,7 @@ use std::time::Duration;
 use etcd_client::{Client, Txn, TxnOp};
 use tokio::time::Instant;
 
-use crate::shared::{Expired, SharedLeases};
+use crate::session::shared::{Expired, SharedLeases};
 
 /// Deletes per txn (etcd accepts 128 operations per txn by default).
 const DELETES_PER_TXN: usize = 64;

@@ -351,7 +351,7 @@ mod sql_floor {
 }
 
 #[cfg(feature = "etcd")]
-pub(super) mod etcd_floor {
+pub(crate) mod etcd_floor {
     use super::*;
     use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 
@@ -430,7 +430,7 @@ pub(super) mod etcd_floor {
 }
 
 #[cfg(feature = "zookeeper")]
-pub(super) mod zk_floor {
+pub(crate) mod zk_floor {
     use super::*;
     use zookeeper_client as zk;
 

@@ -2,8 +2,8 @@
 //! so the held scenario reports renewal traffic as the server saw it (batched requests
 //! count once), not as calls into the trait.
 
+use crate::scenarios::RequestCounter;
 use dlock_any::async_trait;
-use dlock_cli::scenarios::RequestCounter;
 
 /// A counter for the URL's backend, if the server reports one.
 pub async fn for_url(url: &str) -> Option<Box<dyn RequestCounter>> {

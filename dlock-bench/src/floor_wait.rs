@@ -21,7 +21,7 @@ const FALLBACK: Duration = Duration::from_secs(1);
 
 /// A new client on lock `name`, if this backend wakes waiters by push.
 pub async fn for_url(url: &str, name: &str) -> Option<Result<Box<dyn FloorWaiter>, String>> {
-    let (scheme, plain) = crate::bench::floor::scheme_and_base(url);
+    let (scheme, plain) = crate::floor::scheme_and_base(url);
     match scheme.as_str() {
         #[cfg(feature = "redis")]
         "redis" => Some(redis_wait::connect(plain, name).await),
@@ -205,7 +205,7 @@ mod etcd_wait {
     }
 
     pub async fn connect(url: &str, name: &str) -> Result<Box<dyn FloorWaiter>, String> {
-        let (client, lease) = crate::bench::floor::etcd_floor::client_with_lease(url).await?;
+        let (client, lease) = crate::floor::etcd_floor::client_with_lease(url).await?;
         Ok(Box::new(EtcdWaiter {
             client,
             lease,
@@ -218,7 +218,7 @@ mod etcd_wait {
         async fn lock(&self) -> Result<(), String> {
             let mut c = self.client.clone();
             loop {
-                let take = crate::bench::floor::etcd_floor::create_if_absent(&self.key, self.lease);
+                let take = crate::floor::etcd_floor::create_if_absent(&self.key, self.lease);
                 let r = c.txn(take).await.map_err(|e| e.to_string())?;
                 if r.succeeded() {
                     return Ok(());
@@ -268,7 +268,7 @@ mod zk_wait {
 
     pub async fn connect(url: &str, name: &str) -> Result<Box<dyn FloorWaiter>, String> {
         Ok(Box::new(ZkWaiter {
-            client: crate::bench::floor::zk_floor::session(url).await?,
+            client: crate::floor::zk_floor::session(url).await?,
             path: format!("/bench-floor-wait-{name}"),
         }))
     }

@@ -1,62 +1,95 @@
-//! `dlock bench`: the five scenarios against a backend, with the raw-protocol floor
-//! measured in the same run, interleaved, and the ratio between them.
+//! One benchmark run: the chosen scenarios against a backend, each with its
+//! raw-protocol floor measured in the same run, interleaved.
 
-mod floor;
-mod floor_wait;
-mod server_requests;
-
-use std::fmt::Write as _;
-use std::io::Write as _;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_any::{DistributedLock, LockError, redact_url};
 use tokio::time::Instant;
 
-use crate::cli::{BenchArgs, Scenario};
-use crate::{exit, json, url};
-use dlock_cli::scenarios;
-use dlock_cli::stats::Samples;
+use crate::stats::Samples;
+use crate::{floor, floor_wait, scenarios, server_requests};
 
-/// One reported figure.
-struct Figure {
-    scenario: &'static str,
-    metric: &'static str,
-    dlock: f64,
-    floor: Option<f64>,
+/// The scenarios `run` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// One client, acquire + release of a free lock.
+    Uncontended,
+    /// A blocked waiter's time from the holder's release to holding.
+    Handoff,
+    /// Many clients on one lock.
+    Contended,
+    /// Many tasks on distinct names over one client.
+    Parallel,
+    /// Many locks held with renewing guards: renewal traffic, memory, CPU.
+    Held,
 }
 
-pub async fn bench(args: BenchArgs) -> ExitCode {
-    let recorder = if args.metrics {
-        match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
-            Ok(h) => Some(h),
-            Err(e) => {
-                eprintln!("dlock: cannot install the metrics recorder: {e}");
-                return ExitCode::from(exit::BACKEND);
-            }
+/// How a run is shaped (`dlock bench`'s options).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Scenarios to run; empty for all.
+    pub scenarios: Vec<Scenario>,
+    /// Length of the contended and parallel runs.
+    pub duration: Duration,
+    /// Measured cycles of the uncontended scenario (plus a tenth to warm up).
+    pub cycles: usize,
+    /// Hand-off trials.
+    pub trials: usize,
+    /// Clients in the contended scenario.
+    pub clients: usize,
+    /// Tasks in the parallel scenario.
+    pub parallel: usize,
+    /// Locks held in the held scenario.
+    pub held_locks: usize,
+    /// TTL of the held locks (held for three of them).
+    pub held_ttl: Duration,
+    /// Whether to measure the raw-protocol floor beside dlock.
+    pub floor: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            scenarios: Vec::new(),
+            duration: Duration::from_secs(5),
+            cycles: 2000,
+            trials: 30,
+            clients: 8,
+            parallel: 64,
+            held_locks: 10_000,
+            held_ttl: Duration::from_secs(3),
+            floor: true,
         }
-    } else {
-        None
-    };
-    match run(&args).await {
-        Ok(mut out) => {
-            if let Some(h) = recorder {
-                out.push('\n');
-                out.push_str(&h.render());
-            }
-            let mut stdout = std::io::stdout().lock();
-            if stdout
-                .write_all(out.as_bytes())
-                .and_then(|()| stdout.flush())
-                .is_err()
-            {
-                return ExitCode::from(exit::BACKEND);
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => exit::fail(&e),
     }
+}
+
+/// One reported figure: dlock's, and the floor's where there is one.
+#[derive(Clone, Debug)]
+pub struct Figure {
+    /// The scenario it belongs to.
+    pub scenario: &'static str,
+    /// What it measures (`cycle p50 ms`, `cycles/s`, …).
+    pub metric: &'static str,
+    /// dlock's figure.
+    pub dlock: f64,
+    /// The floor's figure, measured in the same run.
+    pub floor: Option<f64>,
+}
+
+/// What a run found.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The backend's name (`redis`, `postgres`, …).
+    pub backend: &'static str,
+    /// The URL, without its password.
+    pub url: String,
+    /// What the floor is, when there was one.
+    pub floor: Option<&'static str>,
+    /// How the server's own request count was read, when it was.
+    pub server_count: Option<&'static str>,
+    /// The figures, in scenario order.
+    pub figures: Vec<Figure>,
 }
 
 async fn connect_many(url: &str, n: usize) -> Result<Vec<Arc<dyn DistributedLock>>, LockError> {
@@ -177,10 +210,14 @@ fn floor_error(e: String) -> LockError {
     }
 }
 
-async fn run(args: &BenchArgs) -> Result<String, LockError> {
-    let url = url::resolve(args.backend.url.as_deref())?;
+/// Runs the scenarios `args` asks for against `url`, each next to its floor.
+///
+/// # Errors
+/// The backend's or the floor's first error.
+pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
+    let url = url.to_owned();
     let lock = dlock_any::connect(&url).await?;
-    let floor = if args.no_floor {
+    let floor = if !args.floor {
         None
     } else {
         floor::for_url(&url)
@@ -188,7 +225,7 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
             .transpose()
             .map_err(floor_error)?
     };
-    let wants = |s: Scenario| args.scenario.is_empty() || args.scenario.contains(&s);
+    let wants = |s: Scenario| args.scenarios.is_empty() || args.scenarios.contains(&s);
     let rounds: u32 = 3;
     let mut figures = Vec::new();
     let mut server_count: Option<&'static str> = None;
@@ -248,7 +285,7 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
                 )
                 .await?,
             );
-            if !args.no_floor
+            if args.floor
                 && let Some(s) = floor_handoff(&url, per_round).await?
             {
                 raw.extend(s);
@@ -277,7 +314,7 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
             let c = scenarios::contended(connect_many(&url, args.clients).await?, slice).await?;
             ours_cycles += c.cycles_per_s;
             ours_waits.extend(c.waits);
-            if !args.no_floor
+            if args.floor
                 && let Some((cycles, waits)) = floor_contended(&url, args.clients, slice).await?
             {
                 raw_cycles += cycles;
@@ -365,70 +402,11 @@ async fn run(args: &BenchArgs) -> Result<String, LockError> {
             floor: None,
         });
     }
-    let shown = redact_url(&url);
-    Ok(if args.json {
-        as_json(&shown, lock.backend_name(), &figures)
-    } else {
-        as_text(
-            &shown,
-            lock.backend_name(),
-            floor.as_deref(),
-            server_count,
-            &figures,
-        )
+    Ok(Report {
+        backend: lock.backend_name(),
+        url: redact_url(&url),
+        floor: floor.as_ref().map(|f| f.describe()),
+        server_count,
+        figures,
     })
-}
-
-fn as_text(
-    url: &str,
-    backend: &str,
-    floor: Option<&dyn floor::Floor>,
-    server_count: Option<&str>,
-    figures: &[Figure],
-) -> String {
-    let mut out = format!("dlock bench: {backend} at {url}\n");
-    if let Some(f) = floor {
-        let _ = writeln!(out, "floor: {}", f.describe());
-    }
-    if let Some(c) = server_count {
-        let _ = writeln!(out, "server req/s: {c}");
-    }
-    let _ = writeln!(
-        out,
-        "{:<12} {:<16} {:>12} {:>12} {:>8}",
-        "scenario", "metric", "dlock", "floor", "ratio"
-    );
-    for f in figures {
-        let (floor, ratio) = match f.floor {
-            Some(v) => (format!("{v:.3}"), format!("{:.2}", f.dlock / v)),
-            None => ("–".into(), "–".into()),
-        };
-        let _ = writeln!(
-            out,
-            "{:<12} {:<16} {:>12.3} {floor:>12} {ratio:>8}",
-            f.scenario, f.metric, f.dlock
-        );
-    }
-    out
-}
-
-fn as_json(url: &str, backend: &str, figures: &[Figure]) -> String {
-    let rows: Vec<String> = figures
-        .iter()
-        .map(|f| {
-            let floor = f.floor.map_or("null".into(), |v| format!("{v}"));
-            format!(
-                "{{\"scenario\":{},\"metric\":{},\"dlock\":{},\"floor\":{floor}}}",
-                json::string(f.scenario),
-                json::string(f.metric),
-                f.dlock
-            )
-        })
-        .collect();
-    format!(
-        "{{\"backend\":{},\"url\":{},\"figures\":[{}]}}\n",
-        json::string(backend),
-        json::string(url),
-        rows.join(",")
-    )
 }

@@ -1,0 +1,35 @@
+//! # dlock-bench
+//!
+//! What `dlock bench` measures, as a library: the five [`scenarios`] on any
+//! [`DistributedLock`](dlock_any::DistributedLock), the raw-protocol [`floor`]s they are
+//! compared with (the same job with the fewest server commands, on the client crates the
+//! adapters use), the server's own request counts ([`server_requests`]), the
+//! [`stats`], and [`run`](run()) which interleaves ours and the floor's in one run. The
+//! `dlock` binary prints what it returns; the peer comparison (`bench-peers`) runs the
+//! same scenarios against other lock clients.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), dlock_any::LockError> {
+//! let lock = dlock_any::MemoryLock::new();
+//! let cycles = dlock_bench::scenarios::uncontended(&lock, 100).await?;
+//! assert_eq!(cycles.len(), 100);
+//!
+//! let options = dlock_bench::Options {
+//!     scenarios: vec![dlock_bench::Scenario::Uncontended],
+//!     cycles: 30,
+//!     ..Default::default()
+//! };
+//! let report = dlock_bench::run("memory://", &options).await?;
+//! assert_eq!(report.backend, "memory");
+//! # Ok(()) }
+//! ```
+
+pub mod floor;
+pub mod floor_wait;
+mod run;
+pub mod scenarios;
+pub mod server_requests;
+pub mod stats;
+
+pub use run::{Figure, Options, Report, Scenario, run};

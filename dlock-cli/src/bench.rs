@@ -1,0 +1,125 @@
+//! `dlock bench`: runs `dlock_bench` against the backend and prints its figures with
+//! the ratio to the floor, as text or JSON.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use dlock_bench::{Options, Report};
+
+use crate::cli::{BenchArgs, Scenario};
+use crate::{exit, json, url};
+
+pub async fn bench(args: BenchArgs) -> ExitCode {
+    let recorder = if args.metrics {
+        match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+            Ok(h) => Some(h),
+            Err(e) => {
+                eprintln!("dlock: cannot install the metrics recorder: {e}");
+                return ExitCode::from(exit::BACKEND);
+            }
+        }
+    } else {
+        None
+    };
+    let url = match url::resolve(args.backend.url.as_deref()) {
+        Ok(u) => u,
+        Err(e) => return exit::fail(&e),
+    };
+    match dlock_bench::run(&url, &options(&args)).await {
+        Ok(report) => {
+            let mut out = if args.json {
+                as_json(&report)
+            } else {
+                as_text(&report)
+            };
+            if let Some(h) = recorder {
+                out.push('\n');
+                out.push_str(&h.render());
+            }
+            let mut stdout = std::io::stdout().lock();
+            if stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                return ExitCode::from(exit::BACKEND);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => exit::fail(&e),
+    }
+}
+
+fn options(args: &BenchArgs) -> Options {
+    Options {
+        scenarios: args
+            .scenario
+            .iter()
+            .map(|s| match s {
+                Scenario::Uncontended => dlock_bench::Scenario::Uncontended,
+                Scenario::Handoff => dlock_bench::Scenario::Handoff,
+                Scenario::Contended => dlock_bench::Scenario::Contended,
+                Scenario::Parallel => dlock_bench::Scenario::Parallel,
+                Scenario::Held => dlock_bench::Scenario::Held,
+            })
+            .collect(),
+        duration: args.duration,
+        cycles: args.cycles,
+        trials: args.trials,
+        clients: args.clients,
+        parallel: args.parallel,
+        held_locks: args.held_locks,
+        held_ttl: args.held_ttl,
+        floor: !args.no_floor,
+    }
+}
+
+fn as_text(r: &Report) -> String {
+    let mut out = format!("dlock bench: {} at {}\n", r.backend, r.url);
+    if let Some(f) = r.floor {
+        let _ = writeln!(out, "floor: {f}");
+    }
+    if let Some(c) = r.server_count {
+        let _ = writeln!(out, "server req/s: {c}");
+    }
+    let _ = writeln!(
+        out,
+        "{:<12} {:<16} {:>12} {:>12} {:>8}",
+        "scenario", "metric", "dlock", "floor", "ratio"
+    );
+    for f in &r.figures {
+        let (floor, ratio) = match f.floor {
+            Some(v) => (format!("{v:.3}"), format!("{:.2}", f.dlock / v)),
+            None => ("–".into(), "–".into()),
+        };
+        let _ = writeln!(
+            out,
+            "{:<12} {:<16} {:>12.3} {floor:>12} {ratio:>8}",
+            f.scenario, f.metric, f.dlock
+        );
+    }
+    out
+}
+
+fn as_json(r: &Report) -> String {
+    let rows: Vec<String> = r
+        .figures
+        .iter()
+        .map(|f| {
+            let floor = f.floor.map_or("null".into(), |v| format!("{v}"));
+            format!(
+                "{{\"scenario\":{},\"metric\":{},\"dlock\":{},\"floor\":{floor}}}",
+                json::string(f.scenario),
+                json::string(f.metric),
+                f.dlock
+            )
+        })
+        .collect();
+    format!(
+        "{{\"backend\":{},\"url\":{},\"figures\":[{}]}}\n",
+        json::string(r.backend),
+        json::string(&r.url),
+        rows.join(",")
+    )
+}
