@@ -26,6 +26,7 @@
 //! ```
 
 pub mod floor;
+mod floor_runs;
 pub mod floor_wait;
 mod run;
 pub mod scenarios;

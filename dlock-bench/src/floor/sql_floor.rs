@@ -1,0 +1,122 @@
+//! The SQL floors: the acquire and release statements with nothing around them.
+
+use super::*;
+use sqlx::AssertSqlSafe;
+
+/// The two statements, on a pool the size of the adapter's (8; SQLite 4): sqlx hands
+/// a used connection back asynchronously, so a one-connection pool would make the
+/// floor wait for that.
+pub struct SqlFloor<DB: sqlx::Database> {
+    pool: sqlx::Pool<DB>,
+    take: &'static str,
+    release: &'static str,
+    name: String,
+    owner: String,
+}
+
+#[cfg(feature = "postgres")]
+pub async fn postgres(url: &str) -> Result<Box<dyn Floor>, String> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name TEXT PRIMARY KEY, owner TEXT NOT NULL, token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)")
+        .execute(&pool).await.map_err(|e| e.to_string())?;
+    Ok(Box::new(SqlFloor {
+        pool,
+        take: "INSERT INTO dlock_floor AS d (name, owner, token, expires_at) VALUES ($1, $2, 1, clock_timestamp() + interval '10 seconds') \
+               ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, token = d.token + 1, expires_at = EXCLUDED.expires_at \
+               WHERE d.expires_at <= clock_timestamp() RETURNING token",
+        release: "WITH r AS (UPDATE dlock_floor SET owner = '', expires_at = clock_timestamp() WHERE name = $1 AND owner = $2 RETURNING name) \
+                  SELECT pg_notify('bench_floor', name) FROM r",
+        name: key(),
+        owner: owner(),
+    }))
+}
+
+#[cfg(feature = "mysql")]
+pub async fn mysql(url: &str) -> Result<Box<dyn Floor>, String> {
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(8)
+        .connect(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name VARBINARY(256) NOT NULL PRIMARY KEY, owner VARCHAR(64) NOT NULL, token BIGINT NOT NULL, expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB")
+        .execute(&pool).await.map_err(|e| e.to_string())?;
+    Ok(Box::new(SqlFloor {
+        pool,
+        take: "INSERT INTO dlock_floor (name, owner, token, expires_at) VALUES (?, ?, LAST_INSERT_ID(1), UTC_TIMESTAMP(6) + INTERVAL 10 SECOND) \
+               ON DUPLICATE KEY UPDATE owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner), \
+               token = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)), \
+               expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 10 SECOND, expires_at)",
+        release: "UPDATE dlock_floor SET owner = '', expires_at = UTC_TIMESTAMP(6) WHERE name = ? AND owner = ?",
+        name: key(),
+        owner: owner(),
+    }))
+}
+
+#[cfg(feature = "sqlite")]
+pub async fn sqlite(url: &str) -> Result<Box<dyn Floor>, String> {
+    use std::str::FromStr;
+    let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .map_err(|e| e.to_string())?
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5));
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name TEXT PRIMARY KEY, owner TEXT NOT NULL, token INTEGER NOT NULL, expires_at INTEGER NOT NULL) STRICT")
+        .execute(&pool).await.map_err(|e| e.to_string())?;
+    Ok(Box::new(SqlFloor {
+        pool,
+        take: "INSERT INTO dlock_floor (name, owner, token, expires_at) VALUES (?1, ?2, 1, CAST(unixepoch('subsec') * 1000 AS INTEGER) + 10000) \
+               ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, token = dlock_floor.token + 1, expires_at = excluded.expires_at \
+               WHERE dlock_floor.expires_at <= CAST(unixepoch('subsec') * 1000 AS INTEGER) RETURNING token",
+        release: "UPDATE dlock_floor SET owner = '', expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE name = ?1 AND owner = ?2",
+        name: key(),
+        owner: owner(),
+    }))
+}
+
+#[async_trait]
+impl<DB> Floor for SqlFloor<DB>
+where
+    DB: sqlx::Database,
+    for<'q> <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    fn describe(&self) -> &'static str {
+        "1 upsert statement + 1 update statement"
+    }
+    async fn cycle(&self) -> Result<(), String> {
+        sqlx::query(AssertSqlSafe(self.take))
+            .bind(self.name.clone())
+            .bind(self.owner.clone())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query(AssertSqlSafe(self.release))
+            .bind(self.name.clone())
+            .bind(self.owner.clone())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+    async fn fork(&self) -> Result<Box<dyn Floor>, String> {
+        Ok(Box::new(Self {
+            pool: self.pool.clone(),
+            take: self.take,
+            release: self.release,
+            name: key(),
+            owner: owner(),
+        }))
+    }
+}

@@ -1,0 +1,63 @@
+//! The ZooKeeper floor: create + list in one round trip, one delete.
+
+use super::*;
+use zookeeper_client as zk;
+
+/// Create an ephemeral-sequential node and list its parent in one round trip, then
+/// delete the node.
+pub struct ZkFloor {
+    client: zk::Client,
+    dir: String,
+}
+
+/// A session on the `zk://` URL's servers (its chroot, if any, is not used).
+pub async fn session(url: &str) -> Result<zk::Client, String> {
+    let hosts = url.split_once("://").map_or(url, |(_, h)| h);
+    let hosts = hosts.split('/').next().unwrap_or(hosts);
+    zk::Client::connect(hosts).await.map_err(|e| e.to_string())
+}
+
+pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
+    Ok(Box::new(ZkFloor::new(session(url).await?).await?))
+}
+
+impl ZkFloor {
+    async fn new(client: zk::Client) -> Result<Self, String> {
+        let dir = format!("/bench-floor-{}", key());
+        client
+            .mkdir(
+                &dir,
+                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Self { client, dir })
+    }
+}
+
+#[async_trait]
+impl Floor for ZkFloor {
+    fn describe(&self) -> &'static str {
+        "create ephemeral-sequential + list children (one round trip) + delete"
+    }
+    async fn cycle(&self) -> Result<(), String> {
+        let prefix = format!("{}/lock-", self.dir);
+        let create = self.client.create(
+            &prefix,
+            b"",
+            &zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all()),
+        );
+        let list = self.client.list_children(&self.dir);
+        let (created, listed) = tokio::join!(create, list);
+        let (_, seq) = created.map_err(|e| e.to_string())?;
+        listed.map_err(|e| e.to_string())?;
+        self.client
+            .delete(&format!("{prefix}{seq}"), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+    async fn fork(&self) -> Result<Box<dyn Floor>, String> {
+        Ok(Box::new(ZkFloor::new(self.client.clone()).await?))
+    }
+}
