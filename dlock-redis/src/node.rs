@@ -86,11 +86,14 @@ impl Node {
         .await
     }
 
+    /// Takes the lock for `owner`; `proposal` is a token to give if it is above the
+    /// node's own next one (0: none).
     pub(crate) async fn acquire(
         &self,
         keys: &Keys,
         owner: &str,
         ttl: Duration,
+        proposal: u64,
     ) -> Result<Claim, LockError> {
         let mut conn = self.conn.clone();
         let (taken, n): (i64, i64) = self
@@ -101,6 +104,7 @@ impl Node {
                     .key(&keys.fence)
                     .arg(owner)
                     .arg(millis_u64(ttl))
+                    .arg(proposal)
                     .invoke_async(&mut conn),
             )
             .await?;

@@ -100,11 +100,12 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<Claim, LockError> {
         let sent = Instant::now();
+        let proposal = proposed_token();
         let (k, o) = (keys.clone(), owner.as_str().to_owned());
         let results = self
             .on_all(move |n| {
                 let (k, o) = (k.clone(), o.clone());
-                async move { n.acquire(&k, &o, ttl).await }
+                async move { n.acquire(&k, &o, ttl, proposal).await }
             })
             .await;
         let mut tokens = Vec::new();
@@ -172,4 +173,18 @@ impl Redlock {
         }
         (!subs.is_empty()).then(|| Subscription::any_of(subs))
     }
+}
+
+/// A token every node can give: the client's clock in µs plus a second, ahead of each
+/// node's own clock (the script's lower bound) by more than clock skew and latency. So
+/// nodes whose counters are in step answer the same token, and the round needs no
+/// second one to settle them (a node whose counter is ahead answers its own, and the
+/// settling round raises the others as before). Tokens only need to grow: a proposal
+/// never lowers one.
+fn proposed_token() -> u64 {
+    const AHEAD: Duration = Duration::from_secs(1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from((now + AHEAD).as_micros()).unwrap_or(u64::MAX)
 }

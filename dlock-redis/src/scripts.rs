@@ -4,11 +4,14 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms. Returns `{1, token}` when taken, else
-/// `{0, pttl}` of the holder.
+/// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token (0: none). Returns
+/// `{1, token}` when taken, else `{0, pttl}` of the holder.
 ///
-/// The token is a hybrid clock: `max(counter + 1, server TIME in µs)`, written back to
-/// the counter, which never expires. While a lock is held its counter is its holder's
+/// The token is a hybrid clock: `max(counter + 1, server TIME in µs, proposal)`, written
+/// back to the counter, which never expires. (Redlock proposes a token a little ahead
+/// of the client's clock, so that nodes whose counters are in step answer the same
+/// token and no second round is needed to settle them; a proposal only ever raises a
+/// token.) While a lock is held its counter is its holder's
 /// token. A counter that comes back *older* — a restore from an RDB/AOF snapshot,
 /// `appendfsync everysec`, a failover to a lagging replica, a restart without
 /// persistence — cannot make a token repeat: the next one is at least the server's
@@ -33,6 +36,8 @@ if found then
 end
 local now = redis.call('TIME')
 local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local p = tonumber(ARGV[3])
+if p > t then t = p end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 if c >= t then t = c + 1 end
 redis.call('SET', KEYS[2], string.format('%d', t))

@@ -119,7 +119,7 @@ impl ClaimDriver for RedisLock {
         ttl: Duration,
     ) -> Result<Claim, LockError> {
         let keys = Keys::new(&self.opts.prefix, name);
-        self.node.acquire(&keys, owner.as_str(), ttl).await
+        self.node.acquire(&keys, owner.as_str(), ttl, 0).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
