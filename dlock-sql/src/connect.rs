@@ -221,12 +221,14 @@ async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>
     let options = SqliteConnectOptions::from_str(url)
         .map_err(|e| bad_url(shown, e))?
         .create_if_missing(true)
-        // The wait for a pooled connection (at most a quarter of the operation timeout,
-        // below) plus SQLite's own wait on a locked database fit in the operation
-        // timeout, so SQLite gives up by itself before we stop waiting for it. Should a
-        // statement still commit after that (a slow disk), it does no harm: an acquire
-        // retries with the same owner id and takes its row again, a try_acquire's row
-        // expires after its TTL, and a late renew or release is what was asked for.
+        // SQLite's own wait on a locked database ends within the operation timeout.
+        // With the wait for a pooled connection before it (up to the operation timeout
+        // too: under load — ten thousand guards renewing at once — statements queue for
+        // the pool's few connections, and a shorter pool wait failed renewals that would
+        // have gone through), a statement can commit after we stopped waiting for it. It
+        // does no harm: an acquire retries with the same owner id and takes its row
+        // again (keeping its token), a try_acquire's row expires after its TTL, and a
+        // late renew or release is what was asked for.
         .busy_timeout(opts.op_timeout * 3 / 4);
     let options = if memory {
         options
@@ -245,7 +247,7 @@ async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>
     loop {
         let attempt = SqlitePoolOptions::new()
             .max_connections(size)
-            .acquire_timeout(opts.op_timeout / 4)
+            .acquire_timeout(opts.op_timeout)
             .connect_with(options.clone())
             .await
             .map_err(|e| connect_error(shown, e));
