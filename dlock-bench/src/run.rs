@@ -28,6 +28,43 @@ pub enum Scenario {
     Held,
 }
 
+impl Scenario {
+    /// Every scenario, in the order a run measures them.
+    pub const ALL: [Scenario; 5] = [
+        Self::Uncontended,
+        Self::Handoff,
+        Self::Contended,
+        Self::Parallel,
+        Self::Held,
+    ];
+
+    /// The scenario's name on the command line and in reports.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uncontended => "uncontended",
+            Self::Handoff => "handoff",
+            Self::Contended => "contended",
+            Self::Parallel => "parallel",
+            Self::Held => "held",
+        }
+    }
+}
+
+impl std::str::FromStr for Scenario {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|c| c.name()).collect();
+                format!("unknown scenario {s:?}: use {}", names.join(", "))
+            })
+    }
+}
+
 /// How a run is shaped (`dlock bench`'s options).
 #[derive(Clone, Debug)]
 pub struct Options {

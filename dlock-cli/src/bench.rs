@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use dlock_bench::{Options, Report};
 
-use crate::cli::{BenchArgs, Scenario};
+use crate::cli::BenchArgs;
 use crate::{exit, json, url};
 
 pub async fn bench(args: BenchArgs) -> ExitCode {
@@ -53,17 +53,7 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
 
 fn options(args: &BenchArgs) -> Options {
     Options {
-        scenarios: args
-            .scenario
-            .iter()
-            .map(|s| match s {
-                Scenario::Uncontended => dlock_bench::Scenario::Uncontended,
-                Scenario::Handoff => dlock_bench::Scenario::Handoff,
-                Scenario::Contended => dlock_bench::Scenario::Contended,
-                Scenario::Parallel => dlock_bench::Scenario::Parallel,
-                Scenario::Held => dlock_bench::Scenario::Held,
-            })
-            .collect(),
+        scenarios: args.scenario.clone(),
         duration: args.duration,
         cycles: args.cycles,
         trials: args.trials,

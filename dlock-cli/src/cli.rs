@@ -107,23 +107,12 @@ pub struct StatusArgs {
     pub names: Vec<String>,
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
-    dlock_any::parse_duration(text).map_err(|e| e.to_string())
+fn scenario(text: &str) -> Result<dlock_bench::Scenario, String> {
+    text.parse()
 }
 
-/// A benchmark scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
-    /// One client, acquire + release on a free lock.
-    Uncontended,
-    /// Time from a release to the blocked waiter holding the lock.
-    Handoff,
-    /// Many clients on one lock.
-    Contended,
-    /// Many tasks on distinct names over one client.
-    Parallel,
-    /// Many locks held with renewing guards for three TTLs.
-    Held,
+fn duration(text: &str) -> Result<Duration, String> {
+    dlock_any::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// `dlock bench`.
@@ -132,9 +121,9 @@ pub struct BenchArgs {
     /// Backend URL.
     #[command(flatten)]
     pub backend: Backend,
-    /// Scenarios to run (default: all).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub scenario: Vec<Scenario>,
+    /// Scenarios to run (default: all): uncontended, handoff, contended, parallel, held.
+    #[arg(long, value_delimiter = ',', value_parser = scenario)]
+    pub scenario: Vec<dlock_bench::Scenario>,
     /// Length of the contended and parallel runs.
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub duration: Duration,

@@ -2,13 +2,12 @@
 //! core's wake-up hub: a channel is subscribed on the server while at least one waiter
 //! wants it, and a message wakes the waiter that has waited longest (no herd).
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
-use dlock_core::backend::{Subscription, WakeupHub};
+use dlock_core::backend::{OwnedTask, Subscription, WakeupHub};
 use redis::aio::ConnectionManager;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::task::JoinHandle;
 
 /// The subscriptions of one node, shared by all waiters of a client.
 pub(crate) struct Wakeups {
@@ -17,7 +16,7 @@ pub(crate) struct Wakeups {
     /// Serialises SUBSCRIBE/UNSUBSCRIBE so a late unsubscribe cannot undo a new
     /// subscribe of the same channel.
     ops: tokio::sync::Mutex<()>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    _listener: OwnedTask,
 }
 
 impl Wakeups {
@@ -26,13 +25,9 @@ impl Wakeups {
         mut pushes: UnboundedReceiver<PushInfo>,
     ) -> Arc<Self> {
         let hub = WakeupHub::new();
-        let me = Arc::new(Self {
-            conn,
-            hub: Arc::clone(&hub),
-            ops: tokio::sync::Mutex::new(()),
-            task: Mutex::new(None),
-        });
-        let task = tokio::spawn(async move {
+        let fan_out = Arc::clone(&hub);
+        let listener = OwnedTask::spawn(async move {
+            let hub = fan_out;
             while let Some(push) = pushes.recv().await {
                 match push.kind {
                     PushKind::Message => {
@@ -46,8 +41,12 @@ impl Wakeups {
                 }
             }
         });
-        *me.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
-        me
+        Arc::new(Self {
+            conn,
+            hub,
+            ops: tokio::sync::Mutex::new(()),
+            _listener: listener,
+        })
     }
 
     /// Registers a waiter on `channel`, subscribing on the server if it is the first.
@@ -80,18 +79,5 @@ fn unsubscribe_if_idle(me: &Weak<Wakeups>, channel: String) {
                 let _ = me.conn.clone().unsubscribe(&channel).await;
             }
         });
-    }
-}
-
-impl Drop for Wakeups {
-    fn drop(&mut self) {
-        if let Some(t) = self
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            t.abort();
-        }
     }
 }

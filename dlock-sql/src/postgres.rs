@@ -1,13 +1,12 @@
 //! PostgreSQL: `INSERT … ON CONFLICT … RETURNING`, `clock_timestamp()`, LISTEN/NOTIFY.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{Subscription, WakeupHub, from_millis, millis};
+use dlock_core::backend::{OwnedTask, Subscription, WakeupHub, from_millis, millis};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
-use tokio::task::JoinHandle;
 
 use crate::store::{Holder, Store, Taken};
 
@@ -207,7 +206,7 @@ impl Store for Postgres {
 /// woken (no herd).
 struct Wakeups {
     hub: Arc<WakeupHub>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    _listener: OwnedTask,
 }
 
 impl Wakeups {
@@ -223,11 +222,9 @@ impl Wakeups {
         listener.ignore_pool_close_event(true);
         listener.listen(channel).await?;
         let hub = WakeupHub::new();
-        let me = Arc::new(Self {
-            hub: Arc::clone(&hub),
-            task: Mutex::new(None),
-        });
-        let task = tokio::spawn(async move {
+        let fan_out = Arc::clone(&hub);
+        let listener = OwnedTask::spawn(async move {
+            let hub = fan_out;
             loop {
                 // try_recv, not recv: recv reconnects silently, and the notifications
                 // sent while the connection was down are gone without a trace.
@@ -250,20 +247,9 @@ impl Wakeups {
                 }
             }
         });
-        *me.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
-        Ok(me)
-    }
-}
-
-impl Drop for Wakeups {
-    fn drop(&mut self) {
-        if let Some(t) = self
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            t.abort();
-        }
+        Ok(Arc::new(Self {
+            hub,
+            _listener: listener,
+        }))
     }
 }

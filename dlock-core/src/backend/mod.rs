@@ -16,6 +16,7 @@ pub mod queue;
 
 mod batch;
 mod query;
+mod task;
 mod timeout;
 mod units;
 mod wait;
@@ -25,6 +26,7 @@ pub use batch::{Batcher, Pending, gather_batch};
 pub use claim::{Claim, ClaimDriver};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
+pub use task::OwnedTask;
 pub use timeout::within;
 pub use units::{from_millis, micros, millis, millis_u64};
 pub use wait::{Attempt, Subscription, WaitPolicy, retry_transient, wait_for_lock};
