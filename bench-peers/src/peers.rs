@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_any::{
-    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId,
+    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 
@@ -104,7 +103,7 @@ impl<P: Peer> DistributedLock for AsLock<P> {
         Err(unsupported("inspect"))
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(false, LeaseScope::PerLease, false)
+        Capabilities::per_lease()
     }
     fn backend_name(&self) -> &'static str {
         self.0.label()

@@ -168,11 +168,7 @@ impl DistributedLock for Crashable {
                 .capabilities
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .unwrap_or(Capabilities::new(
-                    false,
-                    dlock_core::LeaseScope::PerLease,
-                    false,
-                )),
+                .unwrap_or(Capabilities::per_lease()),
         }
     }
 

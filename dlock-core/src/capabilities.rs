@@ -31,7 +31,44 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// Declares the three facts (and no batched renewals).
+    /// Leases that expire on their own ([`LeaseScope::PerLease`]); not fair, no push
+    /// wake-ups, no batched renewals until declared with the `with_` methods.
+    ///
+    /// ```
+    /// use dlock_core::{Capabilities, LeaseScope};
+    /// let caps = Capabilities::per_lease().with_notify(true).with_batched_renewals(true);
+    /// assert!(caps.notify && caps.batched_renewals && !caps.fair);
+    /// assert_eq!(caps.lease_scope, LeaseScope::PerLease);
+    /// ```
+    #[must_use]
+    pub const fn per_lease() -> Self {
+        Self::new(false, LeaseScope::PerLease, false)
+    }
+
+    /// Leases that live with the client's session ([`LeaseScope::PerSession`]); the
+    /// rest as [`Capabilities::per_lease`].
+    #[must_use]
+    pub const fn per_session() -> Self {
+        Self::new(false, LeaseScope::PerSession, false)
+    }
+
+    /// Declares that waiters get the lock in the order they started waiting.
+    #[must_use]
+    pub const fn with_fair(mut self, on: bool) -> Self {
+        self.fair = on;
+        self
+    }
+
+    /// Declares that waiters are woken by the server rather than by polling.
+    #[must_use]
+    pub const fn with_notify(mut self, on: bool) -> Self {
+        self.notify = on;
+        self
+    }
+
+    /// Declares the three facts by position (and no batched renewals); the named
+    /// [`Capabilities::per_lease`] / [`Capabilities::per_session`] with the `with_`
+    /// methods read better.
     #[must_use]
     pub const fn new(fair: bool, lease_scope: LeaseScope, notify: bool) -> Self {
         Self {

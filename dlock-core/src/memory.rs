@@ -12,8 +12,7 @@ use tokio::time::Instant;
 use crate::backend::new_acquisition;
 use crate::backend::queue::{QueueDriver, Turn, queue};
 use crate::{
-    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId,
+    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 
 /// A process-local lock with the same semantics as the distributed backends:
@@ -311,7 +310,7 @@ impl DistributedLock for MemoryLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true, LeaseScope::PerLease, true)
+        Capabilities::per_lease().with_fair(true).with_notify(true)
     }
 
     fn backend_name(&self) -> &'static str {

@@ -8,8 +8,7 @@ use async_trait::async_trait;
 use dlock_core::backend::new_acquisition;
 use dlock_core::backend::queue::queue;
 use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId,
+    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use etcd_client::KeyValue;
 use tokio::time::Instant;
@@ -161,7 +160,10 @@ impl DistributedLock for EtcdLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true, LeaseScope::PerLease, true).with_batched_renewals(true)
+        Capabilities::per_lease()
+            .with_fair(true)
+            .with_notify(true)
+            .with_batched_renewals(true)
     }
 
     fn backend_name(&self) -> &'static str {

@@ -6,8 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim};
 use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId,
+    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 
@@ -253,7 +252,9 @@ impl DistributedLock for Redlock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(false, LeaseScope::PerLease, true).with_batched_renewals(true)
+        Capabilities::per_lease()
+            .with_notify(true)
+            .with_batched_renewals(true)
     }
 
     fn backend_name(&self) -> &'static str {

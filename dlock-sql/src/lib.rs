@@ -75,8 +75,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim, within};
 use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId,
+    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 
@@ -255,7 +254,7 @@ impl DistributedLock for SqlLock {
     fn capabilities(&self) -> Capabilities {
         // Not fair: whoever's statement lands first after a release wins.
         let notify = self.store.kind() == "postgres" && self.opts.listen;
-        Capabilities::new(false, LeaseScope::PerLease, notify)
+        Capabilities::per_lease().with_notify(notify)
     }
 
     fn backend_name(&self) -> &'static str {

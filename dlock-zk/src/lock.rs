@@ -8,8 +8,7 @@ use async_trait::async_trait;
 use dlock_core::backend::queue::queue;
 use dlock_core::backend::{new_acquisition, within};
 use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LeaseScope, LockError, LockInfo, LockName,
-    OwnerId,
+    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -146,7 +145,10 @@ impl DistributedLock for ZkLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true, LeaseScope::PerSession, true).with_batched_renewals(true)
+        Capabilities::per_session()
+            .with_fair(true)
+            .with_notify(true)
+            .with_batched_renewals(true)
     }
 
     fn backend_name(&self) -> &'static str {
