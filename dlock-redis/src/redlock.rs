@@ -267,29 +267,26 @@ impl DistributedLock for Redlock {
 /// renewal due on the same tick.
 #[async_trait]
 impl ClaimDriver for Redlock {
-    /// One round, on a task of its own: dropping the caller's future cannot cut a
-    /// round short between its grants and their undo, and a lease won for a caller
-    /// that is gone is released on every node at once rather than held until its TTL.
+    /// One round. Dropping the caller's future mid-round cannot leave grants behind:
+    /// a guard then releases on every node whatever the round won (each node's
+    /// connection sends the release after the grant, so it finds it), rather than
+    /// leaving it held until its TTL.
     async fn claim(
         &self,
         name: &LockName,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Claim, LockError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let me = self.clone();
-        let (keys, owner) = (Keys::new(&self.opts.prefix, name), owner.clone());
-        tokio::spawn(async move {
-            let outcome = me.round(&keys, &owner, ttl).await;
-            if let Err(Ok(Claim::Taken(_))) = tx.send(outcome) {
-                me.undo(&keys, &owner).await;
-            }
-        });
-        rx.await.unwrap_or_else(|_| {
-            Err(LockError::transient(
-                "Redlock: the acquisition round's task failed",
-            ))
-        })
+        let keys = Keys::new(&self.opts.prefix, name);
+        let mut undo = UndoOnDrop {
+            lock: self.clone(),
+            keys: keys.clone(),
+            owner: owner.clone(),
+            armed: true,
+        };
+        let outcome = self.round(&keys, owner, ttl).await;
+        undo.armed = false;
+        outcome
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
@@ -303,5 +300,25 @@ impl ClaimDriver for Redlock {
 
     fn wait_policy(&self) -> WaitPolicy {
         self.opts.policy
+    }
+}
+
+/// Releases a round's grants on every node when the round is dropped unfinished.
+struct UndoOnDrop {
+    lock: Redlock,
+    keys: Keys,
+    owner: OwnerId,
+    armed: bool,
+}
+
+impl Drop for UndoOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (lock, keys, owner) = (self.lock.clone(), self.keys.clone(), self.owner.clone());
+            rt.spawn(async move { lock.undo(&keys, &owner).await });
+        }
     }
 }

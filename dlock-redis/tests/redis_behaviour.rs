@@ -271,9 +271,8 @@ async fn a_late_grant_is_taken_again_by_its_own_acquire() {
     .await;
 }
 
-/// A Redlock acquire dropped while its round is in flight leaves nothing held: the
-/// round finishes on a task of its own and, with nobody left to take the lease,
-/// releases what it won on every node.
+/// A Redlock acquire dropped while its round is in flight leaves nothing held: with
+/// nobody left to take the lease, what the round won is released on every node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_redlock_acquire_leaves_nothing_held() {
     let urls = common::redlock_urls();
