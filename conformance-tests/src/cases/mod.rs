@@ -1,4 +1,17 @@
-//! The conformance cases, each a `pub async fn(&impl Harness)`.
+//! The conformance cases, each a `pub async fn(&impl Harness)`: the specification of
+//! [`DistributedLock`](dlock_core::DistributedLock)'s rules, case by case.
+//!
+//! | rule (see the trait) | cases |
+//! |---|---|
+//! | 1. at most one unexpired lease per name | `acquire_free_lock`, `mutual_exclusion`, `independent_names`, `awkward_names_are_distinct`, `counter_workload` |
+//! | 2. release and renew check the owner | `release_frees_lock`, `release_is_idempotent`, `renew_after_release_is_lost`, `stale_lease_cannot_touch_new_holder`, `owner_ids_are_unique` |
+//! | 3. the server expires an unrenewed lease, by its clock | `crashed_holder_expires`, `unrenewed_lease_follows_scope`, `renew_keeps_lease_past_ttl`, `acquire_wakes_when_holder_crashes` |
+//! | 4. fencing tokens strictly increase | `fencing_increases_across_releases`, `fencing_increases_across_expiry`, `fencing_is_per_name_monotonic` |
+//! | 5. `acquire` returns only a valid lease | `acquire_free_lock`, `acquire_rides_out_a_short_outage` (and `late_grant_is_taken_again` in the kit) |
+//! | 6. a dropped `acquire` leaks nothing beyond its TTL | `cancelled_acquires_leak_nothing` |
+//! | 7. waiting uses notifications and is bounded by `wait` | `acquire_waits_for_release`, `acquire_times_out`, `acquire_with_zero_wait`, `waiters_are_served_fairly` (where `Capabilities::fair`) |
+//! | 8. a release wakes one waiter, not all | not observable through the trait alone; the wake-up hubs test it (`dlock_core::backend::WakeupHub`) |
+//! | transient errors within `wait`; arguments | `unreachable_server_then_recovery`, `acquire_rides_out_a_short_outage`, `invalid_arguments`, `inspect_reports_holder` |
 
 mod basics;
 mod expiry;
