@@ -180,6 +180,10 @@ impl LockGuard {
     ///
     /// # Errors
     /// A backend error; the lease then expires by its TTL.
+    ///
+    /// # Cancel safety
+    /// Renewal has stopped once it is called; dropped before the release was answered,
+    /// the lock is held until its TTL at the latest.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.finished = true;
         self.watchdog.abort();

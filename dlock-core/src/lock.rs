@@ -44,6 +44,10 @@ pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 #[async_trait]
 pub trait DistributedLock: Send + Sync {
     /// Takes the lock if it is free; `Ok(None)` if someone else holds it.
+    ///
+    /// # Cancel safety
+    /// Dropping the future after its request was sent may leave the lock taken by an
+    /// owner nobody holds, until its TTL (rule 6).
     async fn try_acquire(&self, name: &LockName, ttl: Duration)
     -> Result<Option<Lease>, LockError>;
 
@@ -58,6 +62,11 @@ pub trait DistributedLock: Send + Sync {
     /// # Errors
     /// [`LockError::Timeout`] when `wait` runs out on a busy lock;
     /// [`LockError::Unavailable`] when it runs out during an outage.
+    ///
+    /// # Cancel safety
+    /// Dropping the future at any await leaves the queue or gives up the attempt; what
+    /// a request already sent may still take is gone by its TTL at the latest (rule 6,
+    /// checked by `cancelled_acquires_leak_nothing`).
     async fn acquire(
         &self,
         name: &LockName,
@@ -69,13 +78,23 @@ pub trait DistributedLock: Send + Sync {
     ///
     /// # Errors
     /// [`LockError::LeaseLost`] if the lease is no longer held.
+    ///
+    /// # Cancel safety
+    /// Dropping the future is harmless: the lease keeps the expiry of the last renewal
+    /// that was answered (one that lands anyway only extends it).
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError>;
 
     /// Releases the lease. `Ok(false)` if it was not held (expired, taken over, or
     /// released before); calling it twice is harmless.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the lock held until its TTL; call again to be sure.
     async fn release(&self, lease: &Lease) -> Result<bool, LockError>;
 
     /// The current holder of `name`, if any.
+    ///
+    /// # Cancel safety
+    /// A read: dropping it changes nothing.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
 
     /// What this backend guarantees beyond the rules above.

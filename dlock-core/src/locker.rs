@@ -82,6 +82,9 @@ impl Locker {
     ///
     /// # Errors
     /// [`LockError::InvalidName`], [`LockError::Timeout`], or a backend error.
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::acquire`]: dropping it leaks no lock beyond its TTL.
     pub async fn lock(&self, name: impl AsRef<str>) -> Result<LockGuard, LockError> {
         let name = LockName::new(name.as_ref())?;
         let lease = self.lock.acquire(&name, self.ttl, self.wait).await?;
@@ -96,6 +99,9 @@ impl Locker {
     ///
     /// # Errors
     /// [`LockError::InvalidName`] or a backend error.
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::try_acquire`].
     pub async fn try_lock(&self, name: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
         let name = LockName::new(name.as_ref())?;
         let lease = self.lock.try_acquire(&name, self.ttl).await?;
@@ -108,6 +114,10 @@ impl Locker {
     ///
     /// # Errors
     /// Those of [`Locker::lock`], and [`LockError::LeaseLost`].
+    ///
+    /// # Cancel safety
+    /// Dropping it drops `work` and the guard, whose `Drop` releases the lock in the
+    /// background.
     pub async fn with_lock<F, Fut, T>(&self, name: impl AsRef<str>, work: F) -> Result<T, LockError>
     where
         F: FnOnce(FencingToken) -> Fut,
