@@ -12,7 +12,6 @@
 //! | `mysql://user:pw@host:3306/db`, `mariadb://…` | MySQL / MariaDB | `mysql` |
 //! | `redis://[user:pw@]host:6379[/db]`, `rediss://…` (TLS) | one Redis server | `redis` |
 //! | `redlock://[user:pw@]h1:p,h2:p,h3:p[/db]` | Redlock over independent Redis masters | `redis` |
-//!
 //! | `etcd://[user:pw@]h1:2379,h2:2379` | etcd v3 cluster members | `etcd` (needs `protoc` to build) |
 //! | `zk://[user:pw@]h1:2181,h2:2181[/chroot]` (`zookeeper://`) | ZooKeeper ensemble | `zookeeper` |
 //!
@@ -22,6 +21,11 @@
 //! `session_timeout` (one session timeout for every lock; without it each TTL gets a
 //! session whose timeout is that TTL), `timeout` (per operation,
 //! default 5 s) and `root` (default `/dlock`), and digest credentials as user:password.
+//!
+//! Each adapter reads its own URL (`SqlLock::connect`, `RedisLock::from_url`,
+//! `Redlock::from_url`, `EtcdLock::from_url`, `ZkLock::from_url`); [`connect`] only
+//! picks the adapter by scheme. etcd and ZooKeeper refuse a parameter they do not know;
+//! Redis and SQL URLs pass the others on to their client library.
 //!
 //! SQL URLs take dlock's own query parameters too: `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
@@ -110,11 +114,9 @@ async fn sql(
 #[cfg(feature = "redis")]
 async fn redis(url: &str, quorum: bool) -> Result<Arc<dyn DistributedLock>, LockError> {
     if quorum {
-        let urls = redlock_urls(url)?;
-        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-        Ok(Arc::new(dlock_redis::Redlock::connect(&urls).await?))
+        Ok(Arc::new(dlock_redis::Redlock::from_url(url).await?))
     } else {
-        Ok(Arc::new(dlock_redis::RedisLock::connect(url).await?))
+        Ok(Arc::new(dlock_redis::RedisLock::from_url(url).await?))
     }
 }
 
@@ -125,45 +127,7 @@ async fn redis(url: &str, _quorum: bool) -> Result<Arc<dyn DistributedLock>, Loc
 
 #[cfg(feature = "etcd")]
 async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
-    let shown = redact_url(url);
-    let rest = url.split_once("://").map_or("", |(_, r)| r);
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let authority = rest.trim_end_matches('/');
-    let (user, hosts) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u.split_once(':').unwrap_or((u, ""))), h),
-        None => (None, authority),
-    };
-    let endpoints: Vec<String> = hosts
-        .split(',')
-        .filter(|h| !h.is_empty())
-        .map(|h| format!("http://{h}"))
-        .collect();
-    if endpoints.is_empty() || hosts.contains('/') {
-        return Err(LockError::Config(format!(
-            "{shown:?} is not an etcd URL: use etcd://host1:2379,host2:2379"
-        )));
-    }
-    let endpoints: Vec<&str> = endpoints.iter().map(String::as_str).collect();
-    let mut builder = dlock_etcd::EtcdLock::builder(&endpoints);
-    if let Some((u, p)) = user {
-        builder = builder.user(u, p);
-    }
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=').unwrap_or((pair, "")) {
-            ("prefix", v) => builder = builder.prefix(v),
-            ("timeout", v) => {
-                let d = parse_duration(v)
-                    .map_err(|_| LockError::Config(format!("bad timeout in {shown:?}: {v}")))?;
-                builder = builder.timeout(d);
-            }
-            (k, _) => {
-                return Err(LockError::Config(format!(
-                    "{shown:?}: unknown etcd option {k:?} (known: prefix, timeout)"
-                )));
-            }
-        }
-    }
-    Ok(Arc::new(builder.connect().await?))
+    Ok(Arc::new(dlock_etcd::EtcdLock::from_url(url).await?))
 }
 
 #[cfg(not(feature = "etcd"))]
@@ -173,67 +137,12 @@ async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 
 #[cfg(feature = "zookeeper")]
 async fn zookeeper(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
-    let shown = redact_url(url);
-    let rest = url.split_once("://").map_or("", |(_, r)| r);
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (user, addr) = match rest.rsplit_once('@') {
-        Some((u, a)) => (Some(u.split_once(':').unwrap_or((u, ""))), a),
-        None => (None, rest),
-    };
-    if addr.is_empty() || addr.starts_with('/') {
-        return Err(LockError::Config(format!(
-            "{shown:?} is not a ZooKeeper URL: use zk://host1:2181,host2:2181[/chroot]"
-        )));
-    }
-    let mut builder = dlock_zk::ZkLock::builder(addr);
-    if let Some((u, p)) = user {
-        builder = builder.auth(u, p);
-    }
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let duration = || {
-            parse_duration(v).map_err(|_| LockError::Config(format!("bad {k} in {shown:?}: {v}")))
-        };
-        builder = match k {
-            "session_timeout" => builder.session_timeout(duration()?),
-            "timeout" => builder.timeout(duration()?),
-            "root" => builder.root(v),
-            _ => {
-                return Err(LockError::Config(format!(
-                    "{shown:?}: unknown ZooKeeper option {k:?} (known: session_timeout, timeout, root)"
-                )));
-            }
-        };
-    }
-    Ok(Arc::new(builder.connect().await?))
+    Ok(Arc::new(dlock_zk::ZkLock::from_url(url).await?))
 }
 
 #[cfg(not(feature = "zookeeper"))]
 async fn zookeeper(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     Err(feature_off(url, "zookeeper"))
-}
-
-/// `redlock://[userinfo@]h1:p,h2:p,h3:p[/db][?query]` as one `redis://` URL per host.
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-fn redlock_urls(url: &str) -> Result<Vec<String>, LockError> {
-    let shown = redact_url(url);
-    let rest = url.split_once("://").map_or("", |(_, r)| r);
-    let split = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(split);
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h),
-        None => (String::new(), authority),
-    };
-    let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
-    if hosts.is_empty() {
-        return Err(LockError::Config(format!(
-            "{shown:?} names no Redis hosts: use redlock://h1:6379,h2:6379,h3:6379"
-        )));
-    }
-    Ok(hosts
-        .iter()
-        .map(|h| format!("redis://{userinfo}{h}{tail}"))
-        .collect())
 }
 
 fn feature_off(url: &str, feature: &str) -> LockError {
@@ -246,22 +155,6 @@ fn feature_off(url: &str, feature: &str) -> LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redlock_urls_split_per_host_keeping_credentials_and_options() {
-        assert_eq!(
-            redlock_urls("redlock://:pw@a:1,b:2,c:3/0?prefix=x:").unwrap(),
-            [
-                "redis://:pw@a:1/0?prefix=x:",
-                "redis://:pw@b:2/0?prefix=x:",
-                "redis://:pw@c:3/0?prefix=x:"
-            ]
-        );
-        assert!(matches!(
-            redlock_urls("redlock://"),
-            Err(LockError::Config(_))
-        ));
-    }
 
     #[test]
     fn feature_off_names_the_feature_and_hides_the_password() {

@@ -42,6 +42,7 @@ mod redlock;
 mod renewals;
 mod scripts;
 mod single;
+mod url;
 mod wakeups;
 
 pub use options::DEFAULT_PREFIX;
