@@ -214,6 +214,25 @@ impl TestServer {
     }
 }
 
+impl TestServer {
+    /// A private `redis-server` on a free loopback port, without persistence, keeping
+    /// its files in `dir`, with `extra` arguments after the common ones.
+    ///
+    /// # Panics
+    /// As [`TestServer::start`].
+    #[must_use]
+    pub fn redis(dir: &std::path::Path, extra: &[&str]) -> Self {
+        let mut args: Vec<String> = ["--port", "{port}", "--bind", "127.0.0.1", "--save", ""]
+            .iter()
+            .chain(&["--appendonly", "no", "--dir"])
+            .map(|a| (*a).to_owned())
+            .collect();
+        args.push(dir.display().to_string());
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        Self::start("redis-server", &args)
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -16,24 +16,7 @@ const TTL: Duration = Duration::from_secs(30);
 fn private_redis(dir: &std::path::Path) -> TestServer {
     let dir = dir.join(format!("{:016x}", random_u64()));
     std::fs::create_dir_all(&dir).unwrap();
-    let args = [
-        "--port",
-        "{port}",
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--enable-debug-command",
-        "local",
-    ];
-    TestServer::start(
-        "redis-server",
-        &args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>(),
-    )
+    TestServer::redis(&dir, &["--enable-debug-command", "local"])
 }
 
 async fn command(port: u16, args: &[&str]) {

@@ -35,33 +35,26 @@ impl LaggingReplica {
         ));
         std::fs::create_dir_all(&dir).ok()?;
         let feed = proxy.addr();
-        let args: Vec<String> = [
-            "--port",
-            "{port}",
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            // when it is the primary's master, send its data at once (the default waits
-            // 5 s for more replicas to share the transfer)
-            "--repl-diskless-sync-delay",
-            "0",
-            "--dir",
-            &dir.display().to_string(),
-            "--replicaof",
-            &feed.ip().to_string(),
-            &feed.port().to_string(),
-        ]
-        .iter()
-        .map(|a| (*a).to_owned())
-        .collect();
+        let (host, port) = (feed.ip().to_string(), feed.port().to_string());
+        let files = dir.clone();
         // starting a process and polling its port blocks: keep it off the runtime
         // threads, which also serve the fenced store
-        let server = tokio::task::spawn_blocking(move || TestServer::start("redis-server", &args))
-            .await
-            .ok()?;
+        let server = tokio::task::spawn_blocking(move || {
+            TestServer::redis(
+                &files,
+                &[
+                    // when it is the primary's master, send its data at once (the
+                    // default waits 5 s for more replicas to share the transfer)
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--replicaof",
+                    &host,
+                    &port,
+                ],
+            )
+        })
+        .await
+        .ok()?;
         let replica = Self {
             primary: primary.to_owned(),
             proxy,
