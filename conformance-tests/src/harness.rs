@@ -45,6 +45,10 @@ pub trait Link: Send + Sync {
     async fn cut(&self);
     /// Lets traffic through again.
     async fn heal(&self);
+    /// How many requests the client has sent over this path so far, keepalives not
+    /// counted (`None` where the path cannot count them, as an in-process switch): how
+    /// the suite sees which waiters a release woke.
+    fn requests(&self) -> Option<u64>;
 }
 
 /// One client of the backend under test, which the suite can crash.

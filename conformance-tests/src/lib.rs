@@ -56,7 +56,7 @@ pub use etcd_cluster::{PartitionableEtcd, etcd_status};
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};
 pub use late::late_grant_is_taken_again;
-pub use proxy::{FaultMode, FaultProxy};
+pub use proxy::{FaultMode, FaultProxy, REQUEST_BYTES};
 pub use sender_proxy::SenderFilterProxy;
 pub use servers::{ProxyGroup, TestCerts, TestServer, free_port, services_ctl};
 pub use switch::switched_client;
@@ -90,6 +90,7 @@ macro_rules! conformance_suite {
             acquire_wakes_when_holder_crashes,
             cancelled_acquires_leak_nothing,
             waiters_are_served_fairly,
+            a_release_wakes_one_waiter,
             counter_workload,
             awkward_names_are_distinct,
             unreachable_server_then_recovery,

@@ -2,6 +2,8 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -47,6 +49,7 @@ pub enum FaultMode {
 /// ```
 pub struct FaultProxy {
     addr: SocketAddr,
+    requests: Arc<AtomicU64>,
     mode: watch::Sender<FaultMode>,
     resets: watch::Sender<u64>,
     accept_task: JoinHandle<()>,
@@ -62,14 +65,17 @@ impl FaultProxy {
         let addr = listener.local_addr()?;
         let (mode, _) = watch::channel(FaultMode::Pass);
         let (resets, _) = watch::channel(0_u64);
+        let requests = Arc::new(AtomicU64::new(0));
         let accept_task = tokio::spawn(accept_loop(
             listener,
             target.to_owned(),
             mode.clone(),
             resets.clone(),
+            Arc::clone(&requests),
         ));
         Ok(Self {
             addr,
+            requests,
             mode,
             resets,
             accept_task,
@@ -93,6 +99,13 @@ impl FaultProxy {
         *self.mode.borrow()
     }
 
+    /// How many requests clients have sent through the proxy so far: chunks toward the
+    /// server of at least [`REQUEST_BYTES`] bytes, so that keepalives do not count.
+    #[must_use]
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
     /// Closes every open connection at once (both sides see the connection drop).
     pub fn reset(&self) {
         self.resets.send_modify(|g| *g += 1);
@@ -106,6 +119,11 @@ impl Drop for FaultProxy {
     }
 }
 
+/// The smallest chunk [`FaultProxy::requests`] counts as a request: above every
+/// keepalive of the backends tested here (a ZooKeeper ping is 12 bytes, an HTTP/2
+/// PING frame 17, a `WINDOW_UPDATE` 13), below every lock operation.
+pub const REQUEST_BYTES: usize = 24;
+
 #[async_trait]
 impl Link for FaultProxy {
     async fn cut(&self) {
@@ -114,15 +132,21 @@ impl Link for FaultProxy {
     async fn heal(&self) {
         self.set_mode(FaultMode::Pass);
     }
+    fn requests(&self) -> Option<u64> {
+        Some(FaultProxy::requests(self))
+    }
 }
 
 #[async_trait]
-impl Link for std::sync::Arc<FaultProxy> {
+impl Link for Arc<FaultProxy> {
     async fn cut(&self) {
-        self.set_mode(FaultMode::Blackhole);
+        Link::cut(&**self).await;
     }
     async fn heal(&self) {
-        self.set_mode(FaultMode::Pass);
+        Link::heal(&**self).await;
+    }
+    fn requests(&self) -> Option<u64> {
+        Some(FaultProxy::requests(self))
     }
 }
 
@@ -131,6 +155,7 @@ async fn accept_loop(
     target: String,
     mode: watch::Sender<FaultMode>,
     resets: watch::Sender<u64>,
+    requests: Arc<AtomicU64>,
 ) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
@@ -140,16 +165,22 @@ async fn accept_loop(
         let mut reset_rx = resets.subscribe();
         reset_rx.mark_unchanged();
         let target = target.clone();
+        let requests = Arc::clone(&requests);
         tokio::spawn(async move {
             tokio::select! {
-                _ = serve(client, &target, mode_rx) => {}
+                _ = serve(client, &target, mode_rx, requests) => {}
                 _ = reset_rx.changed() => {}
             }
         });
     }
 }
 
-async fn serve(client: TcpStream, target: &str, mut mode: watch::Receiver<FaultMode>) {
+async fn serve(
+    client: TcpStream,
+    target: &str,
+    mut mode: watch::Receiver<FaultMode>,
+    requests: Arc<AtomicU64>,
+) {
     if wait_not_blackholed(&mut mode).await.is_err() {
         return;
     }
@@ -161,15 +192,9 @@ async fn serve(client: TcpStream, target: &str, mut mode: watch::Receiver<FaultM
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
     tokio::join!(
-        pump(cr, sw, mode.clone(), Direction::ToServer),
-        pump(sr, cw, mode, Direction::ToClient)
+        pump(cr, sw, mode.clone(), Some(&requests)),
+        pump(sr, cw, mode, None)
     );
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Direction {
-    ToServer,
-    ToClient,
 }
 
 async fn wait_not_blackholed(mode: &mut watch::Receiver<FaultMode>) -> Result<(), ()> {
@@ -183,7 +208,8 @@ async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     mut mode: watch::Receiver<FaultMode>,
-    direction: Direction,
+    // Some: toward the server, counting requests
+    requests: Option<&AtomicU64>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -204,10 +230,13 @@ async fn pump(
         let current = *mode.borrow();
         match current {
             FaultMode::Delay(d) => tokio::time::sleep(d).await,
-            FaultMode::DelayReplies(d) if direction == Direction::ToClient => {
+            FaultMode::DelayReplies(d) if requests.is_none() => {
                 tokio::time::sleep(d).await;
             }
             _ => {}
+        }
+        if let Some(count) = requests.filter(|_| n >= REQUEST_BYTES) {
+            count.fetch_add(1, Ordering::Relaxed);
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;

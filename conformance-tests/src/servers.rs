@@ -59,6 +59,9 @@ impl Link for ProxyGroup {
     async fn heal(&self) {
         self.set_mode(crate::FaultMode::Pass);
     }
+    fn requests(&self) -> Option<u64> {
+        Some(self.0.iter().map(|p| FaultProxy::requests(p)).sum())
+    }
 }
 
 /// A throwaway certificate authority and a server certificate for `127.0.0.1` and

@@ -39,6 +39,10 @@ impl Link for Switch {
     async fn heal(&self) {
         self.0.store(false, Ordering::SeqCst);
     }
+    /// An in-process lock wakes its waiters without a call the switch could see.
+    fn requests(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Switched {

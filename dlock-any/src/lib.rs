@@ -24,8 +24,10 @@
 //!
 //! Each adapter reads its own URL (`SqlLock::connect`, `RedisLock::from_url`,
 //! `Redlock::from_url`, `EtcdLock::from_url`, `ZkLock::from_url`); [`connect`] only
-//! picks the adapter by scheme. etcd and ZooKeeper refuse a parameter they do not know;
-//! Redis and SQL URLs pass the others on to their client library.
+//! picks the adapter by scheme. Every backend refuses a query parameter that is neither
+//! dlock's nor one its client library reads (Redis: `protocol`; PostgreSQL and MySQL:
+//! sqlx's `sslmode`, `application_name`, `charset`, …; SQLite: `mode`, `cache`, …), so
+//! a typo is a `Config` error rather than a silent default.
 //!
 //! SQL URLs take dlock's own query parameters too: `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).

@@ -67,6 +67,11 @@ async fn malformed_urls_are_config_errors_that_say_why() {
             "postgres://u:secret@127.0.0.1:1/db?pool_size=-1",
             "pool_size",
         ),
+        (
+            "postgres://u:secret@127.0.0.1:1/db?op_timout=2s",
+            "unknown parameter",
+        ),
+        ("sqlite:///tmp/x.db?pool=2", "unknown parameter"),
     ] {
         let err = connect(url).await.map(|_| ()).unwrap_err();
         assert!(matches!(err, LockError::Config(_)), "{url}: {err:?}");
@@ -134,6 +139,8 @@ async fn malformed_redis_urls_are_config_errors() {
         "redlock://",
         "redis://h:1?prefix={x}",
         "redis://:secret@h:1?timeout=later",
+        "redis://:secret@h:1?timout=2s",
+        "redlock://:secret@a:1,b:2,c:3?pool_size=3",
     ] {
         let e = connect(url).await.map(|_| ()).unwrap_err();
         assert!(matches!(e, LockError::Config(_)), "{url}: {e:?}");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{FencingToken, LockName, OwnerId};
+use crate::{FencingToken, LockError, LockName, OwnerId};
 
 /// The safety margin subtracted from a lease's TTL on the client side: 1 % of the TTL
 /// plus 2 ms, as in the Redlock paper, so the client stops trusting a lease before the
@@ -121,6 +121,16 @@ impl Lease {
     pub fn backend_data<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.backend.as_deref().and_then(|d| d.downcast_ref::<T>())
     }
+
+    /// Adapter-specific state of type `T` for a renewal: a lease without it was not
+    /// handed out by this backend, so there is nothing it could extend.
+    ///
+    /// # Errors
+    /// [`LockError::LeaseLost`] when the lease carries no `T`.
+    pub fn renewable_data<T: Any + Send + Sync>(&self) -> Result<&T, LockError> {
+        self.backend_data::<T>()
+            .ok_or_else(|| LockError::lease_lost(&self.name))
+    }
 }
 
 fn valid_until(sent_at: Instant, ttl: Duration) -> Instant {
@@ -190,5 +200,9 @@ mod tests {
         .with_backend_data(Arc::new(42_i64));
         assert_eq!(lease.backend_data::<i64>(), Some(&42));
         assert_eq!(lease.backend_data::<u8>(), None);
+        assert!(matches!(
+            lease.renewable_data::<u8>(),
+            Err(LockError::LeaseLost { .. })
+        ));
     }
 }

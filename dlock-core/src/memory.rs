@@ -9,11 +9,9 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::new_acquisition;
-use crate::backend::queue::{QueueDriver, Turn, queue};
-use crate::{
-    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
-};
+use crate::backend::queue::{QueueDriver, Turn};
+use crate::backend::{Backend, Queues};
+use crate::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
 
 /// A process-local lock with the same semantics as the distributed backends:
 /// FIFO-fair, TTL enforced by tokio time, a fencing counter per name that never goes
@@ -175,6 +173,29 @@ impl Drop for MemoryEntry {
 impl QueueDriver for MemoryLock {
     type Entry = MemoryEntry;
 
+    async fn try_take(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        let now = Instant::now();
+        let mut slots = self.slots();
+        let slot = slots.entry(name.clone()).or_default();
+        slot.expire(now);
+        if slot.holder.is_some() || !slot.waiters.is_empty() {
+            return Ok(None);
+        }
+        let token = slot.take(owner.clone(), ttl, now);
+        Ok(Some(Lease::new(
+            name.clone(),
+            owner.clone(),
+            token,
+            ttl,
+            now,
+        )))
+    }
+
     async fn enqueue(
         &self,
         name: &LockName,
@@ -241,32 +262,8 @@ impl QueueDriver for MemoryLock {
 }
 
 #[async_trait]
-impl DistributedLock for MemoryLock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        let owner = new_acquisition(ttl)?;
-        let now = Instant::now();
-        let mut slots = self.slots();
-        let slot = slots.entry(name.clone()).or_default();
-        slot.expire(now);
-        if slot.holder.is_some() || !slot.waiters.is_empty() {
-            return Ok(None);
-        }
-        let token = slot.take(owner.clone(), ttl, now);
-        Ok(Some(Lease::new(name.clone(), owner, token, ttl, now)))
-    }
-
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        queue(self, name, ttl, wait).await
-    }
+impl Backend for MemoryLock {
+    type Family = Queues;
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let now = Instant::now();

@@ -5,17 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::new_acquisition;
-use dlock_core::backend::queue::queue;
-use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
-};
+use dlock_core::backend::queue::{QueueDriver, Turn};
+use dlock_core::backend::{Backend, Queues};
+use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
 use etcd_client::KeyValue;
 use tokio::time::Instant;
 
 use crate::EtcdLock;
 use crate::keys::{owner_of, queue_dir};
-use crate::queue::gets;
+use crate::queue::{EtcdEntry, gets};
 use crate::session::leases::Ticket;
 use crate::session::shared::Lookup;
 
@@ -25,15 +23,20 @@ struct Held {
     lease_id: i64,
 }
 
+/// Uncontended, `acquire` is one txn (create our key if the queue is empty, else queue
+/// it and read the head) on a lease already at hand; release is one delete. A waiter
+/// watches the key right before its own and keeps its key alive with the shared lease.
 #[async_trait]
-impl DistributedLock for EtcdLock {
-    async fn try_acquire(
+impl QueueDriver for EtcdLock {
+    type Entry = EtcdEntry;
+
+    async fn try_take(
         &self,
         name: &LockName,
+        owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        let owner = new_acquisition(ttl)?;
-        let (dir, key, ticket, pending) = self.prepare(name, &owner, ttl).await?;
+        let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
         let (resp, first_attempt) = self.take_if_free(&dir, &key, ticket.id).await?;
         let my_rev = if resp.succeeded() {
             resp.header().map_or(0, |h| h.revision())
@@ -61,24 +64,104 @@ impl DistributedLock for EtcdLock {
                 _ => return Ok(None),
             }
         };
-        let lease = self.hand_out(name, owner, &key, my_rev, ticket).await?;
+        let lease = self
+            .hand_out(name, owner.clone(), &key, my_rev, ticket)
+            .await?;
         pending.disarm();
         Ok(Some(lease))
     }
 
-    async fn acquire(
+    async fn enqueue(
         &self,
         name: &LockName,
+        owner: &OwnerId,
         ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        queue(self, name, ttl, wait).await
+    ) -> Result<(EtcdEntry, Turn), LockError> {
+        let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
+        let queued = self.join_queue(name, &dir, &key, ticket.id).await?;
+        // a waiter's key is confirmed, so the sweeper and the attachment checks track it
+        self.leases.confirm(
+            ticket.id,
+            &key,
+            queued.revision,
+            Instant::now() + ticket.granted,
+        );
+        let turn = if queued.head == Some(queued.revision) {
+            Turn::Head
+        } else {
+            Turn::Behind
+        };
+        let entry = EtcdEntry {
+            name: name.clone(),
+            owner: owner.clone(),
+            dir,
+            key,
+            ticket,
+            rev: queued.revision,
+            pending: Some(pending),
+        };
+        Ok((entry, turn))
     }
 
-    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        let Some(held) = lease.backend_data::<Held>() else {
-            return Err(LockError::lease_lost(lease.name()));
+    async fn next_turn(&self, e: &mut EtcdEntry, until: Instant) -> Result<Turn, LockError> {
+        let at_head = |head: Option<KeyValue>| {
+            if head.map(|kv| kv.create_revision()) == Some(e.rev) {
+                Turn::Head
+            } else {
+                Turn::Behind
+            }
         };
+        let Some(pred) = self.predecessor(&e.dir, e.rev).await? else {
+            // Nothing queued before us any more: we are the head now, or our key is
+            // gone (deleted behind our back, or swept after a pause) — then looking
+            // again would find the same thing until the wait runs out.
+            return match at_head(self.first_in_queue(&e.dir).await?) {
+                Turn::Head => Ok(Turn::Head),
+                Turn::Behind => Err(LockError::transient(format!(
+                    "the queued request for {} vanished while waiting",
+                    e.name
+                ))),
+            };
+        };
+        let (id, granted) = (e.ticket.id, e.ticket.granted);
+        let keep = || self.keep_key(id, &e.key, e.rev, granted);
+        self.wait_for_delete(pred.key(), granted / 3, keep, until)
+            .await?;
+        Ok(at_head(self.first_in_queue(&e.dir).await?))
+    }
+
+    async fn grant(&self, e: &mut EtcdEntry, waited: bool) -> Result<Option<Lease>, LockError> {
+        // After waiting, make sure our key (and so our place) still exists
+        // (etcd#11456) — unless the client knows it does: still ours, on a lease
+        // that cannot have expired since its last refresh.
+        if waited
+            && !self.surely_alive(e.ticket.id, &e.key, e.rev)
+            && !self.key_has_revision(&e.key, e.rev).await?
+        {
+            return Err(LockError::transient(format!(
+                "the queued request for {} expired while waiting",
+                e.name
+            )));
+        }
+        let lease = self
+            .hand_out(&e.name, e.owner.clone(), &e.key, e.rev, e.ticket)
+            .await?;
+        if let Some(p) = e.pending.take() {
+            p.disarm();
+        }
+        Ok(Some(lease))
+    }
+}
+
+/// A renewal refreshes the client's shared etcd lease once per tick for every lock on
+/// it; a release deletes the key (owner-checked by its unique name); `inspect` reads the
+/// head of the queue and its lease's TTL. Acquiring is the queue driver above.
+#[async_trait]
+impl Backend for EtcdLock {
+    type Family = Queues;
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let held = lease.renewable_data::<Held>()?;
         let (id, rev, key) = (held.lease_id, revision(lease), self.holder_key(lease));
         match self.leases.lookup(id, &key, rev) {
             Lookup::Held { granted, gate, .. } => {

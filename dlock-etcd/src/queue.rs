@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use dlock_core::backend::queue::{QueueDriver, Turn};
-use dlock_core::{Lease, LockError, LockName, OwnerId, drift_margin};
+use dlock_core::{LockError, LockName, OwnerId, drift_margin};
 use etcd_client::{
     Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
     TxnOpResponse, TxnResponse,
@@ -241,14 +239,14 @@ impl EtcdLock {
 /// One acquisition's key in a lock's queue; dropped before its grant, the key is
 /// deleted (see `PendingKey`).
 pub struct EtcdEntry {
-    name: LockName,
-    owner: OwnerId,
-    dir: String,
-    key: String,
-    ticket: Ticket,
+    pub(crate) name: LockName,
+    pub(crate) owner: OwnerId,
+    pub(crate) dir: String,
+    pub(crate) key: String,
+    pub(crate) ticket: Ticket,
     /// The key's create revision: its place in line, and its fencing token.
-    rev: i64,
-    pending: Option<PendingKey>,
+    pub(crate) rev: i64,
+    pub(crate) pending: Option<PendingKey>,
 }
 
 impl std::fmt::Debug for EtcdEntry {
@@ -257,94 +255,5 @@ impl std::fmt::Debug for EtcdEntry {
             .field("key", &self.key)
             .field("rev", &self.rev)
             .finish_non_exhaustive()
-    }
-}
-
-/// Uncontended, `acquire` is one txn (create our key if the queue is empty, else queue
-/// it and read the head) on a lease already at hand; release is one delete. A waiter
-/// watches the key right before its own and keeps its key alive with the shared lease.
-#[async_trait]
-impl QueueDriver for EtcdLock {
-    type Entry = EtcdEntry;
-
-    async fn enqueue(
-        &self,
-        name: &LockName,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<(EtcdEntry, Turn), LockError> {
-        let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
-        let queued = self.join_queue(name, &dir, &key, ticket.id).await?;
-        // a waiter's key is confirmed, so the sweeper and the attachment checks track it
-        self.leases.confirm(
-            ticket.id,
-            &key,
-            queued.revision,
-            Instant::now() + ticket.granted,
-        );
-        let turn = if queued.head == Some(queued.revision) {
-            Turn::Head
-        } else {
-            Turn::Behind
-        };
-        let entry = EtcdEntry {
-            name: name.clone(),
-            owner: owner.clone(),
-            dir,
-            key,
-            ticket,
-            rev: queued.revision,
-            pending: Some(pending),
-        };
-        Ok((entry, turn))
-    }
-
-    async fn next_turn(&self, e: &mut EtcdEntry, until: Instant) -> Result<Turn, LockError> {
-        let at_head = |head: Option<KeyValue>| {
-            if head.map(|kv| kv.create_revision()) == Some(e.rev) {
-                Turn::Head
-            } else {
-                Turn::Behind
-            }
-        };
-        let Some(pred) = self.predecessor(&e.dir, e.rev).await? else {
-            // Nothing queued before us any more: we are the head now, or our key is
-            // gone (deleted behind our back, or swept after a pause) — then looking
-            // again would find the same thing until the wait runs out.
-            return match at_head(self.first_in_queue(&e.dir).await?) {
-                Turn::Head => Ok(Turn::Head),
-                Turn::Behind => Err(LockError::transient(format!(
-                    "the queued request for {} vanished while waiting",
-                    e.name
-                ))),
-            };
-        };
-        let (id, granted) = (e.ticket.id, e.ticket.granted);
-        let keep = || self.keep_key(id, &e.key, e.rev, granted);
-        self.wait_for_delete(pred.key(), granted / 3, keep, until)
-            .await?;
-        Ok(at_head(self.first_in_queue(&e.dir).await?))
-    }
-
-    async fn grant(&self, e: &mut EtcdEntry, waited: bool) -> Result<Option<Lease>, LockError> {
-        // After waiting, make sure our key (and so our place) still exists
-        // (etcd#11456) — unless the client knows it does: still ours, on a lease
-        // that cannot have expired since its last refresh.
-        if waited
-            && !self.surely_alive(e.ticket.id, &e.key, e.rev)
-            && !self.key_has_revision(&e.key, e.rev).await?
-        {
-            return Err(LockError::transient(format!(
-                "the queued request for {} expired while waiting",
-                e.name
-            )));
-        }
-        let lease = self
-            .hand_out(&e.name, e.owner.clone(), &e.key, e.rev, e.ticket)
-            .await?;
-        if let Some(p) = e.pending.take() {
-            p.disarm();
-        }
-        Ok(Some(lease))
     }
 }

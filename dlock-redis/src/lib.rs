@@ -33,6 +33,7 @@
 //! escaped), so a lock and its counter sit in one Redis Cluster slot. The prefix
 //! defaults to `dlock:`; URL parameters `prefix` and `timeout` are read by dlock.
 
+mod builder;
 mod errors;
 mod keys;
 mod node;
@@ -45,6 +46,7 @@ mod single;
 mod url;
 mod wakeups;
 
+pub use builder::{Builder, RedisLockBuilder, RedlockBuilder};
 pub use options::DEFAULT_PREFIX;
-pub use redlock::{Redlock, RedlockBuilder};
-pub use single::{RedisLock, RedisLockBuilder};
+pub use redlock::Redlock;
+pub use single::RedisLock;

@@ -3,10 +3,17 @@
 use std::time::Duration;
 
 use dlock_core::backend::{WaitPolicy, take_query};
-use dlock_core::{LockError, parse_duration};
+use dlock_core::{Capabilities, LockError, parse_duration};
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "dlock:";
+
+/// What `RedisLock` and `Redlock` declare: leases that expire on their own, waiters
+/// woken by a release message (not in order), renewals due together sent as one script
+/// call per server.
+pub(crate) const CAPABILITIES: Capabilities = Capabilities::per_lease()
+    .with_notify(true)
+    .with_batched_renewals(true);
 
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
@@ -28,37 +35,6 @@ impl Options {
     }
 }
 
-/// What both builders collect: the options, and the first invalid value given.
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    pub opts: Options,
-    error: Option<String>,
-}
-
-impl Settings {
-    pub(crate) fn new(timeout: Duration) -> Self {
-        Self {
-            opts: Options::new(timeout),
-            error: None,
-        }
-    }
-
-    pub(crate) fn prefix(&mut self, prefix: &str) {
-        match validate_prefix(prefix) {
-            Ok(()) => prefix.clone_into(&mut self.opts.prefix),
-            Err(e) => self.error = Some(e.to_string()),
-        }
-    }
-
-    /// The options, or the first invalid value as a `Config` error.
-    pub(crate) fn finish(self) -> Result<Options, LockError> {
-        match self.error {
-            Some(e) => Err(LockError::Config(e)),
-            None => Ok(self.opts),
-        }
-    }
-}
-
 /// Checks a key prefix: no `{` or `}` (they would change the keys' hash tag) and no
 /// control characters.
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
@@ -70,8 +46,11 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-/// Takes dlock's own `prefix` and `timeout` query parameters off a Redis URL.
+/// Takes dlock's own `prefix` and `timeout` query parameters off a Redis URL, leaving
+/// the ones the redis crate reads; any other is refused rather than ignored, so a typo
+/// (`timout=`) is not a silent default.
 pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
+    let client_keys = client_keys(url);
     take_query(url, |key, value| {
         match key {
             "prefix" => {
@@ -79,8 +58,47 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                 opts.prefix = value.to_owned();
             }
             "timeout" => opts.timeout = parse_duration(value).map_err(|e| e.to_string())?,
-            _ => return Ok(false),
+            _ if client_keys.contains(&key) => return Ok(false),
+            _ => {
+                return Err(format!(
+                    "unknown parameter: dlock reads prefix and timeout; the Redis client reads {}",
+                    client_keys.join(", ")
+                ));
+            }
         }
         Ok(true)
     })
+}
+
+/// The query parameters the redis crate reads, by scheme: a TCP URL carries its database
+/// and credentials in the path and authority, a socket URL in the query.
+fn client_keys(url: &str) -> &'static [&'static str] {
+    if url.starts_with("redis+unix:") || url.starts_with("unix:") {
+        &["db", "user", "pass", "protocol"]
+    } else {
+        &["protocol"]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_and_client_parameters_are_kept_apart_and_others_refused() {
+        let mut o = Options::new(Duration::from_secs(2));
+        let rest =
+            take_url_options("redis://h:1/0?protocol=resp3&prefix=x:&timeout=3s", &mut o).unwrap();
+        assert_eq!(rest, "redis://h:1/0?protocol=resp3");
+        assert_eq!(
+            (o.prefix.as_str(), o.timeout),
+            ("x:", Duration::from_secs(3))
+        );
+        let err = take_url_options("redis://:pw@h:1?timout=3s", &mut o).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, LockError::Config(_)), "{msg}");
+        assert!(msg.contains("timout") && !msg.contains("pw"), "{msg}");
+        assert!(take_url_options("redis+unix:///tmp/r.sock?db=2", &mut o).is_ok());
+        assert!(take_url_options("redis://h:1?db=2", &mut o).is_err());
+    }
 }

@@ -4,15 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim};
-use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
-};
+use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy};
+use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
 use tokio::time::Instant;
 
+use crate::builder::RedlockBuilder;
 use crate::keys::Keys;
 use crate::node::Node;
-use crate::options::{Options, Settings, take_url_options};
+use crate::options::{CAPABILITIES, Options};
 
 /// The Redlock algorithm over N independent Redis masters (no replication between
 /// them). Acquire runs the acquire script on every node in parallel with a per-node
@@ -51,67 +50,6 @@ impl std::fmt::Debug for Redlock {
     }
 }
 
-/// Builds a [`Redlock`] with a key prefix and a per-node timeout.
-#[derive(Clone, Debug)]
-pub struct RedlockBuilder {
-    urls: Vec<String>,
-    settings: Settings,
-}
-
-impl RedlockBuilder {
-    /// Trusts this CA certificate (PEM) for `rediss://` connections instead of the
-    /// system's roots (a private CA). Needs the crate's `tls` feature.
-    #[cfg(feature = "tls")]
-    #[must_use]
-    pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
-        self.settings.opts.tls_ca = Some(pem.to_vec());
-        self
-    }
-
-    /// Sets the key prefix (default `dlock:`); no braces.
-    #[must_use]
-    pub fn prefix(mut self, prefix: &str) -> Self {
-        self.settings.prefix(prefix);
-        self
-    }
-
-    /// How long each node gets per command (default 250 ms). Keep it small next to
-    /// the TTL: the time spent waiting on slow nodes is taken from the lease.
-    #[must_use]
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.settings.opts.timeout = d;
-        self
-    }
-
-    /// Prepares connections to every node. Nodes that are down are retried on use, so
-    /// a Redlock can start while a minority of its nodes is unreachable.
-    ///
-    /// # Errors
-    /// [`LockError::Config`] for no URLs or a malformed one.
-    pub async fn connect(self) -> Result<Redlock, LockError> {
-        if self.urls.is_empty() {
-            return Err(LockError::Config(
-                "Redlock needs at least one Redis URL".into(),
-            ));
-        }
-        let mut opts = self.settings.finish()?;
-        let mut plain = Vec::new();
-        for u in &self.urls {
-            plain.push(take_url_options(u, &mut opts)?);
-        }
-        let mut nodes = Vec::new();
-        for u in &plain {
-            nodes.push(Arc::new(
-                Node::connect(u, opts.timeout, true, opts.tls_ca.as_deref()).await?,
-            ));
-        }
-        Ok(Redlock {
-            nodes: Arc::new(nodes),
-            opts: Arc::new(opts),
-        })
-    }
-}
-
 impl Redlock {
     /// Prepares a Redlock over `urls` (`redis://host:port`, one per independent master).
     ///
@@ -124,10 +62,7 @@ impl Redlock {
     /// A builder for prefix and per-node timeout.
     #[must_use]
     pub fn builder(urls: &[&str]) -> RedlockBuilder {
-        RedlockBuilder {
-            urls: urls.iter().map(|u| (*u).to_owned()).collect(),
-            settings: Settings::new(Duration::from_millis(250)),
-        }
+        RedlockBuilder::new(urls, Duration::from_millis(250))
     }
 
     /// How many nodes must agree: N/2 + 1.
@@ -138,23 +73,8 @@ impl Redlock {
 }
 
 #[async_trait]
-impl DistributedLock for Redlock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        claim::try_claim(self, name, ttl).await
-    }
-
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        claim::claim(self, name, ttl, wait).await
-    }
+impl Backend for Redlock {
+    type Family = Claims;
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
@@ -252,9 +172,7 @@ impl DistributedLock for Redlock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::per_lease()
-            .with_notify(true)
-            .with_batched_renewals(true)
+        CAPABILITIES
     }
 
     fn backend_name(&self) -> &'static str {
@@ -287,10 +205,6 @@ impl ClaimDriver for Redlock {
         let outcome = self.round(&keys, owner, ttl).await;
         undo.armed = false;
         outcome
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        DistributedLock::release(self, lease).await
     }
 
     async fn subscribe(&self, name: &LockName) -> Option<Subscription> {

@@ -4,15 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim};
-use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
-};
+use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy};
+use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
 use tokio::time::Instant;
 
+use crate::builder::RedisLockBuilder;
 use crate::keys::Keys;
 use crate::node::Node;
-use crate::options::{Options, Settings, take_url_options};
+use crate::options::{CAPABILITIES, Options};
 
 /// A lock on one Redis server: one Lua script per operation (acquire, renew, release
 /// each one round trip), a fencing counter per name that never expires, and waiters
@@ -36,54 +35,11 @@ impl std::fmt::Debug for RedisLock {
     }
 }
 
-/// Builds a [`RedisLock`] with a key prefix and a timeout.
-#[derive(Clone, Debug)]
-pub struct RedisLockBuilder {
-    url: String,
-    settings: Settings,
-}
-
-impl RedisLockBuilder {
-    /// Trusts this CA certificate (PEM) for `rediss://` connections instead of the
-    /// system's roots (a private CA). Needs the crate's `tls` feature.
-    #[cfg(feature = "tls")]
-    #[must_use]
-    pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
-        self.settings.opts.tls_ca = Some(pem.to_vec());
-        self
-    }
-
-    /// Sets the key prefix (default `dlock:`); no braces.
-    #[must_use]
-    pub fn prefix(mut self, prefix: &str) -> Self {
-        self.settings.prefix(prefix);
-        self
-    }
-
-    /// How long one command (or connecting) may take before it fails with
-    /// `Unavailable` (default 2 s).
-    #[must_use]
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.settings.opts.timeout = d;
-        self
-    }
-
-    /// Connects.
-    ///
-    /// # Errors
-    /// See [`RedisLock::connect`].
-    pub async fn connect(self) -> Result<RedisLock, LockError> {
-        let mut opts = self.settings.finish()?;
-        let url = take_url_options(&self.url, &mut opts)?;
-        let node = Node::connect(&url, opts.timeout, false, opts.tls_ca.as_deref()).await?;
-        Ok(RedisLock {
-            node: Arc::new(node),
-            opts: Arc::new(opts),
-        })
-    }
-}
-
 impl RedisLock {
+    pub(crate) fn new(node: Arc<Node>, opts: Arc<Options>) -> Self {
+        Self { node, opts }
+    }
+
     /// Connects to `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS, with
     /// the crate's `tls` feature). URL parameters `prefix` and `timeout` are read by
     /// dlock.
@@ -98,10 +54,7 @@ impl RedisLock {
     /// A builder for prefix and timeout.
     #[must_use]
     pub fn builder(url: &str) -> RedisLockBuilder {
-        RedisLockBuilder {
-            url: url.to_owned(),
-            settings: Settings::new(Duration::from_secs(2)),
-        }
+        RedisLockBuilder::new(&[url], Duration::from_secs(2))
     }
 }
 
@@ -121,10 +74,6 @@ impl ClaimDriver for RedisLock {
         self.node.acquire(&keys, owner.as_str(), ttl, 0).await
     }
 
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        DistributedLock::release(self, lease).await
-    }
-
     async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
         let keys = Keys::new(&self.opts.prefix, name);
         self.node
@@ -140,23 +89,8 @@ impl ClaimDriver for RedisLock {
 }
 
 #[async_trait]
-impl DistributedLock for RedisLock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        claim::try_claim(self, name, ttl).await
-    }
-
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        claim::claim(self, name, ttl, wait).await
-    }
+impl Backend for RedisLock {
+    type Family = Claims;
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
@@ -190,9 +124,7 @@ impl DistributedLock for RedisLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::per_lease()
-            .with_notify(true)
-            .with_batched_renewals(true)
+        CAPABILITIES
     }
 
     fn backend_name(&self) -> &'static str {

@@ -73,10 +73,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{Claim, ClaimDriver, Subscription, WaitPolicy, claim, within};
-use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
-};
+use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, within};
+use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
 use tokio::time::Instant;
 
 pub use connect::SqlLockBuilder;
@@ -164,10 +162,6 @@ impl ClaimDriver for SqlLock {
         })
     }
 
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        DistributedLock::release(self, lease).await
-    }
-
     async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
         if self.opts.listen {
             self.store.subscribe(name.as_str()).await
@@ -186,23 +180,8 @@ impl ClaimDriver for SqlLock {
 }
 
 #[async_trait]
-impl DistributedLock for SqlLock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        claim::try_claim(self, name, ttl).await
-    }
-
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        claim::claim(self, name, ttl, wait).await
-    }
+impl Backend for SqlLock {
+    type Family = Claims;
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();

@@ -60,7 +60,11 @@ pub fn validate_table_name(table: &str) -> Result<(), LockError> {
 
 /// Splits dlock's own query parameters off a database URL and applies them; the rest
 /// of the URL goes to sqlx unchanged.
+///
+/// A parameter that is neither dlock's nor one sqlx reads for that database is refused:
+/// sqlx would ignore it, and a typo (`op_timout=`) would silently run on a default.
 pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
+    let client_keys = client_keys(url);
     take_query(url, |key, value| {
         let duration = || parse_duration(value).map_err(|e| e.to_string());
         match key {
@@ -84,10 +88,66 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                     _ => return Err("listen must be true or false".into()),
                 }
             }
-            _ => return Ok(false),
+            _ if client_keys.contains(&key)
+                || (url.starts_with("postgres") && key.starts_with("options[")) =>
+            {
+                return Ok(false);
+            }
+            _ => {
+                return Err(format!(
+                    "unknown parameter: dlock reads table, pool_size, op_timeout, poll_max and \
+                     listen; the database driver reads {}",
+                    client_keys.join(", ")
+                ));
+            }
         }
         Ok(true)
     })
+}
+
+/// The query parameters sqlx 0.9 reads for each database (its `options/parse.rs`).
+fn client_keys(url: &str) -> &'static [&'static str] {
+    if url.starts_with("postgres") {
+        &[
+            "sslmode",
+            "ssl-mode",
+            "sslrootcert",
+            "ssl-root-cert",
+            "ssl-ca",
+            "sslcert",
+            "ssl-cert",
+            "sslkey",
+            "ssl-key",
+            "statement-cache-capacity",
+            "host",
+            "hostaddr",
+            "port",
+            "dbname",
+            "user",
+            "password",
+            "application_name",
+            "options",
+        ]
+    } else if url.starts_with("mysql") || url.starts_with("mariadb") {
+        &[
+            "sslmode",
+            "ssl-mode",
+            "sslca",
+            "ssl-ca",
+            "sslcert",
+            "ssl-cert",
+            "sslkey",
+            "ssl-key",
+            "charset",
+            "collation",
+            "statement-cache-capacity",
+            "socket",
+            "timezone",
+            "time-zone",
+        ]
+    } else {
+        &["mode", "cache", "immutable", "vfs"]
+    }
 }
 
 #[cfg(test)]
@@ -132,5 +192,29 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("pool_size") && !msg.contains("pw"), "{msg}");
         assert!(take_url_options("sqlite://x?table=a;b", &mut o).is_err());
+    }
+
+    #[test]
+    fn parameters_neither_ours_nor_the_drivers_are_refused() {
+        let mut o = Options::default();
+        for ok in [
+            "postgres://h/db?application_name=x&options[statement_timeout]=5s",
+            "mariadb://h/db?ssl-mode=DISABLED&charset=utf8mb4",
+            "sqlite:///tmp/x.db?mode=rwc",
+        ] {
+            assert!(take_url_options(ok, &mut o).is_ok(), "{ok}");
+        }
+        for bad in [
+            "postgres://u:pw@h/db?op_timout=2s",
+            "mysql://h/db?application_name=x",
+            "sqlite:///tmp/x.db?pool=2",
+        ] {
+            let err = take_url_options(bad, &mut o).unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                matches!(err, LockError::Config(_)) && !msg.contains("pw"),
+                "{msg}"
+            );
+        }
     }
 }

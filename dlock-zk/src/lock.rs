@@ -5,17 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::queue::queue;
-use dlock_core::backend::{new_acquisition, within};
-use dlock_core::{
-    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
-};
+use dlock_core::backend::queue::{QueueDriver, Turn};
+use dlock_core::backend::{Backend, Queues, within};
+use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::path::{lowest, owner_of, queue_dir};
+use crate::path::{lowest, owner_of, predecessor, queue_dir, sequence};
+use crate::queue::ZkEntry;
 use crate::sessions::Slot;
 
 /// What a ZooKeeper lease carries inside a [`Lease`]: the node, and the session it
@@ -27,17 +26,21 @@ pub(crate) struct Held {
 
 /// Round trips: `try_acquire` one (the create and the listing sent back to back on one
 /// session, then a delete only when busy); `acquire` the same, then per wait one watch
-/// and one sync + listing (core's queue algorithm over `queue.rs`); `release` one
+/// and one sync + listing (core's queue algorithm over this driver); `release` one
 /// delete; a renewal one multi-read shared by every lock due on the same tick.
+/// A waiter watches the node right before its own, then lists the queue behind a sync
+/// with the leader.
 #[async_trait]
-impl DistributedLock for ZkLock {
-    async fn try_acquire(
+impl QueueDriver for ZkLock {
+    type Entry = ZkEntry;
+
+    async fn try_take(
         &self,
         name: &LockName,
+        owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        let owner = new_acquisition(ttl)?;
-        let (dir, slot, client, mut cleanup) = self.prepare(name, &owner, ttl).await?;
+        let (dir, slot, client, mut cleanup) = self.prepare(name, owner, ttl).await?;
         let sent = Instant::now();
         let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
         let path = format!("{dir}/{}", q.name);
@@ -51,7 +54,7 @@ impl DistributedLock for ZkLock {
             }
             return Ok(None);
         }
-        let lease = self.lease(&client, &slot, name, owner, q.czxid, path, sent)?;
+        let lease = self.lease(&client, &slot, name, owner.clone(), q.czxid, path, sent)?;
         if !lease.is_valid() {
             // ours, but the answer came too late to trust: not "busy" (the node is
             // deleted in the background)
@@ -63,19 +66,103 @@ impl DistributedLock for ZkLock {
         Ok(Some(lease))
     }
 
-    async fn acquire(
+    async fn enqueue(
         &self,
         name: &LockName,
+        owner: &OwnerId,
         ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        queue(self, name, ttl, wait).await
+    ) -> Result<(ZkEntry, Turn), LockError> {
+        let (dir, slot, client, cleanup) = self.prepare(name, owner, ttl).await?;
+        let seen = Instant::now();
+        let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
+        let Some(seq) = sequence(&q.name) else {
+            return Err(LockError::backend_msg(format!(
+                "lock node {} has no sequence number",
+                q.name
+            )));
+        };
+        let entry = ZkEntry {
+            name: name.clone(),
+            owner: owner.clone(),
+            dir,
+            slot,
+            client,
+            cleanup,
+            node: q.name,
+            seq,
+            czxid: q.czxid,
+            children: q.children,
+            seen,
+        };
+        let turn = entry.turn();
+        Ok((entry, turn))
     }
 
+    async fn next_turn(&self, e: &mut ZkEntry, until: Instant) -> Result<Turn, LockError> {
+        if let Some(pred) = predecessor(&e.children, e.seq) {
+            let (stat, watcher) = self
+                .op(
+                    "watch predecessor",
+                    e.client.check_and_watch_stat(&format!("{}/{pred}", e.dir)),
+                )
+                .await?;
+            if stat.is_some() {
+                tokio::select! {
+                    _ = watcher.changed() => {}
+                    () = tokio::time::sleep_until(until) => return Ok(Turn::Behind),
+                }
+            }
+        }
+        // The listing goes behind a sync with the leader (one round trip, both sent
+        // at once): a server cut off from the leader cannot tell us we are first
+        // after our session may already have expired there.
+        let at = Instant::now();
+        let synced = e.client.sync(&e.dir);
+        let listed = e.client.list_children(&e.dir);
+        let (synced, listed) = self
+            .op("list queue", async { Ok(tokio::join!(synced, listed)) })
+            .await?;
+        synced.map_err(|err| from_zk("sync with the leader", err))?;
+        e.children = listed.map_err(|err| from_zk("list queue", err))?;
+        e.seen = at;
+        if !e.children.contains(&e.node) {
+            return Err(LockError::transient(format!(
+                "the session ended while waiting for {}; its place in line is gone",
+                e.name
+            )));
+        }
+        Ok(e.turn())
+    }
+
+    async fn grant(&self, e: &mut ZkEntry, _waited: bool) -> Result<Option<Lease>, LockError> {
+        // our node is in the listing `seen` was taken for (next_turn checks it)
+        let lease = self.lease(
+            &e.client,
+            &e.slot,
+            &e.name,
+            e.owner.clone(),
+            e.czxid,
+            format!("{}/{}", e.dir, e.node),
+            e.seen,
+        )?;
+        if !lease.is_valid() {
+            // the listing came back too late to trust: look again
+            return Ok(None);
+        }
+        e.cleanup.armed = false;
+        Ok(Some(lease))
+    }
+}
+
+/// A renewal confirms, in one multi-read per tick, that the node still exists on a live
+/// session; a release deletes the node; `inspect` lists the queue and reads its head.
+/// Acquiring is the queue driver above.
+#[async_trait]
+impl Backend for ZkLock {
+    type Family = Queues;
+
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        let Some(held) = lease.backend_data::<Held>() else {
-            return Err(LockError::lease_lost(lease.name()));
-        };
+        let held = lease.renewable_data::<Held>()?;
         // batched with the other renewals due now: one multi-read per tick
         // Through the session the node lives on if it is one of ours; another client's
         // lease is checked through our first session, which does not own the node, so

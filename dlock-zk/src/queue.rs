@@ -4,16 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use dlock_core::backend::queue::{QueueDriver, Turn};
+use dlock_core::backend::queue::Turn;
 use dlock_core::backend::within;
-use dlock_core::{Lease, LockError, LockName, OwnerId};
+use dlock_core::{LockError, LockName, OwnerId};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::path::{lowest, node_prefix, predecessor, queue_dir, sequence};
+use crate::path::{lowest, node_prefix, queue_dir};
 use crate::sessions::Slot;
 
 /// Deletes our node in the background unless the acquisition succeeded: found by the
@@ -162,19 +161,19 @@ impl ZkLock {
 /// One acquisition's node in a lock's queue; dropped before its grant, the node is
 /// deleted (see `NodeCleanup`).
 pub struct ZkEntry {
-    name: LockName,
-    owner: OwnerId,
-    dir: String,
-    slot: Arc<Slot>,
-    client: zk::Client,
-    cleanup: NodeCleanup,
+    pub(crate) name: LockName,
+    pub(crate) owner: OwnerId,
+    pub(crate) dir: String,
+    pub(crate) slot: Arc<Slot>,
+    pub(crate) client: zk::Client,
+    pub(crate) cleanup: NodeCleanup,
     /// Our node's name (`lock-<owner>-<sequence>`) and sequence number.
-    node: String,
-    seq: i32,
-    czxid: i64,
+    pub(crate) node: String,
+    pub(crate) seq: i32,
+    pub(crate) czxid: i64,
     /// The queue as last listed, and when that listing was sent.
-    children: Vec<String>,
-    seen: Instant,
+    pub(crate) children: Vec<String>,
+    pub(crate) seen: Instant,
 }
 
 impl std::fmt::Debug for ZkEntry {
@@ -187,106 +186,11 @@ impl std::fmt::Debug for ZkEntry {
 }
 
 impl ZkEntry {
-    fn turn(&self) -> Turn {
+    pub(crate) fn turn(&self) -> Turn {
         if lowest(&self.children) == Some(&self.node) {
             Turn::Head
         } else {
             Turn::Behind
         }
-    }
-}
-
-/// Uncontended, `acquire` is one round trip (the create and the listing sent back to
-/// back on one session); release is one delete. A waiter watches the node right before
-/// its own, then lists the queue behind a sync with the leader.
-#[async_trait]
-impl QueueDriver for ZkLock {
-    type Entry = ZkEntry;
-
-    async fn enqueue(
-        &self,
-        name: &LockName,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<(ZkEntry, Turn), LockError> {
-        let (dir, slot, client, cleanup) = self.prepare(name, owner, ttl).await?;
-        let seen = Instant::now();
-        let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
-        let Some(seq) = sequence(&q.name) else {
-            return Err(LockError::backend_msg(format!(
-                "lock node {} has no sequence number",
-                q.name
-            )));
-        };
-        let entry = ZkEntry {
-            name: name.clone(),
-            owner: owner.clone(),
-            dir,
-            slot,
-            client,
-            cleanup,
-            node: q.name,
-            seq,
-            czxid: q.czxid,
-            children: q.children,
-            seen,
-        };
-        let turn = entry.turn();
-        Ok((entry, turn))
-    }
-
-    async fn next_turn(&self, e: &mut ZkEntry, until: Instant) -> Result<Turn, LockError> {
-        if let Some(pred) = predecessor(&e.children, e.seq) {
-            let (stat, watcher) = self
-                .op(
-                    "watch predecessor",
-                    e.client.check_and_watch_stat(&format!("{}/{pred}", e.dir)),
-                )
-                .await?;
-            if stat.is_some() {
-                tokio::select! {
-                    _ = watcher.changed() => {}
-                    () = tokio::time::sleep_until(until) => return Ok(Turn::Behind),
-                }
-            }
-        }
-        // The listing goes behind a sync with the leader (one round trip, both sent
-        // at once): a server cut off from the leader cannot tell us we are first
-        // after our session may already have expired there.
-        let at = Instant::now();
-        let synced = e.client.sync(&e.dir);
-        let listed = e.client.list_children(&e.dir);
-        let (synced, listed) = self
-            .op("list queue", async { Ok(tokio::join!(synced, listed)) })
-            .await?;
-        synced.map_err(|err| from_zk("sync with the leader", err))?;
-        e.children = listed.map_err(|err| from_zk("list queue", err))?;
-        e.seen = at;
-        if !e.children.contains(&e.node) {
-            return Err(LockError::transient(format!(
-                "the session ended while waiting for {}; its place in line is gone",
-                e.name
-            )));
-        }
-        Ok(e.turn())
-    }
-
-    async fn grant(&self, e: &mut ZkEntry, _waited: bool) -> Result<Option<Lease>, LockError> {
-        // our node is in the listing `seen` was taken for (next_turn checks it)
-        let lease = self.lease(
-            &e.client,
-            &e.slot,
-            &e.name,
-            e.owner.clone(),
-            e.czxid,
-            format!("{}/{}", e.dir, e.node),
-            e.seen,
-        )?;
-        if !lease.is_valid() {
-            // the listing came back too late to trust: look again
-            return Ok(None);
-        }
-        e.cleanup.armed = false;
-        Ok(Some(lease))
     }
 }

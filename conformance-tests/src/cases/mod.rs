@@ -10,7 +10,7 @@
 //! | 5. `acquire` returns only a valid lease | `acquire_free_lock`, `acquire_rides_out_a_short_outage` (and `late_grant_is_taken_again` in the kit) |
 //! | 6. a dropped `acquire` leaks nothing beyond its TTL | `cancelled_acquires_leak_nothing` |
 //! | 7. waiting uses notifications and is bounded by `wait` | `acquire_waits_for_release`, `acquire_times_out`, `acquire_with_zero_wait`, `waiters_are_served_fairly` (where `Capabilities::fair`) |
-//! | 8. a release wakes one waiter, not all | not observable through the trait alone; the wake-up hubs test it (`dlock_core::backend::WakeupHub`) |
+//! | 8. a release wakes one waiter, not all | `a_release_wakes_one_waiter` (the other waiters send no request, where `fair` and the links count them; with `notify`, the hand-off is faster than any poll) |
 //! | transient errors within `wait`; arguments | `unreachable_server_then_recovery`, `acquire_rides_out_a_short_outage`, `invalid_arguments`, `inspect_reports_holder` |
 
 mod basics;

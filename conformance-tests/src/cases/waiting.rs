@@ -187,3 +187,69 @@ pub async fn waiters_are_served_fairly(h: &impl Harness) {
         );
     }
 }
+
+/// Rules 7 and 8 where the backend declares them. With `Capabilities::notify`, a
+/// release reaches a waiter that has waited long enough for any polling to have slowed
+/// down within a bound no poll would meet: the server woke it. With `fair` as well, the
+/// other waiters stay asleep: in the moments after the release none of them sends a
+/// request (counted on each waiter's own network path, where its [`crate::Link`]
+/// counts; one may be a coincidental renewal).
+pub async fn a_release_wakes_one_waiter(h: &impl Harness) {
+    const WAITERS: usize = 6;
+    let holder = h.client().await;
+    let caps = holder.capabilities();
+    let name = unique("a_release_wakes_one_waiter");
+    let held = take(&*holder, &name, LONG_TTL).await;
+    let mut links = Vec::new();
+    let mut waiters = tokio::task::JoinSet::new();
+    for i in 0..WAITERS {
+        let (c, link) = h.partitionable_client().await;
+        links.push(link);
+        let name = name.clone();
+        waiters.spawn(async move {
+            let lease = c.acquire(&name, LONG_TTL, Duration::from_secs(30)).await;
+            (i, lease, Instant::now(), c)
+        });
+    }
+    // every waiter queued or subscribed, and any poll backed off to its slowest
+    sleep(Duration::from_millis(1500)).await;
+    assert!(
+        waiters.len() == WAITERS,
+        "waiters must wait while it is held"
+    );
+    let before: Vec<_> = links.iter().map(|l| l.requests()).collect();
+    let released = Instant::now();
+    assert!(holder.release(&held).await.expect("release"));
+    let (winner, lease, got_at, client) = timeout(Duration::from_secs(10), waiters.join_next())
+        .await
+        .expect("a waiter gets the lock after the release")
+        .expect("a waiter")
+        .expect("join");
+    let lease = lease.expect("the woken waiter acquires");
+    assert_fresh(&lease);
+    let handoff = got_at.saturating_duration_since(released);
+    sleep(Duration::from_millis(100)).await;
+    let woken: Vec<usize> = (0..WAITERS)
+        .filter(|&i| i != winner)
+        .filter(|&i| match (before[i], links[i].requests()) {
+            (Some(b), Some(a)) => a > b,
+            _ => false,
+        })
+        .collect();
+    let counted = before.iter().all(Option::is_some);
+    assert!(client.release(&lease).await.expect("release"));
+    waiters.abort_all();
+    if caps.notify {
+        // polling (or a notification's fallback poll, 1 s) would take longer
+        assert!(
+            handoff < Duration::from_millis(400),
+            "a notifying backend handed the lock over in {handoff:?}"
+        );
+    }
+    if caps.fair && counted {
+        assert!(
+            woken.len() <= 1,
+            "a release woke waiters {woken:?} besides the next one ({winner})"
+        );
+    }
+}

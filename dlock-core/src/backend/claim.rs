@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::{Attempt, Subscription, WaitPolicy, wait_for_lock};
+use super::{Attempt, Backend, Subscription, WaitPolicy, wait_for_lock};
 use crate::{FencingToken, Lease, LockError, LockName, OwnerId};
 
 /// What one claim found.
@@ -29,9 +29,10 @@ pub enum Claim {
     Held(Option<Duration>),
 }
 
-/// A claim backend's protocol (see the [module](self)).
+/// A claim backend's protocol (see the [module](self)); releasing is the
+/// [`Backend`]'s.
 #[async_trait]
-pub trait ClaimDriver: Send + Sync {
+pub trait ClaimDriver: Backend {
     /// One attempt to take `name` for `owner` for `ttl`: when it is free, expired, or
     /// already `owner`'s — an earlier attempt of the same acquisition whose answer was
     /// lost may have committed, and a retry must find its own record taken, not busy.
@@ -41,9 +42,6 @@ pub trait ClaimDriver: Send + Sync {
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Claim, LockError>;
-
-    /// Gives `lease` back if it is still its owner's; whether it was.
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError>;
 
     /// Registers for a wake-up when `name` is released (`None`: poll instead).
     async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
@@ -74,7 +72,7 @@ pub async fn attempt<D: ClaimDriver + ?Sized>(
             if lease.is_valid() {
                 Ok(Attempt::Acquired(lease))
             } else {
-                let _ = driver.release(&lease).await;
+                let _ = Backend::release(driver, &lease).await;
                 Ok(Attempt::Held {
                     remaining: Some(Duration::ZERO),
                 })

@@ -8,10 +8,12 @@
 //!   wake-up fan-out ([`WakeupHub`]), dlock's URL parameters ([`take_query`]) and
 //!   durations as server integers ([`millis`], [`micros`]).
 //!
-//! A new backend implements [`crate::DistributedLock`] with these, so that the rules
+//! A new backend implements [`Backend`] and one family's driver; core's blanket
+//! implementation makes it a [`crate::DistributedLock`] ([`family`]), so that the rules
 //! DESIGN states once are kept once.
 
 pub mod claim;
+pub mod family;
 pub mod queue;
 
 mod batch;
@@ -24,6 +26,7 @@ mod wakeups;
 
 pub use batch::{Batcher, Pending, gather_batch};
 pub use claim::{Claim, ClaimDriver};
+pub use family::{Backend, Claims, Family, Queues};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
 pub use task::OwnedTask;

@@ -40,6 +40,15 @@ pub trait QueueDriver: Send + Sync {
     /// next): that is what makes every acquisition cancel safe.
     type Entry: Send;
 
+    /// `try_acquire`'s one attempt for `owner` (a fresh acquisition, TTL checked): takes
+    /// the lock only if its queue is empty, and leaves nothing queued when it is not.
+    async fn try_take(
+        &self,
+        name: &LockName,
+        owner: &OwnerId,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError>;
+
     /// Joins `name`'s queue for `owner`, with `ttl`; where the new entry stands.
     async fn enqueue(
         &self,

@@ -1,0 +1,157 @@
+//! How an adapter becomes a [`DistributedLock`] without writing `acquire` itself.
+//!
+//! An adapter implements [`Backend`] — renewal, release, inspection, what it
+//! guarantees — and names its [`Family`]: [`Claims`] when it is a [`ClaimDriver`],
+//! [`Queues`] when it is a [`QueueDriver`]. Core's one blanket implementation turns
+//! that into the trait, taking the lock through the family's algorithm, so every
+//! backend of a family acquires, waits and retries through the same code.
+//!
+//! ```
+//! use dlock_core::backend::{Backend, Queues};
+//! use dlock_core::{DistributedLock, MemoryLock};
+//!
+//! fn is_a_lock<L: DistributedLock>() {}
+//! fn queues<B: Backend<Family = Queues>>() {}
+//! is_a_lock::<MemoryLock>();
+//! queues::<MemoryLock>(); // the in-memory lock is a queue backend
+//! ```
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{ClaimDriver, QueueDriver, claim, queue};
+use crate::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+
+/// What an adapter writes besides its family's driver: the parts of
+/// [`DistributedLock`] that are not taking the lock. Each method is the trait method of
+/// the same name and keeps its rules.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// How this backend takes a lock: [`Claims`] or [`Queues`].
+    type Family: Family<Self>;
+
+    /// As [`DistributedLock::renew`].
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError>;
+
+    /// As [`DistributedLock::release`].
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError>;
+
+    /// As [`DistributedLock::inspect`].
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
+
+    /// As [`DistributedLock::capabilities`].
+    fn capabilities(&self) -> Capabilities;
+
+    /// As [`DistributedLock::backend_name`].
+    fn backend_name(&self) -> &'static str;
+}
+
+/// A way of taking a lock, written once for every backend `B` of the family.
+#[async_trait]
+pub trait Family<B: ?Sized + Sync>: Send + Sync {
+    /// [`DistributedLock::try_acquire`] on `backend`.
+    async fn try_acquire(
+        backend: &B,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError>;
+
+    /// [`DistributedLock::acquire`] on `backend`.
+    async fn acquire(
+        backend: &B,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError>;
+}
+
+/// The claim family (Redis, Redlock, SQL): [`claim::try_claim`] and [`claim::claim`].
+#[derive(Debug)]
+pub enum Claims {}
+
+/// The queue family (etcd, ZooKeeper, memory): [`QueueDriver::try_take`] and
+/// [`queue::queue`].
+#[derive(Debug)]
+pub enum Queues {}
+
+#[async_trait]
+impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
+    async fn try_acquire(
+        backend: &B,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        claim::try_claim(backend, name, ttl).await
+    }
+
+    async fn acquire(
+        backend: &B,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        claim::claim(backend, name, ttl, wait).await
+    }
+}
+
+#[async_trait]
+impl<B: QueueDriver + ?Sized> Family<B> for Queues {
+    async fn try_acquire(
+        backend: &B,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        let owner = super::new_acquisition(ttl)?;
+        backend.try_take(name, &owner, ttl).await
+    }
+
+    async fn acquire(
+        backend: &B,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        queue::queue(backend, name, ttl, wait).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> DistributedLock for B {
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        B::Family::try_acquire(self, name, ttl).await
+    }
+
+    async fn acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        B::Family::acquire(self, name, ttl, wait).await
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        Backend::renew(self, lease).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        Backend::release(self, lease).await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        Backend::inspect(self, name).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Backend::capabilities(self)
+    }
+
+    fn backend_name(&self) -> &'static str {
+        Backend::backend_name(self)
+    }
+}

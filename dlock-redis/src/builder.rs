@@ -1,0 +1,122 @@
+//! Building a [`RedisLock`] or a [`Redlock`]: one builder for both, since they take the
+//! same settings (a key prefix, a per-command timeout, a private CA).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::LockError;
+
+use crate::node::Node;
+use crate::options::{Options, take_url_options, validate_prefix};
+use crate::{RedisLock, Redlock};
+
+/// Builds a [`RedisLock`] or a [`Redlock`] (`L`) with a key prefix and a timeout; see
+/// [`RedisLockBuilder`] and [`RedlockBuilder`].
+#[derive(Clone, Debug)]
+pub struct Builder<L> {
+    urls: Vec<String>,
+    opts: Options,
+    /// The first invalid value given, reported by `connect`.
+    error: Option<String>,
+    target: PhantomData<fn() -> L>,
+}
+
+/// Builds a [`RedisLock`]: [`RedisLock::builder`].
+pub type RedisLockBuilder = Builder<RedisLock>;
+
+/// Builds a [`Redlock`]: [`Redlock::builder`].
+pub type RedlockBuilder = Builder<Redlock>;
+
+impl<L> Builder<L> {
+    pub(crate) fn new(urls: &[&str], timeout: Duration) -> Self {
+        Self {
+            urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+            opts: Options::new(timeout),
+            error: None,
+            target: PhantomData,
+        }
+    }
+
+    /// Trusts this CA certificate (PEM) for `rediss://` connections instead of the
+    /// system's roots (a private CA). Needs the crate's `tls` feature.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {
+        self.opts.tls_ca = Some(pem.to_vec());
+        self
+    }
+
+    /// Sets the key prefix (default `dlock:`); no braces.
+    #[must_use]
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        match validate_prefix(prefix) {
+            Ok(()) => prefix.clone_into(&mut self.opts.prefix),
+            Err(e) => self.error = Some(e.to_string()),
+        }
+        self
+    }
+
+    /// How long one command (or connecting) may take before it fails with
+    /// `Unavailable`: default 2 s on one server, 250 ms per node for Redlock — keep it
+    /// small next to the TTL there, since the time spent waiting on slow nodes is taken
+    /// from the lease.
+    #[must_use]
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.opts.timeout = d;
+        self
+    }
+
+    /// The settings and one connected node per URL (dlock's URL parameters applied).
+    /// Nodes that are down are retried on use.
+    async fn nodes(self, lazy: bool) -> Result<(Vec<Arc<Node>>, Options), LockError> {
+        if let Some(e) = self.error {
+            return Err(LockError::Config(e));
+        }
+        let mut opts = self.opts;
+        let mut plain = Vec::new();
+        for u in &self.urls {
+            plain.push(take_url_options(u, &mut opts)?);
+        }
+        let mut nodes = Vec::new();
+        for u in &plain {
+            let node = Node::connect(u, opts.timeout, lazy, opts.tls_ca.as_deref());
+            nodes.push(Arc::new(node.await?));
+        }
+        Ok((nodes, opts))
+    }
+}
+
+impl Builder<RedisLock> {
+    /// Connects.
+    ///
+    /// # Errors
+    /// See [`RedisLock::connect`].
+    pub async fn connect(self) -> Result<RedisLock, LockError> {
+        let (mut nodes, opts) = self.nodes(false).await?;
+        let node = nodes
+            .pop()
+            .ok_or_else(|| LockError::Config("no Redis URL given".into()))?;
+        Ok(RedisLock::new(node, Arc::new(opts)))
+    }
+}
+
+impl Builder<Redlock> {
+    /// Prepares connections to every node. Nodes that are down are retried on use, so
+    /// a Redlock can start while a minority of its nodes is unreachable.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for no URLs or a malformed one.
+    pub async fn connect(self) -> Result<Redlock, LockError> {
+        if self.urls.is_empty() {
+            return Err(LockError::Config(
+                "Redlock needs at least one Redis URL".into(),
+            ));
+        }
+        let (nodes, opts) = self.nodes(true).await?;
+        Ok(Redlock {
+            nodes: Arc::new(nodes),
+            opts: Arc::new(opts),
+        })
+    }
+}
