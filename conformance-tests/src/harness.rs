@@ -4,7 +4,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+use dlock_core::{
+    Access, Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore,
+    Holding, Lease, LockError, LockInfo, LockName, SharedLock,
+};
 
 /// Hands out clients of one backend, each as if it ran in another process.
 ///
@@ -61,9 +64,10 @@ type CrashHook = Box<dyn Fn() + Send + Sync>;
 
 impl TestClient {
     /// A client whose crash drops `lock` (closing its connections without releasing
-    /// anything) and fails every later call with [`LockError::Unavailable`].
+    /// anything) and fails every later call with [`LockError::Unavailable`]. Every
+    /// primitive of the backend goes through it (mutex, semaphore, read-write lock).
     #[must_use]
-    pub fn new(lock: Arc<dyn DistributedLock>) -> Self {
+    pub fn new(lock: Arc<dyn Coordination>) -> Self {
         Self::with_crash_hook(lock, Box::new(|| {}))
     }
 
@@ -71,11 +75,12 @@ impl TestClient {
     /// proxy so a ZooKeeper session dies the way a crashed process's does, instead of
     /// being closed politely).
     #[must_use]
-    pub fn with_crash_hook(lock: Arc<dyn DistributedLock>, hook: CrashHook) -> Self {
+    pub fn with_crash_hook(lock: Arc<dyn Coordination>, hook: CrashHook) -> Self {
         Self {
             inner: Arc::new(Crashable {
                 lock: Mutex::new(Some(lock)),
                 capabilities: Mutex::new(None),
+                view: Mutex::new(Access::Exclusive),
                 hook,
             }),
         }
@@ -87,6 +92,25 @@ impl TestClient {
         Arc::clone(&self.inner) as Arc<dyn DistributedLock>
     }
 
+    /// The client with all its primitives.
+    #[must_use]
+    pub fn coordination(&self) -> Arc<dyn Coordination> {
+        Arc::clone(&self.inner) as Arc<dyn Coordination>
+    }
+
+    /// The same client whose mutex calls (`try_acquire`, `acquire`, `inspect`) take
+    /// `access` instead: the write side of read-write locks or a one-permit semaphore,
+    /// which must behave as a mutex (see [`crate::Viewed`]).
+    #[must_use]
+    pub fn viewed(self, access: Access) -> Self {
+        *self
+            .inner
+            .view
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = access;
+        self
+    }
+
     /// Simulates a crash of the process: nothing is released, connections drop.
     pub fn crash(&self) {
         self.inner.crash();
@@ -94,20 +118,21 @@ impl TestClient {
 }
 
 impl std::ops::Deref for TestClient {
-    type Target = dyn DistributedLock;
+    type Target = dyn Coordination;
     fn deref(&self) -> &Self::Target {
         &*self.inner
     }
 }
 
 struct Crashable {
-    lock: Mutex<Option<Arc<dyn DistributedLock>>>,
+    lock: Mutex<Option<Arc<dyn Coordination>>>,
     capabilities: Mutex<Option<Capabilities>>,
+    view: Mutex<Access>,
     hook: CrashHook,
 }
 
 impl Crashable {
-    fn live(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+    fn live(&self) -> Result<Arc<dyn Coordination>, LockError> {
         self.lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -116,6 +141,18 @@ impl Crashable {
                 message: "client crashed (test harness)".into(),
                 source: None,
             })
+    }
+
+    /// The live client's mutex, or the shared side this client views as one.
+    fn viewed_lock(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        let live = self.live()?;
+        let view = *self.view.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(match view {
+            Access::Permit(n) => Arc::new(SharedLock::permits(live, n)?),
+            Access::Read => Arc::new(SharedLock::reads(live)),
+            Access::Write => Arc::new(SharedLock::writes(live)),
+            _ => live,
+        })
     }
 
     fn crash(&self) {
@@ -141,7 +178,7 @@ impl DistributedLock for Crashable {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        self.live()?.try_acquire(name, ttl).await
+        self.viewed_lock()?.try_acquire(name, ttl).await
     }
 
     async fn acquire(
@@ -150,7 +187,7 @@ impl DistributedLock for Crashable {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        self.live()?.acquire(name, ttl, wait).await
+        self.viewed_lock()?.acquire(name, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -162,7 +199,7 @@ impl DistributedLock for Crashable {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        self.live()?.inspect(name).await
+        self.viewed_lock()?.inspect(name).await
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -178,6 +215,65 @@ impl DistributedLock for Crashable {
 
     fn backend_name(&self) -> &'static str {
         self.live().map_or("crashed", |l| l.backend_name())
+    }
+}
+
+#[async_trait]
+impl DistributedSemaphore for Crashable {
+    async fn try_acquire_permit(
+        &self,
+        name: &LockName,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        self.live()?.try_acquire_permit(name, permits, ttl).await
+    }
+
+    async fn acquire_permit(
+        &self,
+        name: &LockName,
+        permits: u32,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        self.live()?.acquire_permit(name, permits, ttl, wait).await
+    }
+
+    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        self.live()?.permit_holders(name).await
+    }
+}
+
+#[async_trait]
+impl DistributedRwLock for Crashable {
+    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        self.live()?.try_read(name, ttl).await
+    }
+
+    async fn read(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        self.live()?.read(name, ttl, wait).await
+    }
+
+    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        self.live()?.try_write(name, ttl).await
+    }
+
+    async fn write(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        self.live()?.write(name, ttl, wait).await
+    }
+
+    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        self.live()?.rw_holders(name).await
     }
 }
 

@@ -49,6 +49,7 @@ mod sender_proxy;
 mod servers;
 mod switch;
 mod urls;
+mod viewed;
 
 pub use cut_off::cut_off_holder_is_lost_before_takeover;
 pub use ensemble::PartitionableEnsemble;
@@ -61,6 +62,75 @@ pub use sender_proxy::SenderFilterProxy;
 pub use servers::{ProxyGroup, TestCerts, TestServer, free_port, services_ctl};
 pub use switch::switched_client;
 pub use urls::{url_host_port, url_with_host_port};
+pub use viewed::Viewed;
+
+#[doc(hidden)]
+pub use dlock_core;
+
+/// Expands the mutex cases once more for each exclusive side of a backend's shared
+/// primitives — the write side of its read-write locks (`write_side::…`) and a
+/// one-permit semaphore (`one_permit::…`) — through [`Viewed`]: each must behave as a
+/// mutex. For backends that declare `Capabilities::shared`.
+#[macro_export]
+macro_rules! shared_as_mutex_suite {
+    ($make:path) => {
+        mod write_side {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::shared_as_mutex_suite!(@cases $make, $crate::dlock_core::Access::Write;
+                acquire_free_lock,
+                mutual_exclusion,
+                release_frees_lock,
+                release_is_idempotent,
+                renew_after_release_is_lost,
+                inspect_reports_holder,
+                invalid_arguments,
+                renew_keeps_lease_past_ttl,
+                unrenewed_lease_follows_scope,
+                crashed_holder_expires,
+                stale_lease_cannot_touch_new_holder,
+                fencing_increases_across_releases,
+                fencing_increases_across_expiry,
+                acquire_waits_for_release,
+                acquire_times_out,
+                acquire_wakes_when_holder_crashes,
+                cancelled_acquires_leak_nothing,
+                waiters_are_served_fairly,
+                a_release_wakes_one_waiter,
+                counter_workload,
+                awkward_names_are_distinct,
+                acquire_rides_out_a_short_outage
+            );
+        }
+        mod one_permit {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::shared_as_mutex_suite!(@cases $make, $crate::dlock_core::Access::Permit(1);
+                mutual_exclusion,
+                inspect_reports_holder,
+                renew_keeps_lease_past_ttl,
+                crashed_holder_expires,
+                stale_lease_cannot_touch_new_holder,
+                fencing_increases_across_expiry,
+                acquire_waits_for_release,
+                cancelled_acquires_leak_nothing,
+                waiters_are_served_fairly,
+                a_release_wakes_one_waiter,
+                counter_workload,
+                awkward_names_are_distinct
+            );
+        }
+    };
+    (@cases $make:path, $access:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let harness = $crate::Viewed::new($make().await, $access);
+                $crate::cases::$case(&harness).await;
+            }
+        )*
+    };
+}
 
 /// Expands every conformance case into a `#[tokio::test]` that builds its harness with
 /// `$make().await` (an `async fn() -> impl Harness`).
@@ -94,7 +164,18 @@ macro_rules! conformance_suite {
             counter_workload,
             awkward_names_are_distinct,
             unreachable_server_then_recovery,
-            acquire_rides_out_a_short_outage
+            acquire_rides_out_a_short_outage,
+            semaphore_admits_n,
+            semaphore_count_is_part_of_the_contract,
+            semaphore_never_more_than_n,
+            semaphore_crashed_holder_frees_its_permit,
+            semaphore_stale_permit_cannot_touch_another,
+            semaphore_cancelled_waiters_leave_no_ghosts,
+            semaphore_release_admits_one_waiter,
+            readers_share_writers_exclude,
+            rw_workload_never_mixes,
+            writer_is_not_starved,
+            rw_crashed_writer_expires
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

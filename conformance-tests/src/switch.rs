@@ -5,7 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+use dlock_core::backend::retry_transient;
+use dlock_core::{
+    Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore, Holding,
+    Lease, LockError, LockInfo, LockName,
+};
 
 use crate::{Link, TestClient};
 
@@ -15,7 +19,7 @@ use crate::{Link, TestClient};
 /// without a network path (MemoryLock, SQLite), where a [`crate::FaultProxy`] cannot
 /// sit in between; network backends use the proxy instead.
 #[must_use]
-pub fn switched_client(lock: Arc<dyn DistributedLock>) -> (TestClient, Box<dyn Link>) {
+pub fn switched_client(lock: Arc<dyn Coordination>) -> (TestClient, Box<dyn Link>) {
     let cut = Arc::new(AtomicBool::new(false));
     let client = Switched {
         inner: lock,
@@ -25,7 +29,7 @@ pub fn switched_client(lock: Arc<dyn DistributedLock>) -> (TestClient, Box<dyn L
 }
 
 struct Switched {
-    inner: Arc<dyn DistributedLock>,
+    inner: Arc<dyn Coordination>,
     cut: Arc<AtomicBool>,
 }
 
@@ -75,7 +79,7 @@ impl DistributedLock for Switched {
         wait: Duration,
     ) -> Result<Lease, LockError> {
         // as a backend would: an outage during the wait is retried within it
-        dlock_core::backend::retry_transient(name, wait, |left| async move {
+        retry_transient(name, wait, |left| async move {
             self.check()?;
             self.inner.acquire(name, ttl, left).await
         })
@@ -98,5 +102,75 @@ impl DistributedLock for Switched {
     }
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
+    }
+}
+
+#[async_trait]
+impl DistributedSemaphore for Switched {
+    async fn try_acquire_permit(
+        &self,
+        name: &LockName,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        self.check()?;
+        self.inner.try_acquire_permit(name, permits, ttl).await
+    }
+    async fn acquire_permit(
+        &self,
+        name: &LockName,
+        permits: u32,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        retry_transient(name, wait, |left| async move {
+            self.check()?;
+            self.inner.acquire_permit(name, permits, ttl, left).await
+        })
+        .await
+    }
+    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        self.check()?;
+        self.inner.permit_holders(name).await
+    }
+}
+
+#[async_trait]
+impl DistributedRwLock for Switched {
+    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        self.check()?;
+        self.inner.try_read(name, ttl).await
+    }
+    async fn read(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        retry_transient(name, wait, |left| async move {
+            self.check()?;
+            self.inner.read(name, ttl, left).await
+        })
+        .await
+    }
+    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        self.check()?;
+        self.inner.try_write(name, ttl).await
+    }
+    async fn write(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        retry_transient(name, wait, |left| async move {
+            self.check()?;
+            self.inner.write(name, ttl, left).await
+        })
+        .await
+    }
+    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        self.check()?;
+        self.inner.rw_holders(name).await
     }
 }

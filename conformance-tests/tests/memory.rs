@@ -1,4 +1,5 @@
-//! MemoryLock, the reference backend, passes the whole suite.
+//! MemoryLock, the reference backend, passes the whole suite, its semaphores and
+//! read-write locks included.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,3 +41,4 @@ async fn harness() -> Memory {
 }
 
 dlock_conformance::conformance_suite!(harness);
+dlock_conformance::shared_as_mutex_suite!(harness);

@@ -28,6 +28,10 @@ pub struct Capabilities {
     /// that they do arrive together. Backends without batching get their guards'
     /// renewals spread over time instead.
     pub batched_renewals: bool,
+    /// Semaphores and read-write locks are offered
+    /// ([`crate::DistributedSemaphore`], [`crate::DistributedRwLock`]) with the mutex's
+    /// guarantees; without it their methods fail with [`crate::LockError::Unsupported`].
+    pub shared: bool,
 }
 
 impl Capabilities {
@@ -76,7 +80,15 @@ impl Capabilities {
             lease_scope,
             notify,
             batched_renewals: false,
+            shared: false,
         }
+    }
+
+    /// Declares that semaphores and read-write locks are offered.
+    #[must_use]
+    pub const fn with_shared(mut self, on: bool) -> Self {
+        self.shared = on;
+        self
     }
 
     /// Declares that renewals arriving together are sent together.

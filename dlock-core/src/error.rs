@@ -61,6 +61,27 @@ pub enum LockError {
     /// A URL or an option is malformed or names a backend that is not compiled in.
     #[error("configuration error: {0}")]
     Config(String),
+    /// The backend does not offer this primitive (see [`crate::Capabilities::shared`]):
+    /// it could not keep its guarantees safely.
+    #[error("{backend} does not offer {what}")]
+    Unsupported {
+        /// The backend's name.
+        backend: &'static str,
+        /// What was asked for.
+        what: String,
+    },
+    /// A semaphore was asked for with another permit count than its current holders
+    /// and waiters use. The count is part of a name's contract while anyone holds or
+    /// waits for it, so two callers can never admit different numbers at once.
+    #[error("semaphore {name:?} is in use with {in_use} permits; asked with {asked}")]
+    PermitsMismatch {
+        /// The semaphore.
+        name: String,
+        /// The count its holders and waiters use.
+        in_use: u32,
+        /// The count this caller asked with.
+        asked: u32,
+    },
 }
 
 impl LockError {
@@ -95,6 +116,25 @@ impl LockError {
         Self::Backend {
             message: message.into(),
             source: Some(source.into()),
+        }
+    }
+
+    /// A [`LockError::Unsupported`]: `backend` does not offer `access`.
+    pub fn unsupported(backend: &'static str, access: crate::Access) -> Self {
+        let what = match access {
+            crate::Access::Exclusive => "this lock".to_owned(),
+            crate::Access::Permit(_) => "semaphores".to_owned(),
+            crate::Access::Read | crate::Access::Write => "read-write locks".to_owned(),
+        };
+        Self::Unsupported { backend, what }
+    }
+
+    /// A [`LockError::PermitsMismatch`].
+    pub fn permits_mismatch(name: &crate::LockName, in_use: u32, asked: u32) -> Self {
+        Self::PermitsMismatch {
+            name: name.as_str().to_owned(),
+            in_use,
+            asked,
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{FencingToken, LockError, LockName, OwnerId};
+use crate::{Access, FencingToken, LockError, LockName, OwnerId};
 
 /// The safety margin subtracted from a lease's TTL on the client side: 1 % of the TTL
 /// plus 2 ms, as in the Redlock paper, so the client stops trusting a lease before the
@@ -34,6 +34,7 @@ pub struct Lease {
     token: FencingToken,
     ttl: Duration,
     valid_until: Instant,
+    access: Access,
     backend: Option<BackendData>,
 }
 
@@ -53,8 +54,17 @@ impl Lease {
             token,
             ttl,
             valid_until: valid_until(sent_at, ttl),
+            access: Access::Exclusive,
             backend: None,
         }
+    }
+
+    /// The same lease marked as a grant of `access` (leases are
+    /// [`Access::Exclusive`] unless marked): a semaphore's permit, a reader, a writer.
+    #[must_use]
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
     }
 
     /// Attaches adapter-specific state, read back with [`Lease::backend_data`].
@@ -90,6 +100,12 @@ impl Lease {
     #[must_use]
     pub fn token(&self) -> FencingToken {
         self.token
+    }
+
+    /// How this lease shares its name: the mutex, a permit, a reader or a writer.
+    #[must_use]
+    pub fn access(&self) -> Access {
+        self.access
     }
 
     /// The TTL the backend enforces (may be rounded up from the requested one).
@@ -143,6 +159,7 @@ impl fmt::Debug for Lease {
             .field("name", &self.name)
             .field("owner", &self.owner)
             .field("token", &self.token)
+            .field("access", &self.access)
             .field("ttl", &self.ttl)
             .field("remaining", &self.remaining())
             .finish_non_exhaustive()

@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+mod access;
 pub mod backend;
 mod backoff;
 mod capabilities;
@@ -37,8 +38,11 @@ mod locker;
 mod memory;
 mod name;
 mod renew_grid;
+mod shared;
 mod token;
+mod views;
 
+pub use access::{Access, Holding, MAX_PERMITS};
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
 pub use capabilities::{Capabilities, LeaseScope};
@@ -51,4 +55,6 @@ pub use lock::{DistributedLock, MAX_TTL, MIN_TTL, validate_ttl};
 pub use locker::{DEFAULT_TTL, DEFAULT_WAIT, Locker};
 pub use memory::MemoryLock;
 pub use name::{LockName, MAX_NAME_LEN};
+pub use shared::{Coordination, DistributedRwLock, DistributedSemaphore};
 pub use token::{FencingToken, OwnerId, random_u64};
+pub use views::SharedLock;

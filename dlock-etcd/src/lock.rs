@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::queue::{QueueDriver, Turn};
 use dlock_core::backend::{Backend, Queues};
-use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::{
+    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+};
 use etcd_client::KeyValue;
 use tokio::time::Instant;
 
@@ -33,9 +35,13 @@ impl QueueDriver for EtcdLock {
     async fn try_take(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
+        if access != Access::Exclusive {
+            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        }
         let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
         let (resp, first_attempt) = self.take_if_free(&dir, &key, ticket.id).await?;
         let my_rev = if resp.succeeded() {
@@ -74,9 +80,13 @@ impl QueueDriver for EtcdLock {
     async fn enqueue(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<(EtcdEntry, Turn), LockError> {
+        if access != Access::Exclusive {
+            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        }
         let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
         let queued = self.join_queue(name, &dir, &key, ticket.id).await?;
         // a waiter's key is confirmed, so the sweeper and the attachment checks track it

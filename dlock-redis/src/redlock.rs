@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy};
-use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::{
+    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+};
 use tokio::time::Instant;
 
 use crate::builder::RedlockBuilder;
@@ -192,9 +194,15 @@ impl ClaimDriver for Redlock {
     async fn claim(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
+        waits: bool,
     ) -> Result<Claim, LockError> {
+        if access != Access::Exclusive {
+            let _ = waits;
+            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        }
         let keys = Keys::new(&self.opts.prefix, name);
         let mut undo = UndoOnDrop {
             lock: self.clone(),
@@ -207,7 +215,7 @@ impl ClaimDriver for Redlock {
         outcome
     }
 
-    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+    async fn subscribe(&self, name: &LockName, _access: Access) -> Option<Subscription> {
         self.subscribe_all(&Keys::new(&self.opts.prefix, name))
             .await
     }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy};
-use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::{
+    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+};
 use tokio::time::Instant;
 
 use crate::builder::RedisLockBuilder;
@@ -67,14 +69,20 @@ impl ClaimDriver for RedisLock {
     async fn claim(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
+        waits: bool,
     ) -> Result<Claim, LockError> {
+        if access != Access::Exclusive {
+            let _ = waits;
+            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        }
         let keys = Keys::new(&self.opts.prefix, name);
         self.node.acquire(&keys, owner.as_str(), ttl, 0).await
     }
 
-    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+    async fn subscribe(&self, name: &LockName, _access: Access) -> Option<Subscription> {
         let keys = Keys::new(&self.opts.prefix, name);
         self.node
             .subscribe(&keys)

@@ -74,7 +74,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, within};
-use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::{
+    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+};
 use tokio::time::Instant;
 
 pub use connect::SqlLockBuilder;
@@ -145,9 +147,15 @@ impl ClaimDriver for SqlLock {
     async fn claim(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
+        waits: bool,
     ) -> Result<Claim, LockError> {
+        if access != Access::Exclusive {
+            let _ = waits;
+            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        }
         let taken = self
             .op(
                 "acquire",
@@ -162,7 +170,7 @@ impl ClaimDriver for SqlLock {
         })
     }
 
-    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
+    async fn subscribe(&self, name: &LockName, _access: Access) -> Option<Subscription> {
         if self.opts.listen {
             self.store.subscribe(name.as_str()).await
         } else {

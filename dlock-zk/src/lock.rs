@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::queue::{QueueDriver, Turn};
 use dlock_core::backend::{Backend, Queues, within};
-use dlock_core::{Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::{
+    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -37,9 +39,13 @@ impl QueueDriver for ZkLock {
     async fn try_take(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
+        if access != Access::Exclusive {
+            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        }
         let (dir, slot, client, mut cleanup) = self.prepare(name, owner, ttl).await?;
         let sent = Instant::now();
         let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
@@ -69,9 +75,13 @@ impl QueueDriver for ZkLock {
     async fn enqueue(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<(ZkEntry, Turn), LockError> {
+        if access != Access::Exclusive {
+            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        }
         let (dir, slot, client, cleanup) = self.prepare(name, owner, ttl).await?;
         let seen = Instant::now();
         let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;

@@ -18,6 +18,8 @@ mod expiry;
 mod fencing;
 mod names;
 mod network;
+mod rwlock;
+mod semaphore;
 mod waiting;
 mod workload;
 
@@ -26,12 +28,16 @@ pub use expiry::*;
 pub use fencing::*;
 pub use names::*;
 pub use network::*;
+pub use rwlock::*;
+pub use semaphore::*;
 pub use waiting::*;
 pub use workload::*;
 
 use std::time::Duration;
 
-use dlock_core::{DistributedLock, Lease, LockName, random_u64};
+use dlock_core::{DistributedLock, Lease, LockError, LockName, random_u64};
+
+use crate::TestClient;
 
 /// A TTL long enough that no case sees it expire by accident.
 pub(crate) const LONG_TTL: Duration = Duration::from_secs(30);
@@ -78,4 +84,29 @@ pub(crate) async fn take_within(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether the backend offers semaphores and read-write locks
+/// (`Capabilities::shared`). Where it does not, checks what it promises instead — every
+/// shared call fails with the typed `Unsupported` error — and answers `false`, which
+/// ends the case.
+pub(crate) async fn offers_shared(c: &TestClient, name: &LockName) -> bool {
+    if c.capabilities().shared {
+        return true;
+    }
+    let wait = Duration::from_millis(200);
+    let results = [
+        c.try_acquire_permit(name, 2, LONG_TTL).await.map(|_| ()),
+        c.acquire_permit(name, 2, LONG_TTL, wait).await.map(|_| ()),
+        c.try_read(name, LONG_TTL).await.map(|_| ()),
+        c.read(name, LONG_TTL, wait).await.map(|_| ()),
+        c.try_write(name, LONG_TTL).await.map(|_| ()),
+        c.write(name, LONG_TTL, wait).await.map(|_| ()),
+        c.permit_holders(name).await.map(|_| ()),
+        c.rw_holders(name).await.map(|_| ()),
+    ];
+    for r in results {
+        assert!(matches!(r, Err(LockError::Unsupported { .. })), "{r:?}");
+    }
+    false
 }

@@ -195,6 +195,19 @@ impl LockError {
                 source: None,
             },
             Self::Config(m) => Self::Config(m.clone()),
+            Self::Unsupported { backend, what } => Self::Unsupported {
+                backend,
+                what: what.clone(),
+            },
+            Self::PermitsMismatch {
+                name,
+                in_use,
+                asked,
+            } => Self::PermitsMismatch {
+                name: name.clone(),
+                in_use: *in_use,
+                asked: *asked,
+            },
         }
     }
 }

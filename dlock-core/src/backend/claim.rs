@@ -7,10 +7,11 @@
 //! given back (DESIGN rule 5), subscribe-then-recheck waiting ([`wait_for_lock`]),
 //! and the retry rule for transient errors.
 //!
-//! The same driver carries the next primitives: a counting semaphore is N records
-//! (`name#0 … name#N-1`, an attempt takes any free one), a read-write lock a record
-//! whose holder set admits readers while no writer holds it — each an attempt of the
-//! same shape, so no new waiting code.
+//! The same driver carries the other primitives: an attempt names its [`Access`], and
+//! a semaphore is a holder set admitting up to N permits, a read-write lock a holder set
+//! admitting readers while no writer holds it or waits (a waiting writer's intent keeps
+//! new readers out, so writers do not starve) — each an attempt of the same shape, so
+//! no new waiting code.
 
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{Attempt, Backend, Subscription, WaitPolicy, wait_for_lock};
-use crate::{FencingToken, Lease, LockError, LockName, OwnerId};
+use crate::{Access, FencingToken, Lease, LockError, LockName, OwnerId};
 
 /// What one claim found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,19 +34,29 @@ pub enum Claim {
 /// [`Backend`]'s.
 #[async_trait]
 pub trait ClaimDriver: Backend {
-    /// One attempt to take `name` for `owner` for `ttl`: when it is free, expired, or
-    /// already `owner`'s — an earlier attempt of the same acquisition whose answer was
-    /// lost may have committed, and a retry must find its own record taken, not busy.
+    /// One attempt to take `name` with `access` for `owner` for `ttl`: when it admits
+    /// one more such holder, or already holds `owner` — an earlier attempt of the same
+    /// acquisition whose answer was lost may have committed, and a retry must find its
+    /// own record taken, not busy. A backend without [`crate::Capabilities::shared`]
+    /// answers [`LockError::Unsupported`] for anything but [`Access::Exclusive`].
+    ///
+    /// `waits`: the caller will wait and try again if this attempt fails. A writer's
+    /// failed attempt that waits leaves an intent, live for
+    /// [`WaitPolicy::writer_intent`], that refuses new readers until the writer got the
+    /// lock or stopped trying — so a steady stream of readers cannot starve it.
     async fn claim(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
+        waits: bool,
     ) -> Result<Claim, LockError>;
 
-    /// Registers for a wake-up when `name` is released (`None`: poll instead).
-    async fn subscribe(&self, name: &LockName) -> Option<Subscription> {
-        let _ = name;
+    /// Registers for a wake-up when `name` (of `access`'s primitive) is released
+    /// (`None`: poll instead).
+    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
+        let _ = (name, access);
         None
     }
 
@@ -62,13 +73,16 @@ pub trait ClaimDriver: Backend {
 pub async fn attempt<D: ClaimDriver + ?Sized>(
     driver: &D,
     name: &LockName,
+    access: Access,
     owner: &OwnerId,
     ttl: Duration,
+    waits: bool,
 ) -> Result<Attempt, LockError> {
     let sent = Instant::now();
-    match driver.claim(name, owner, ttl).await? {
+    match driver.claim(name, access, owner, ttl, waits).await? {
         Claim::Taken(token) => {
-            let lease = Lease::new(name.clone(), owner.clone(), token, ttl, sent);
+            let lease =
+                Lease::new(name.clone(), owner.clone(), token, ttl, sent).with_access(access);
             if lease.is_valid() {
                 Ok(Attempt::Acquired(lease))
             } else {
@@ -82,23 +96,27 @@ pub async fn attempt<D: ClaimDriver + ?Sized>(
     }
 }
 
-/// `try_acquire` for a claim backend: one attempt.
+/// `try_acquire` (or a shared kin, per `access`) for a claim backend: one attempt.
 ///
 /// # Errors
-/// `InvalidArgument` for a TTL out of range; the driver's error.
+/// `InvalidArgument` for a TTL or permit count out of range; the driver's error.
 ///
 /// # Cancel safety
 /// Dropping it after the request was sent may leave the record taken until its TTL.
 pub async fn try_claim<D: ClaimDriver + ?Sized>(
     driver: &D,
     name: &LockName,
+    access: Access,
     ttl: Duration,
 ) -> Result<Option<Lease>, LockError> {
+    let access = access.validate()?;
     let owner = super::new_acquisition(ttl)?;
-    Ok(attempt(driver, name, &owner, ttl).await?.into_lease())
+    Ok(attempt(driver, name, access, &owner, ttl, false)
+        .await?
+        .into_lease())
 }
 
-/// `acquire` for a claim backend: attempts under one owner id until one takes the
+/// `acquire` (or a shared kin, per `access`) for a claim backend: attempts under one owner id until one takes the
 /// lock or `wait` runs out, woken by the driver's subscription or polling.
 ///
 /// # Errors
@@ -111,16 +129,19 @@ pub async fn try_claim<D: ClaimDriver + ?Sized>(
 pub async fn claim<D: ClaimDriver + ?Sized>(
     driver: &D,
     name: &LockName,
+    access: Access,
     ttl: Duration,
     wait: Duration,
 ) -> Result<Lease, LockError> {
+    let access = access.validate()?;
     let owner = super::new_acquisition(ttl)?;
+    let waits = !wait.is_zero();
     wait_for_lock(
         name,
         wait,
         &driver.wait_policy(),
-        || attempt(driver, name, &owner, ttl),
-        || driver.subscribe(name),
+        || attempt(driver, name, access, &owner, ttl, waits),
+        || driver.subscribe(name, access),
     )
     .await
 }

@@ -21,7 +21,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{ClaimDriver, QueueDriver, claim, queue};
-use crate::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+use crate::{
+    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, Holding, Lease,
+    LockError, LockInfo, LockName,
+};
 
 /// What an adapter writes besides its family's driver: the parts of
 /// [`DistributedLock`] that are not taking the lock. Each method is the trait method of
@@ -45,22 +48,34 @@ pub trait Backend: Send + Sync {
 
     /// As [`DistributedLock::backend_name`].
     fn backend_name(&self) -> &'static str;
+
+    /// The current holders of the semaphore (`of` is a [`Access::Permit`]) or the
+    /// read-write lock (`of` is [`Access::Read`] or [`Access::Write`]) named `name`,
+    /// oldest grant first. Unsupported unless the backend declares
+    /// [`Capabilities::shared`].
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        let _ = name;
+        Err(LockError::unsupported(self.backend_name(), of))
+    }
 }
 
-/// A way of taking a lock, written once for every backend `B` of the family.
+/// A way of taking a lock, written once for every backend `B` of the family, for every
+/// [`Access`]: the mutex, a semaphore's permit, a reader or a writer.
 #[async_trait]
 pub trait Family<B: ?Sized + Sync>: Send + Sync {
-    /// [`DistributedLock::try_acquire`] on `backend`.
+    /// [`DistributedLock::try_acquire`] and its shared kin on `backend`.
     async fn try_acquire(
         backend: &B,
         name: &LockName,
+        access: Access,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError>;
 
-    /// [`DistributedLock::acquire`] on `backend`.
+    /// [`DistributedLock::acquire`] and its shared kin on `backend`.
     async fn acquire(
         backend: &B,
         name: &LockName,
+        access: Access,
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError>;
@@ -80,18 +95,20 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
     async fn try_acquire(
         backend: &B,
         name: &LockName,
+        access: Access,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        claim::try_claim(backend, name, ttl).await
+        claim::try_claim(backend, name, access, ttl).await
     }
 
     async fn acquire(
         backend: &B,
         name: &LockName,
+        access: Access,
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        claim::claim(backend, name, ttl, wait).await
+        claim::claim(backend, name, access, ttl, wait).await
     }
 }
 
@@ -100,19 +117,22 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
     async fn try_acquire(
         backend: &B,
         name: &LockName,
+        access: Access,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
+        let access = access.validate()?;
         let owner = super::new_acquisition(ttl)?;
-        backend.try_take(name, &owner, ttl).await
+        backend.try_take(name, access, &owner, ttl).await
     }
 
     async fn acquire(
         backend: &B,
         name: &LockName,
+        access: Access,
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        queue::queue(backend, name, ttl, wait).await
+        queue::queue(backend, name, access, ttl, wait).await
     }
 }
 
@@ -123,7 +143,7 @@ impl<B: Backend> DistributedLock for B {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, ttl).await
+        B::Family::try_acquire(self, name, Access::Exclusive, ttl).await
     }
 
     async fn acquire(
@@ -132,7 +152,7 @@ impl<B: Backend> DistributedLock for B {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, ttl, wait).await
+        B::Family::acquire(self, name, Access::Exclusive, ttl, wait).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -153,5 +173,64 @@ impl<B: Backend> DistributedLock for B {
 
     fn backend_name(&self) -> &'static str {
         Backend::backend_name(self)
+    }
+}
+
+#[async_trait]
+impl<B: Backend> DistributedSemaphore for B {
+    async fn try_acquire_permit(
+        &self,
+        name: &LockName,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        B::Family::try_acquire(self, name, Access::Permit(permits), ttl).await
+    }
+
+    async fn acquire_permit(
+        &self,
+        name: &LockName,
+        permits: u32,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        B::Family::acquire(self, name, Access::Permit(permits), ttl, wait).await
+    }
+
+    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        Backend::holders(self, name, Access::Permit(1)).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> DistributedRwLock for B {
+    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        B::Family::try_acquire(self, name, Access::Read, ttl).await
+    }
+
+    async fn read(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        B::Family::acquire(self, name, Access::Read, ttl, wait).await
+    }
+
+    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        B::Family::try_acquire(self, name, Access::Write, ttl).await
+    }
+
+    async fn write(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, LockError> {
+        B::Family::acquire(self, name, Access::Write, ttl, wait).await
+    }
+
+    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        Backend::holders(self, name, Access::Read).await
     }
 }

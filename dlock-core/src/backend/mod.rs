@@ -18,6 +18,7 @@ pub mod queue;
 
 mod batch;
 mod query;
+mod standing;
 mod task;
 mod timeout;
 mod units;
@@ -29,6 +30,7 @@ pub use claim::{Claim, ClaimDriver};
 pub use family::{Backend, Claims, Family, Queues};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
+pub use standing::{Standing, standing};
 pub use task::OwnedTask;
 pub use timeout::within;
 pub use units::{from_millis, micros, millis, millis_u64};

@@ -9,10 +9,10 @@
 //! waited). Leaving the queue is the entry's own `Drop`, so a dropped, failed or
 //! timed-out acquisition leaves nothing behind whichever await it stopped at.
 //!
-//! The same driver carries the next primitives: a counting semaphore grants the first
-//! N entries (`Turn::Head` when fewer than N entries precede ours), a read-write lock
-//! queues shared and exclusive entries (a reader is at its turn when no writer
-//! precedes it, a writer when it is first) — the waiting loop stays this one.
+//! The same driver carries the other primitives: an entry names its [`Access`], and the
+//! driver decides its turn with [`super::standing`] (a permit when fewer than N entries
+//! precede it, a reader when no writer does, a writer when it is first) and watches the
+//! entries that rule names — the waiting loop stays this one.
 
 use std::time::Duration;
 
@@ -21,12 +21,12 @@ use tokio::time::Instant;
 
 use super::retry_transient;
 use crate::backoff::Deadline;
-use crate::{Lease, LockError, LockName, OwnerId};
+use crate::{Access, Lease, LockError, LockName, OwnerId};
 
 /// Where an entry stands in its queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Turn {
-    /// First: the lock is the entry's to take.
+    /// The entry may hold its name now (first, for the mutex).
     Head,
     /// Someone is ahead.
     Behind,
@@ -40,19 +40,25 @@ pub trait QueueDriver: Send + Sync {
     /// next): that is what makes every acquisition cancel safe.
     type Entry: Send;
 
-    /// `try_acquire`'s one attempt for `owner` (a fresh acquisition, TTL checked): takes
-    /// the lock only if its queue is empty, and leaves nothing queued when it is not.
+    /// `try_acquire`'s one attempt for `owner` (a fresh acquisition, TTL and access
+    /// checked): takes `name` with `access` only if the queue lets it hold at once, and
+    /// leaves nothing queued when it does not. A backend without
+    /// [`crate::Capabilities::shared`] answers [`LockError::Unsupported`] for anything but
+    /// [`Access::Exclusive`].
     async fn try_take(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError>;
 
-    /// Joins `name`'s queue for `owner`, with `ttl`; where the new entry stands.
+    /// Joins `name`'s queue (of `access`'s primitive) for `owner`, with `ttl`; where the
+    /// new entry stands.
     async fn enqueue(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<(Self::Entry, Turn), LockError>;
@@ -85,23 +91,29 @@ pub trait QueueDriver: Send + Sync {
 pub async fn queue<D: QueueDriver + ?Sized>(
     driver: &D,
     name: &LockName,
+    access: Access,
     ttl: Duration,
     wait: Duration,
 ) -> Result<Lease, LockError> {
     crate::validate_ttl(ttl)?;
-    retry_transient(name, wait, |left| wait_in_line(driver, name, ttl, left)).await
+    let access = access.validate()?;
+    retry_transient(name, wait, |left| {
+        wait_in_line(driver, name, access, ttl, left)
+    })
+    .await
 }
 
-/// One acquisition: join, then wait for the predecessor until at the head.
+/// One acquisition: join, then wait for the entries ahead until it may hold.
 async fn wait_in_line<D: QueueDriver + ?Sized>(
     driver: &D,
     name: &LockName,
+    access: Access,
     ttl: Duration,
     wait: Duration,
 ) -> Result<Lease, LockError> {
     let deadline = Deadline::after(wait);
     let owner = super::new_acquisition(ttl)?;
-    let (mut entry, mut turn) = driver.enqueue(name, &owner, ttl).await?;
+    let (mut entry, mut turn) = driver.enqueue(name, access, &owner, ttl).await?;
     let mut waited = false;
     loop {
         if turn == Turn::Head

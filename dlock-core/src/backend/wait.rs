@@ -102,6 +102,17 @@ pub struct WaitPolicy {
     pub notify_fallback: Duration,
 }
 
+impl WaitPolicy {
+    /// How long a waiting writer's intent keeps new readers out after its last
+    /// attempt: three of the longest gaps between a waiter's attempts (a poll at its
+    /// slowest, or the fallback check under notifications), so a writer that is still
+    /// waiting always renews it in time, and one that gave up blocks readers no longer.
+    #[must_use]
+    pub fn writer_intent(&self) -> Duration {
+        self.poll_max.max(self.notify_fallback) * 3
+    }
+}
+
 impl Default for WaitPolicy {
     fn default() -> Self {
         Self {

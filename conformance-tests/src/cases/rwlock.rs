@@ -1,0 +1,175 @@
+//! Read-write locks ([`dlock_core::DistributedRwLock`]): readers share, a writer is
+//! alone, and writers do not starve.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use dlock_core::{Access, Lease, LockName, random_u64};
+use tokio::time::{Instant, sleep};
+
+use super::{LONG_TTL, assert_fresh, offers_shared, unique};
+use crate::{Harness, TestClient};
+
+async fn read(c: &TestClient, name: &LockName, ttl: Duration) -> Lease {
+    let lease = c
+        .try_read(name, ttl)
+        .await
+        .expect("try_read must not fail")
+        .unwrap_or_else(|| panic!("{name} should be free to read"));
+    assert_fresh(&lease);
+    assert_eq!(lease.access(), Access::Read);
+    lease
+}
+
+/// Readers hold together; a writer is refused while any reader holds and gets the lock
+/// once they are gone, with a token above every reader's; readers are refused while it
+/// holds.
+pub async fn readers_share_writers_exclude(h: &impl Harness) {
+    let a = h.client().await;
+    let b = h.client().await;
+    let name = unique("readers_share_writers_exclude");
+    if !offers_shared(&a, &name).await {
+        return;
+    }
+    let r1 = read(&a, &name, LONG_TTL).await;
+    let r2 = read(&b, &name, LONG_TTL).await;
+    assert!(b.try_write(&name, LONG_TTL).await.expect("try").is_none());
+    let holders = a.rw_holders(&name).await.expect("holders");
+    assert_eq!(holders.len(), 2);
+    assert!(holders.iter().all(|h| h.access == Access::Read));
+    assert!(a.release(&r1).await.expect("release"));
+    assert!(b.try_write(&name, LONG_TTL).await.expect("try").is_none());
+    assert!(b.release(&r2).await.expect("release"));
+    let w = b
+        .try_write(&name, LONG_TTL)
+        .await
+        .expect("try")
+        .expect("free to write once the readers left");
+    assert_eq!(w.access(), Access::Write);
+    assert!(w.token() > r1.token() && w.token() > r2.token());
+    assert!(a.try_read(&name, LONG_TTL).await.expect("try").is_none());
+    assert!(a.try_write(&name, LONG_TTL).await.expect("try").is_none());
+    let holders = a.rw_holders(&name).await.expect("holders");
+    assert_eq!(holders.len(), 1);
+    assert_eq!(
+        (holders[0].access, holders[0].token),
+        (Access::Write, w.token())
+    );
+    assert!(b.release(&w).await.expect("release"));
+    let r3 = read(&a, &name, LONG_TTL).await;
+    assert!(r3.token() > w.token());
+    assert!(a.release(&r3).await.expect("release"));
+}
+
+/// Many clients read and write one name at random; readers never meet a writer, two
+/// writers never meet, and readers do share.
+pub async fn rw_workload_never_mixes(h: &impl Harness) {
+    let (clients, iterations) = h.workload();
+    let name = unique("rw_workload_never_mixes");
+    let probe = h.client().await;
+    if !offers_shared(&probe, &name).await {
+        return;
+    }
+    // readers inside, or -1 for a writer
+    let state = Arc::new(AtomicI64::new(0));
+    let most_readers = Arc::new(AtomicI64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let c = h.client().await;
+        let (name, state, most) = (name.clone(), Arc::clone(&state), Arc::clone(&most_readers));
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..iterations {
+                let wait = Duration::from_secs(120);
+                if random_u64().is_multiple_of(4) {
+                    let lease = c.write(&name, LONG_TTL, wait).await.expect("write");
+                    assert_fresh(&lease);
+                    let was = state.swap(-1, Ordering::SeqCst);
+                    assert_eq!(was, 0, "a writer entered with {was} inside");
+                    sleep(Duration::from_millis(2)).await;
+                    assert_eq!(state.swap(0, Ordering::SeqCst), -1);
+                    assert!(c.release(&lease).await.expect("release"));
+                } else {
+                    let lease = c.read(&name, LONG_TTL, wait).await.expect("read");
+                    assert_fresh(&lease);
+                    let was = state.fetch_add(1, Ordering::SeqCst);
+                    assert!(was >= 0, "a reader entered while a writer held");
+                    most.fetch_max(was + 1, Ordering::SeqCst);
+                    sleep(Duration::from_millis(2)).await;
+                    state.fetch_sub(1, Ordering::SeqCst);
+                    assert!(c.release(&lease).await.expect("release"));
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("workload task");
+    }
+    let most = most_readers.load(Ordering::SeqCst);
+    assert!(most >= 2, "readers never shared (at most {most} at once)");
+}
+
+/// A steady stream of overlapping readers cannot keep a waiting writer out: once it
+/// waits, new readers wait behind it, and it gets the lock when the readers that were
+/// already in have left.
+pub async fn writer_is_not_starved(h: &impl Harness) {
+    let a = h.client().await;
+    let w = h.client().await;
+    let name = unique("writer_is_not_starved");
+    if !offers_shared(&a, &name).await {
+        return;
+    }
+    let first = read(&a, &name, LONG_TTL).await;
+    let writer = {
+        let (w, name) = (w.coordination(), name.clone());
+        tokio::spawn(async move { w.write(&name, LONG_TTL, Duration::from_secs(30)).await })
+    };
+    sleep(Duration::from_millis(500)).await;
+    assert!(!writer.is_finished(), "the writer must wait for the reader");
+    // a new reader arriving while the writer waits is refused, and a waiting one waits
+    let late = h.client().await;
+    let r = late.try_read(&name, LONG_TTL).await.expect("try");
+    assert!(r.is_none(), "a reader barged past a waiting writer: {r:?}");
+    let queued = {
+        let (late, name) = (late.coordination(), name.clone());
+        tokio::spawn(async move { late.read(&name, LONG_TTL, Duration::from_secs(30)).await })
+    };
+    sleep(Duration::from_millis(300)).await;
+    assert!(!queued.is_finished(), "a reader passed a waiting writer");
+    assert!(a.release(&first).await.expect("release"));
+    let lease = writer
+        .await
+        .expect("join")
+        .expect("the writer gets the lock");
+    assert_eq!(lease.access(), Access::Write);
+    assert!(!queued.is_finished(), "a reader held with the writer");
+    assert!(w.release(&lease).await.expect("release"));
+    let later = queued
+        .await
+        .expect("join")
+        .expect("the reader follows the writer");
+    assert!(later.token() > lease.token());
+    assert!(late.release(&later).await.expect("release"));
+}
+
+/// A crashed writer's lock frees within its TTL, for readers and writers alike.
+pub async fn rw_crashed_writer_expires(h: &impl Harness) {
+    let a = h.client().await;
+    let b = h.client().await;
+    let name = unique("rw_crashed_writer_expires");
+    if !offers_shared(&b, &name).await {
+        return;
+    }
+    let ttl = h.short_ttl();
+    let w = a.try_write(&name, ttl).await.expect("try").expect("free");
+    let crashed_at = Instant::now();
+    a.crash();
+    let bound = ttl + h.expiry_slack() + Duration::from_secs(2);
+    let r = b
+        .read(&name, LONG_TTL, bound)
+        .await
+        .expect("a crashed writer's lock must free within its TTL");
+    assert!(crashed_at.elapsed() <= bound + Duration::from_millis(500));
+    assert!(r.token() > w.token());
+    assert!(b.release(&r).await.expect("release"));
+}

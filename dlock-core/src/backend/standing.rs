@@ -1,0 +1,130 @@
+//! The queue family's one rule: where an entry stands given the entries ahead of it,
+//! and which of them it must watch — for the mutex, a semaphore's permits and a
+//! read-write lock alike.
+//!
+//! | access | holds when | watches (a deletion there may change the answer) |
+//! |---|---|---|
+//! | `Exclusive`, `Write` | nothing is ahead | the entry right before it |
+//! | `Read` | no `Write` is ahead | the nearest `Write` ahead |
+//! | `Permit(n)` | fewer than `n` are ahead | the `n` entries right before it |
+//!
+//! Why the last row is enough: while none of the `n` entries right before a waiter is
+//! gone, at least `n` are ahead of it, so it cannot hold; and watching fewer misses a
+//! release (with `n = 2`, a waiter behind holders A and B that watched only B would
+//! sleep through A's release). A release therefore wakes at most `n` waiters, and only
+//! those whose answer it can change. Readers queue behind a waiting writer, so writers
+//! do not starve.
+
+use std::ops::Range;
+
+use crate::{Access, LockError, LockName};
+
+/// Where a queue entry stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The entry may hold its name now.
+    Holds,
+    /// It waits: the deletion of any entry ahead at these positions (indexes into
+    /// `ahead`, oldest first) may change that.
+    Waits(Range<usize>),
+}
+
+/// Where an entry of `me` stands behind `ahead` (the entries before it, oldest first).
+///
+/// # Errors
+/// [`LockError::PermitsMismatch`] when a permit ahead was taken with another count;
+/// [`LockError::Backend`] when the queue mixes accesses of different primitives (each
+/// primitive keeps its own queue, so only a foreign writer can cause that).
+pub fn standing(name: &LockName, me: Access, ahead: &[Access]) -> Result<Standing, LockError> {
+    for other in ahead {
+        let same_primitive = match (me, *other) {
+            (Access::Exclusive, Access::Exclusive) => true,
+            (Access::Permit(mine), Access::Permit(theirs)) => {
+                if mine != theirs {
+                    return Err(LockError::permits_mismatch(name, theirs, mine));
+                }
+                true
+            }
+            (a, b) => a.is_rw() && b.is_rw(),
+        };
+        if !same_primitive {
+            return Err(LockError::backend_msg(format!(
+                "the queue of {name} mixes {me} with {other}"
+            )));
+        }
+    }
+    let len = ahead.len();
+    Ok(match me {
+        Access::Permit(n) => {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            if len < n {
+                Standing::Holds
+            } else {
+                Standing::Waits(len - n..len)
+            }
+        }
+        Access::Read => match ahead.iter().rposition(|a| *a == Access::Write) {
+            None => Standing::Holds,
+            Some(w) => Standing::Waits(w..w + 1),
+        },
+        Access::Exclusive | Access::Write => {
+            if len == 0 {
+                Standing::Holds
+            } else {
+                Standing::Waits(len - 1..len)
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Access::{Exclusive, Permit, Read, Write};
+
+    fn at(me: Access, ahead: &[Access]) -> Standing {
+        standing(&LockName::new("t").unwrap(), me, ahead).unwrap()
+    }
+
+    #[test]
+    fn the_mutex_waits_for_its_predecessor() {
+        assert_eq!(at(Exclusive, &[]), Standing::Holds);
+        assert_eq!(
+            at(Exclusive, &[Exclusive, Exclusive]),
+            Standing::Waits(1..2)
+        );
+    }
+
+    #[test]
+    fn permits_admit_n_and_watch_the_n_before() {
+        let p = Permit(2);
+        assert_eq!(at(p, &[]), Standing::Holds);
+        assert_eq!(at(p, &[p]), Standing::Holds);
+        assert_eq!(at(p, &[p, p]), Standing::Waits(0..2));
+        assert_eq!(at(p, &[p, p, p, p]), Standing::Waits(2..4));
+    }
+
+    #[test]
+    fn readers_share_until_a_writer_is_ahead() {
+        assert_eq!(at(Read, &[Read, Read]), Standing::Holds);
+        assert_eq!(at(Read, &[Read, Write, Read]), Standing::Waits(1..2));
+        assert_eq!(at(Read, &[Write, Read, Write, Read]), Standing::Waits(2..3));
+        assert_eq!(at(Write, &[Read]), Standing::Waits(0..1));
+        assert_eq!(at(Write, &[]), Standing::Holds);
+    }
+
+    #[test]
+    fn disagreeing_counts_and_mixed_queues_are_errors() {
+        let name = LockName::new("t").unwrap();
+        assert!(matches!(
+            standing(&name, Permit(3), &[Permit(2)]),
+            Err(LockError::PermitsMismatch {
+                in_use: 2,
+                asked: 3,
+                ..
+            })
+        ));
+        assert!(standing(&name, Read, &[Exclusive]).is_err());
+        assert!(standing(&name, Exclusive, &[Permit(1)]).is_err());
+    }
+}
