@@ -30,7 +30,7 @@ impl Keys {
 /// Escapes `%`, `{` and `}` so a name can neither end the hash tag early nor make it
 /// empty (`{}` would hash the whole key and split a lock from its counter), and two
 /// different names never give the same key.
-fn escape(name: &str) -> String {
+pub(crate) fn escape(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for c in name.chars() {
         match c {

@@ -42,6 +42,7 @@ mod quorum;
 mod redlock;
 mod renewals;
 mod scripts;
+mod shared;
 mod single;
 mod url;
 mod wakeups;

@@ -86,6 +86,16 @@ impl Node {
         .await
     }
 
+    /// Runs a prepared script call within the timeout.
+    pub(crate) async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        what: &str,
+        call: redis::ScriptInvocation<'_>,
+    ) -> Result<T, LockError> {
+        let mut conn = self.conn.clone();
+        self.run(what, call.invoke_async(&mut conn)).await
+    }
+
     /// Takes the lock for `owner`; `proposal` is a token to give if it is above the
     /// node's own next one (0: none).
     pub(crate) async fn acquire(
@@ -186,9 +196,8 @@ impl Node {
     }
 
     /// Registers for the next release of `keys`' lock.
-    pub(crate) async fn subscribe(&self, keys: &Keys) -> Result<Subscription, LockError> {
-        self.run("subscribe", self.wakeups.subscribe(&keys.channel))
-            .await
+    pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription, LockError> {
+        self.run("subscribe", self.wakeups.subscribe(channel)).await
     }
 }
 

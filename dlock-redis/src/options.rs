@@ -10,7 +10,8 @@ pub const DEFAULT_PREFIX: &str = "dlock:";
 
 /// What `RedisLock` and `Redlock` declare: leases that expire on their own, waiters
 /// woken by a release message (not in order), renewals due together sent as one script
-/// call per server.
+/// call per server. (`RedisLock` adds semaphores and read-write locks; `Redlock` does
+/// not offer them: see its docs.)
 pub(crate) const CAPABILITIES: Capabilities = Capabilities::per_lease()
     .with_notify(true)
     .with_batched_renewals(true);

@@ -167,7 +167,7 @@ impl Redlock {
     pub(crate) async fn subscribe_all(&self, keys: &Keys) -> Option<Subscription> {
         let mut subs = Vec::new();
         for node in self.nodes.iter() {
-            if let Ok(s) = node.subscribe(keys).await {
+            if let Ok(s) = node.subscribe(&keys.channel).await {
                 subs.push(s);
             }
         }

@@ -215,7 +215,8 @@ impl ClaimDriver for Redlock {
         outcome
     }
 
-    async fn subscribe(&self, name: &LockName, _access: Access) -> Option<Subscription> {
+    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
+        let _ = access;
         self.subscribe_all(&Keys::new(&self.opts.prefix, name))
             .await
     }

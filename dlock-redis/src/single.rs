@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy};
 use dlock_core::{
-    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+    Access, Capabilities, FencingToken, Holding, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 
@@ -14,6 +14,7 @@ use crate::builder::RedisLockBuilder;
 use crate::keys::Keys;
 use crate::node::Node;
 use crate::options::{CAPABILITIES, Options};
+use crate::shared::{SharedAttempt, SharedKeys};
 
 /// A lock on one Redis server: one Lua script per operation (acquire, renew, release
 /// each one round trip), a fencing counter per name that never expires, and waiters
@@ -74,18 +75,30 @@ impl ClaimDriver for RedisLock {
         ttl: Duration,
         waits: bool,
     ) -> Result<Claim, LockError> {
-        if access != Access::Exclusive {
-            let _ = waits;
-            return Err(LockError::unsupported(Backend::backend_name(self), access));
+        if access == Access::Exclusive {
+            let keys = Keys::new(&self.opts.prefix, name);
+            return self.node.acquire(&keys, owner.as_str(), ttl, 0).await;
         }
-        let keys = Keys::new(&self.opts.prefix, name);
-        self.node.acquire(&keys, owner.as_str(), ttl, 0).await
+        let keys = SharedKeys::new(&self.opts.prefix, name, access);
+        let attempt = SharedAttempt {
+            name,
+            access,
+            owner: owner.as_str(),
+            ttl,
+            waits,
+            intent: self.opts.policy.writer_intent(),
+        };
+        self.node.acquire_shared(&keys, &attempt).await
     }
 
-    async fn subscribe(&self, name: &LockName, _access: Access) -> Option<Subscription> {
-        let keys = Keys::new(&self.opts.prefix, name);
+    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
+        let channel = if access == Access::Exclusive {
+            Keys::new(&self.opts.prefix, name).channel
+        } else {
+            SharedKeys::new(&self.opts.prefix, name, access).channel
+        };
         self.node
-            .subscribe(&keys)
+            .subscribe(&channel)
             .await
             .inspect_err(|e| tracing::debug!(error = %e, "subscribe failed; polling instead"))
             .ok()
@@ -102,11 +115,21 @@ impl Backend for RedisLock {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
-        let keys = Keys::new(&self.opts.prefix, lease.name());
-        let pending =
+        let renewed = if lease.access() == Access::Exclusive {
+            let keys = Keys::new(&self.opts.prefix, lease.name());
+            let (key, owner) = (keys.lock.into(), lease.owner().as_str().into());
             self.node
-                .submit_renew(keys.lock.into(), lease.owner().as_str().into(), lease.ttl())?;
-        if pending.answer().await? {
+                .submit_renew(key, owner, lease.ttl())?
+                .answer()
+                .await?
+        } else {
+            let keys = SharedKeys::new(&self.opts.prefix, lease.name(), lease.access());
+            let owner = lease.owner().as_str();
+            self.node
+                .renew_shared(&keys, lease.access(), owner, lease.token(), lease.ttl())
+                .await?
+        };
+        if renewed {
             Ok(lease.renewed(lease.ttl(), sent))
         } else {
             Err(LockError::lease_lost(lease.name()))
@@ -114,8 +137,20 @@ impl Backend for RedisLock {
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        let keys = Keys::new(&self.opts.prefix, lease.name());
-        self.node.release(&keys, lease.owner().as_str()).await
+        if lease.access() == Access::Exclusive {
+            let keys = Keys::new(&self.opts.prefix, lease.name());
+            return self.node.release(&keys, lease.owner().as_str()).await;
+        }
+        let keys = SharedKeys::new(&self.opts.prefix, lease.name(), lease.access());
+        let owner = lease.owner().as_str();
+        self.node
+            .release_shared(&keys, lease.access(), owner, lease.token())
+            .await
+    }
+
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        let keys = SharedKeys::new(&self.opts.prefix, name, of);
+        self.node.holders(&keys, of).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
@@ -132,7 +167,7 @@ impl Backend for RedisLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+        CAPABILITIES.with_shared(true)
     }
 
     fn backend_name(&self) -> &'static str {

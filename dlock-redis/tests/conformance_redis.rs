@@ -1,4 +1,4 @@
-//! The conformance suite on one Redis server.
+//! The conformance suite on one Redis server, semaphores and read-write locks included.
 
 mod common;
 
@@ -7,3 +7,6 @@ async fn harness() -> common::Single {
 }
 
 dlock_conformance::conformance_suite!(harness);
+
+// its semaphores and read-write locks, each exclusive side as a mutex
+dlock_conformance::shared_as_mutex_suite!(harness);
