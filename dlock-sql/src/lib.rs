@@ -57,6 +57,8 @@ compile_error!("dlock-sql needs at least one of the features postgres, mysql, sq
 
 mod connect;
 mod errors;
+#[macro_use]
+mod shared;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod options;
@@ -75,7 +77,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, within};
 use dlock_core::{
-    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+    Access, Capabilities, FencingToken, Holding, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 
@@ -125,6 +127,15 @@ impl SqlLock {
         self.store.kind()
     }
 
+    /// How a busy lock is waited for.
+    fn wait_policy_now(&self) -> WaitPolicy {
+        WaitPolicy {
+            poll_min: self.opts.poll_min,
+            poll_max: self.opts.poll_max,
+            notify_fallback: self.opts.notify_fallback,
+        }
+    }
+
     /// Runs one statement under the operation timeout.
     async fn op<T>(
         &self,
@@ -153,8 +164,7 @@ impl ClaimDriver for SqlLock {
         waits: bool,
     ) -> Result<Claim, LockError> {
         if access != Access::Exclusive {
-            let _ = waits;
-            return Err(LockError::unsupported(Backend::backend_name(self), access));
+            return self.claim_shared(name, access, owner, ttl, waits).await;
         }
         let taken = self
             .op(
@@ -170,20 +180,21 @@ impl ClaimDriver for SqlLock {
         })
     }
 
-    async fn subscribe(&self, name: &LockName, _access: Access) -> Option<Subscription> {
-        if self.opts.listen {
+    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
+        if !self.opts.listen {
+            return None;
+        }
+        if access == Access::Exclusive {
             self.store.subscribe(name.as_str()).await
         } else {
-            None
+            self.store
+                .subscribe(&shared::shared_key(name, access))
+                .await
         }
     }
 
     fn wait_policy(&self) -> WaitPolicy {
-        WaitPolicy {
-            poll_min: self.opts.poll_min,
-            poll_max: self.opts.poll_max,
-            notify_fallback: self.opts.notify_fallback,
-        }
+        self.wait_policy_now()
     }
 }
 
@@ -192,6 +203,9 @@ impl Backend for SqlLock {
     type Family = Claims;
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        if lease.access() != Access::Exclusive {
+            return self.renew_shared(lease).await;
+        }
         let sent = Instant::now();
         let token =
             i64::try_from(lease.token().get()).map_err(|_| LockError::lease_lost(lease.name()))?;
@@ -214,6 +228,9 @@ impl Backend for SqlLock {
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        if lease.access() != Access::Exclusive {
+            return self.release_shared(lease).await;
+        }
         let Ok(token) = i64::try_from(lease.token().get()) else {
             return Ok(false);
         };
@@ -238,10 +255,16 @@ impl Backend for SqlLock {
             .transpose()
     }
 
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.shared_holders(name, of).await
+    }
+
     fn capabilities(&self) -> Capabilities {
         // Not fair: whoever's statement lands first after a release wins.
         let notify = self.store.kind() == "postgres" && self.opts.listen;
-        Capabilities::per_lease().with_notify(notify)
+        Capabilities::per_lease()
+            .with_notify(notify)
+            .with_shared(true)
     }
 
     fn backend_name(&self) -> &'static str {

@@ -8,9 +8,11 @@ use dlock_core::backend::{from_millis, micros};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct MySql {
+    shared: SharedSql,
     pool: MySqlPool,
     create: String,
     take: String,
@@ -32,6 +34,7 @@ impl MySql {
         let remaining_ms =
             format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
         Self {
+            shared: SharedSql::new(Dialect::MySql, table),
             pool,
             // VARBINARY: names compare byte for byte ('A' <> 'a', no collation folding).
             create: format!(
@@ -77,10 +80,12 @@ impl MySql {
 #[async_trait]
 impl Store for MySql {
     async fn migrate(&self) -> Result<(), sqlx::Error> {
-        sqlx::query(AssertSqlSafe(self.create.clone()))
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
+        for create in std::iter::once(&self.create).chain(&self.shared.create) {
+            sqlx::query(AssertSqlSafe(create.as_str()))
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
@@ -158,3 +163,5 @@ impl Store for MySql {
         "mysql"
     }
 }
+
+shared_store!(MySql, |_this| None);

@@ -37,14 +37,17 @@ impl Default for Options {
     }
 }
 
-/// Checks a table name: `[A-Za-z_][A-Za-z0-9_]*`, at most 63 bytes. It is spliced into
+/// Checks a table name: `[A-Za-z_][A-Za-z0-9_]*`, at most 55 bytes (so that
+/// `<table>_holders` fits a 63-byte identifier). It is spliced into
 /// SQL text (identifiers cannot be bound), so nothing else is allowed.
 ///
 /// # Errors
 /// [`LockError::Config`] for anything else.
 pub fn validate_table_name(table: &str) -> Result<(), LockError> {
     let mut chars = table.chars();
-    let ok = table.len() <= 63
+    // the shared tables `<table>_shared` and `<table>_holders` must fit PostgreSQL's
+    // 63-byte identifiers too (a longer name would be cut and could meet another)
+    let ok = table.len() <= 55
         && chars
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
@@ -53,7 +56,7 @@ pub fn validate_table_name(table: &str) -> Result<(), LockError> {
         Ok(())
     } else {
         Err(LockError::Config(format!(
-            "table name {table:?} is not allowed: use 1-63 characters of [A-Za-z0-9_], not starting with a digit"
+            "table name {table:?} is not allowed: use 1-55 characters of [A-Za-z0-9_], not starting with a digit"
         )))
     }
 }
@@ -167,7 +170,7 @@ mod tests {
             "a.b",
             "\"q\"",
             "x y",
-            &"x".repeat(64),
+            &"x".repeat(56),
         ] {
             assert!(
                 matches!(validate_table_name(bad), Err(LockError::Config(_))),

@@ -8,9 +8,11 @@ use dlock_core::backend::{OwnedTask, Subscription, WakeupHub, from_millis, milli
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Postgres {
+    shared: SharedSql,
     pool: PgPool,
     /// Where the LISTEN connection goes: its own connection, never one of the pool's,
     /// so waiters cannot starve the holders' renewals and releases of connections.
@@ -38,6 +40,7 @@ impl Postgres {
     ) -> Self {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
         Self {
+            shared: SharedSql::new(Dialect::Postgres, table),
             pool,
             listen_to,
             channel: format!("dlock_release_{table}"),
@@ -123,6 +126,11 @@ impl Store for Postgres {
         sqlx::query(AssertSqlSafe(self.sql.create.clone()))
             .execute(&mut *tx)
             .await?;
+        for create in &self.shared.create {
+            sqlx::query(AssertSqlSafe(create.as_str()))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await
     }
 
@@ -253,3 +261,9 @@ impl Wakeups {
         }))
     }
 }
+
+shared_store!(Postgres, |this| if this.listen {
+    Some(this.channel.as_str())
+} else {
+    None
+});

@@ -7,9 +7,11 @@ use dlock_core::backend::{from_millis, millis};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Sqlite {
+    shared: SharedSql,
     pool: SqlitePool,
     create: String,
     take: String,
@@ -25,6 +27,7 @@ impl Sqlite {
         // 3.42 would return NULL here, which is why the crate bundles its own.
         let now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
         Self {
+            shared: SharedSql::new(Dialect::Sqlite, table),
             pool,
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (
@@ -67,10 +70,12 @@ impl Sqlite {
 #[async_trait]
 impl Store for Sqlite {
     async fn migrate(&self) -> Result<(), sqlx::Error> {
-        sqlx::query(AssertSqlSafe(self.create.clone()))
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
+        for create in std::iter::once(&self.create).chain(&self.shared.create) {
+            sqlx::query(AssertSqlSafe(create.as_str()))
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
@@ -136,3 +141,5 @@ impl Store for Sqlite {
         "sqlite"
     }
 }
+
+shared_store!(Sqlite, |_this| None);

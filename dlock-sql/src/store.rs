@@ -5,6 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::Subscription;
 
+use crate::shared::{SharedHolder, SharedRequest, SharedTaken};
+
 /// The outcome of one acquire statement.
 pub(crate) enum Taken {
     /// The row was free or expired and is now ours, with this token.
@@ -20,11 +22,33 @@ pub(crate) struct Holder {
     pub remaining: Duration,
 }
 
+/// Semaphores and read-write locks (see [`crate::shared`]), implemented for each
+/// dialect by the `shared_store!` macro.
+#[async_trait]
+pub(crate) trait SharedStore: Send + Sync {
+    /// One acquisition attempt, in one transaction.
+    async fn take_shared(&self, req: &SharedRequest<'_>) -> Result<SharedTaken, sqlx::Error>;
+    /// Extends an unexpired holder with this owner and token.
+    async fn renew_shared(
+        &self,
+        key: &str,
+        owner: &str,
+        token: i64,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error>;
+    /// Removes an unexpired holder with this owner and token (PostgreSQL: and notifies).
+    async fn release_shared(&self, key: &str, owner: &str, token: i64)
+    -> Result<bool, sqlx::Error>;
+    /// The unexpired holders, oldest grant first.
+    async fn holders_shared(&self, key: &str) -> Result<Vec<SharedHolder>, sqlx::Error>;
+}
+
 /// One dialect's statements. Each is a single statement, so it is atomic on its own
 /// and works through a transaction-mode connection pooler.
 #[async_trait]
-pub(crate) trait Store: Send + Sync {
-    /// Creates the table if it is missing; safe when several processes start at once.
+pub(crate) trait Store: SharedStore {
+    /// Creates the tables (the lock table and the shared ones) if they are missing;
+    /// safe when several processes start at once.
     async fn migrate(&self) -> Result<(), sqlx::Error>;
     /// Takes the row if free or expired by the database clock, incrementing the token.
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error>;

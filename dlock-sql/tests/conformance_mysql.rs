@@ -1,4 +1,4 @@
-//! The conformance suite on mysql.
+//! The conformance suite on mysql, semaphores and read-write locks included.
 
 mod common;
 
@@ -9,3 +9,6 @@ async fn harness() -> common::SqlHarness {
 }
 
 dlock_conformance::conformance_suite!(harness);
+
+// its semaphores and read-write locks, each exclusive side as a mutex
+dlock_conformance::shared_as_mutex_suite!(harness);

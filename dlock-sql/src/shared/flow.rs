@@ -1,0 +1,174 @@
+//! The shared tables' operations, written once and expanded for each dialect's pool
+//! type (sqlx's pools differ per database, and a generic version would spell out more
+//! trait bounds than it saves lines).
+
+/// Implements [`crate::store::SharedStore`] for a dialect type with fields `pool` (its
+/// sqlx pool) and `shared` ([`super::SharedSql`]). `$channel` is an
+/// `Option<&str>` expression: the NOTIFY channel a release statement binds last.
+macro_rules! shared_store {
+    ($ty:ty, |$this:ident| $channel:expr) => {
+        #[async_trait::async_trait]
+        impl $crate::store::SharedStore for $ty {
+            async fn take_shared(
+                &self,
+                req: &$crate::shared::SharedRequest<'_>,
+            ) -> Result<$crate::shared::SharedTaken, sqlx::Error> {
+                use sqlx::Row;
+                use $crate::shared::{Decision, Head, HolderRow, SharedTaken, decide};
+                let sql = &self.shared;
+                let key = req.key.as_str();
+                let mut tx = self.pool.begin().await?;
+                let Some((last, first)) = sql.head.split_last() else {
+                    return Err(sqlx::Error::Protocol("no head statement".into()));
+                };
+                for s in first {
+                    sqlx::query(sqlx::AssertSqlSafe(s.as_str()))
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let row = sqlx::query(sqlx::AssertSqlSafe(last.as_str()))
+                    .bind(key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let head = Head {
+                    token: row.try_get(0)?,
+                    permits: row.try_get(1)?,
+                    intent_until: row.try_get(2)?,
+                    now: row.try_get(3)?,
+                };
+                sqlx::query(sqlx::AssertSqlSafe(sql.purge.as_str()))
+                    .bind(key)
+                    .bind(head.now)
+                    .execute(&mut *tx)
+                    .await?;
+                let holders = sqlx::query(sqlx::AssertSqlSafe(sql.list.as_str()))
+                    .bind(key)
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .iter()
+                    .map(|r| {
+                        Ok(HolderRow {
+                            owner: r.try_get(0)?,
+                            access: r.try_get(1)?,
+                            token: r.try_get(2)?,
+                            expires_at: r.try_get(3)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                let ttl = dlock_core::backend::millis(req.ttl);
+                let taken = match decide(req.access, req.owner, &head, &holders, req.waits) {
+                    Decision::Retake(token) => {
+                        sqlx::query(sqlx::AssertSqlSafe(sql.retake.as_str()))
+                            .bind(head.now + ttl)
+                            .bind(key)
+                            .bind(req.owner)
+                            .execute(&mut *tx)
+                            .await?;
+                        SharedTaken::Yes(token)
+                    }
+                    Decision::Grant => {
+                        let token = head.token + 1;
+                        let permits = match req.access {
+                            dlock_core::Access::Permit(n) => i64::from(n),
+                            _ => head.permits,
+                        };
+                        // a writer that got in no longer needs its intent
+                        let intent = if req.access == dlock_core::Access::Write {
+                            0
+                        } else {
+                            head.intent_until
+                        };
+                        sqlx::query(sqlx::AssertSqlSafe(sql.grant_head.as_str()))
+                            .bind(token)
+                            .bind(permits)
+                            .bind(intent)
+                            .bind(key)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(sqlx::AssertSqlSafe(sql.insert_holder.as_str()))
+                            .bind(key)
+                            .bind(req.owner)
+                            .bind($crate::shared::tag(req.access))
+                            .bind(token)
+                            .bind(head.now + ttl)
+                            .execute(&mut *tx)
+                            .await?;
+                        SharedTaken::Yes(token)
+                    }
+                    Decision::Refuse { wait_ms, intent } => {
+                        if intent {
+                            let until = head.now + dlock_core::backend::millis(req.intent);
+                            sqlx::query(sqlx::AssertSqlSafe(sql.intent.as_str()))
+                                .bind(until.max(head.intent_until))
+                                .bind(key)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
+                        SharedTaken::No(dlock_core::backend::from_millis(wait_ms))
+                    }
+                    Decision::Mismatch(permits) => SharedTaken::Mismatch(permits),
+                };
+                tx.commit().await?;
+                Ok(taken)
+            }
+
+            async fn renew_shared(
+                &self,
+                key: &str,
+                owner: &str,
+                token: i64,
+                ttl: std::time::Duration,
+            ) -> Result<bool, sqlx::Error> {
+                let r = sqlx::query(sqlx::AssertSqlSafe(self.shared.renew.as_str()))
+                    .bind(dlock_core::backend::millis(ttl))
+                    .bind(key)
+                    .bind(owner)
+                    .bind(token)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn release_shared(
+                &self,
+                key: &str,
+                owner: &str,
+                token: i64,
+            ) -> Result<bool, sqlx::Error> {
+                let $this = self;
+                let q = sqlx::query(sqlx::AssertSqlSafe(self.shared.release.as_str()))
+                    .bind(key)
+                    .bind(owner)
+                    .bind(token);
+                let channel: Option<&str> = $channel;
+                match channel {
+                    // a SELECT of one notification per deleted row
+                    Some(ch) => Ok(q.bind(ch).fetch_all(&self.pool).await?.len() == 1),
+                    None => Ok(q.execute(&self.pool).await?.rows_affected() == 1),
+                }
+            }
+
+            async fn holders_shared(
+                &self,
+                key: &str,
+            ) -> Result<Vec<$crate::shared::SharedHolder>, sqlx::Error> {
+                use sqlx::Row;
+                sqlx::query(sqlx::AssertSqlSafe(self.shared.holders.as_str()))
+                    .bind(key)
+                    .fetch_all(&self.pool)
+                    .await?
+                    .iter()
+                    .map(|r| {
+                        Ok($crate::shared::SharedHolder {
+                            owner: r.try_get(0)?,
+                            access: r.try_get(1)?,
+                            token: r.try_get(2)?,
+                            remaining_ms: r.try_get(3)?,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    };
+}

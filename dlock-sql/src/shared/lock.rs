@@ -1,0 +1,100 @@
+//! `SqlLock`'s semaphore and read-write lock operations over the shared tables.
+
+use std::time::Duration;
+
+use dlock_core::backend::Claim;
+use dlock_core::{Access, FencingToken, Holding, Lease, LockError, LockName, OwnerId};
+use tokio::time::Instant;
+
+use super::{SharedRequest, SharedTaken, shared_key};
+use crate::SqlLock;
+
+impl SqlLock {
+    /// One attempt at a permit, a read or the write lease: one transaction.
+    pub(crate) async fn claim_shared(
+        &self,
+        name: &LockName,
+        access: Access,
+        owner: &OwnerId,
+        ttl: Duration,
+        waits: bool,
+    ) -> Result<Claim, LockError> {
+        let req = SharedRequest {
+            key: shared_key(name, access),
+            access,
+            owner: owner.as_str(),
+            ttl,
+            waits,
+            intent: self.wait_policy_now().writer_intent(),
+        };
+        match self.op("acquire", self.store.take_shared(&req)).await? {
+            SharedTaken::Yes(token) => Ok(Claim::Taken(FencingToken::from_signed(
+                token,
+                "token in the shared table",
+            )?)),
+            SharedTaken::No(wait) => Ok(Claim::Held(wait)),
+            SharedTaken::Mismatch(n) => {
+                let asked = match access {
+                    Access::Permit(n) => n,
+                    _ => 0,
+                };
+                Err(LockError::permits_mismatch(
+                    name,
+                    u32::try_from(n).unwrap_or(0),
+                    asked,
+                ))
+            }
+        }
+    }
+
+    pub(crate) async fn renew_shared(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let sent = Instant::now();
+        let key = shared_key(lease.name(), lease.access());
+        let token = signed(lease)?;
+        let owner = lease.owner().as_str();
+        let renew = self.store.renew_shared(&key, owner, token, lease.ttl());
+        if self.op("renew", renew).await? {
+            Ok(lease.renewed(lease.ttl(), sent))
+        } else {
+            Err(LockError::lease_lost(lease.name()))
+        }
+    }
+
+    pub(crate) async fn release_shared(&self, lease: &Lease) -> Result<bool, LockError> {
+        let Ok(token) = signed(lease) else {
+            return Ok(false);
+        };
+        let key = shared_key(lease.name(), lease.access());
+        let owner = lease.owner().as_str();
+        self.op("release", self.store.release_shared(&key, owner, token))
+            .await
+    }
+
+    pub(crate) async fn shared_holders(
+        &self,
+        name: &LockName,
+        of: Access,
+    ) -> Result<Vec<Holding>, LockError> {
+        let key = shared_key(name, of);
+        let rows = self.op("holders", self.store.holders_shared(&key)).await?;
+        rows.into_iter()
+            .map(|h| {
+                let access = match h.access.as_str() {
+                    "w" => Access::Write,
+                    "r" => Access::Read,
+                    _ => of,
+                };
+                Ok(Holding::new(
+                    access,
+                    OwnerId::from_stored(&h.owner),
+                    FencingToken::from_signed(h.token, "token in the shared table")?,
+                    Duration::from_millis(u64::try_from(h.remaining_ms).unwrap_or(0)),
+                ))
+            })
+            .collect()
+    }
+}
+
+fn signed(lease: &Lease) -> Result<i64, LockError> {
+    i64::try_from(lease.token().get()).map_err(|_| LockError::lease_lost(lease.name()))
+}

@@ -1,0 +1,61 @@
+//! Semaphores and read-write locks in SQL: two tables beside the lock table, one
+//! transaction per acquisition, one statement per renewal and release.
+//!
+//! - `<table>_shared`: one row per semaphore or read-write lock (`name` is
+//!   `sem:<name>` or `rw:<name>`), never deleted: the fencing counter `token`, the
+//!   permit count its holders use, and `intent_until`, until when a waiting writer keeps
+//!   new readers out. Locking this row serialises every acquisition of the name.
+//! - `<table>_holders`: one row per holder (`name`, `owner`, `access`, `token`,
+//!   `expires_at`), deleted on release or when found expired.
+//!
+//! Times are milliseconds of the database clock, like the lock table's expiry.
+
+mod decide;
+#[macro_use]
+mod flow;
+mod lock;
+mod statements;
+
+pub(crate) use decide::{Decision, Head, HolderRow, decide, tag};
+pub(crate) use statements::{Dialect, SharedSql};
+
+use std::time::Duration;
+
+use dlock_core::{Access, LockName};
+
+/// One acquisition attempt of a semaphore's permit, a read or the write lease.
+pub(crate) struct SharedRequest<'a> {
+    /// `sem:<name>` or `rw:<name>`.
+    pub key: String,
+    pub access: Access,
+    pub owner: &'a str,
+    pub ttl: Duration,
+    /// The caller waits if this fails (a writer then leaves its intent).
+    pub waits: bool,
+    /// How long a waiting writer's intent lasts.
+    pub intent: Duration,
+}
+
+/// The row key of `name`'s semaphore or read-write lock.
+pub(crate) fn shared_key(name: &LockName, access: Access) -> String {
+    let space = if access.is_rw() { "rw" } else { "sem" };
+    format!("{space}:{}", name.as_str())
+}
+
+/// What a shared acquisition found.
+pub(crate) enum SharedTaken {
+    /// Taken (or already ours), with this token.
+    Yes(i64),
+    /// Not now; the earliest holder or intent lapses in this long.
+    No(Option<Duration>),
+    /// A semaphore whose holders use this many permits.
+    Mismatch(i64),
+}
+
+/// A current holder of a semaphore or read-write lock.
+pub(crate) struct SharedHolder {
+    pub owner: String,
+    pub access: String,
+    pub token: i64,
+    pub remaining_ms: i64,
+}

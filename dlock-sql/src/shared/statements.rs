@@ -1,0 +1,184 @@
+//! The shared tables' statements, written once with `?` placeholders and the
+//! dialect's clock, then numbered for PostgreSQL.
+
+/// The SQL dialect a statement is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Postgres,
+    MySql,
+    Sqlite,
+}
+
+impl Dialect {
+    /// The database clock in milliseconds since the epoch, independent of any session
+    /// time zone.
+    fn now_ms(self) -> &'static str {
+        match self {
+            Self::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
+            Self::MySql => {
+                "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)"
+            }
+            Self::Sqlite => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+        }
+    }
+
+    /// `?` placeholders as the dialect wants them (`$1`, `$2`, … for PostgreSQL).
+    fn number(self, sql: &str) -> String {
+        if self != Self::Postgres {
+            return sql.to_owned();
+        }
+        let mut out = String::with_capacity(sql.len() + 8);
+        let mut n = 0;
+        for c in sql.chars() {
+            if c == '?' {
+                n += 1;
+                out.push_str(&format!("${n}"));
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+/// Every statement of the shared tables for one dialect and table name.
+pub(crate) struct SharedSql {
+    pub create: Vec<String>,
+    /// Locks (creating if needed) the head row; the last statement returns
+    /// `token, permits, intent_until, now`.
+    pub head: Vec<String>,
+    pub purge: String,
+    pub list: String,
+    pub retake: String,
+    pub grant_head: String,
+    pub insert_holder: String,
+    pub intent: String,
+    pub renew: String,
+    /// PostgreSQL: also `pg_notify` (channel bound last).
+    pub release: String,
+    pub holders: String,
+}
+
+impl SharedSql {
+    pub(crate) fn new(dialect: Dialect, table: &str) -> Self {
+        let (s, h, now) = (
+            format!("{table}_shared"),
+            format!("{table}_holders"),
+            dialect.now_ms(),
+        );
+        let create = match dialect {
+            Dialect::Postgres => vec![
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {s} (name TEXT PRIMARY KEY,
+                     token BIGINT NOT NULL DEFAULT 0, permits BIGINT NOT NULL DEFAULT 0,
+                     intent_until BIGINT NOT NULL DEFAULT 0)"
+                ),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {h} (name TEXT NOT NULL, owner TEXT NOT NULL,
+                     access TEXT NOT NULL, token BIGINT NOT NULL, expires_at BIGINT NOT NULL,
+                     PRIMARY KEY (name, owner))"
+                ),
+            ],
+            // utf8mb4_bin: names compare byte for byte, as in the lock table
+            Dialect::MySql => vec![
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {s} (
+                     name VARCHAR(300) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+                     token BIGINT NOT NULL DEFAULT 0, permits BIGINT NOT NULL DEFAULT 0,
+                     intent_until BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB"
+                ),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {h} (
+                     name VARCHAR(300) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+                     owner VARCHAR(64) CHARACTER SET ascii NOT NULL,
+                     access VARCHAR(8) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
+                     expires_at BIGINT NOT NULL, PRIMARY KEY (name, owner)) ENGINE=InnoDB"
+                ),
+            ],
+            Dialect::Sqlite => vec![
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {s} (name TEXT PRIMARY KEY,
+                     token INTEGER NOT NULL DEFAULT 0, permits INTEGER NOT NULL DEFAULT 0,
+                     intent_until INTEGER NOT NULL DEFAULT 0) STRICT"
+                ),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {h} (name TEXT NOT NULL, owner TEXT NOT NULL,
+                     access TEXT NOT NULL, token INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+                     PRIMARY KEY (name, owner)) STRICT"
+                ),
+            ],
+        };
+        // A write first, so the row lock (SQLite: the write lock) is taken before
+        // anything is read: no upgrade from a read snapshot can fail later.
+        let head = match dialect {
+            Dialect::MySql => vec![
+                format!("INSERT INTO {s} (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name"),
+                format!(
+                    "SELECT token, permits, intent_until, {now} FROM {s} WHERE name = ? FOR UPDATE"
+                ),
+            ],
+            _ => vec![format!(
+                "INSERT INTO {s} (name) VALUES (?) ON CONFLICT (name) DO UPDATE SET name = excluded.name
+                 RETURNING token, permits, intent_until, {now}"
+            )],
+        };
+        let release = match dialect {
+            Dialect::Postgres => format!(
+                "WITH r AS (DELETE FROM {h} WHERE name = ? AND owner = ? AND token = ?
+                   AND expires_at > {now} RETURNING name)
+                 SELECT pg_notify(?, name) FROM r"
+            ),
+            _ => format!(
+                "DELETE FROM {h} WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
+            ),
+        };
+        let n = |sql: String| dialect.number(&sql);
+        Self {
+            create,
+            head: head.into_iter().map(n).collect(),
+            purge: n(format!(
+                "DELETE FROM {h} WHERE name = ? AND expires_at <= ?"
+            )),
+            list: n(format!(
+                "SELECT owner, access, token, expires_at FROM {h} WHERE name = ? ORDER BY token"
+            )),
+            retake: n(format!(
+                "UPDATE {h} SET expires_at = ? WHERE name = ? AND owner = ?"
+            )),
+            grant_head: n(format!(
+                "UPDATE {s} SET token = ?, permits = ?, intent_until = ? WHERE name = ?"
+            )),
+            insert_holder: n(format!(
+                "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, ?, ?, ?)"
+            )),
+            intent: n(format!("UPDATE {s} SET intent_until = ? WHERE name = ?")),
+            renew: n(format!(
+                "UPDATE {h} SET expires_at = {now} + ? WHERE name = ? AND owner = ? AND token = ?
+                 AND expires_at > {now}"
+            )),
+            release: n(release),
+            holders: n(format!(
+                "SELECT owner, access, token, expires_at - {now} FROM {h}
+                 WHERE name = ? AND expires_at > {now} ORDER BY token"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_placeholders_are_numbered_in_order() {
+        let sql = SharedSql::new(Dialect::Postgres, "t");
+        assert!(
+            sql.release
+                .contains("name = $1 AND owner = $2 AND token = $3")
+        );
+        assert!(sql.release.contains("pg_notify($4, name)"));
+        let my = SharedSql::new(Dialect::MySql, "t");
+        assert!(my.renew.contains("name = ? AND owner = ?"));
+        assert_eq!(my.head.len(), 2);
+    }
+}
