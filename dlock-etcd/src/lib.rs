@@ -66,6 +66,7 @@ mod lock;
 mod queue;
 mod reads;
 mod session;
+mod shared;
 mod url;
 
 use std::sync::Arc;

@@ -6,18 +6,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::queue::{QueueDriver, Turn};
-use dlock_core::backend::{Backend, Queues};
+use dlock_core::backend::{Backend, Queues, Standing};
 use dlock_core::{
-    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+    Access, Capabilities, FencingToken, Holding, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use etcd_client::KeyValue;
 use tokio::time::Instant;
 
 use crate::EtcdLock;
-use crate::keys::{owner_of, queue_dir};
+use crate::keys::{dir_for, owner_of, queue_dir};
 use crate::queue::{EtcdEntry, gets};
 use crate::session::leases::Ticket;
 use crate::session::shared::Lookup;
+use crate::shared::stand;
 
 /// What an etcd lease carries inside a [`Lease`].
 #[derive(Debug)]
@@ -39,10 +40,26 @@ impl QueueDriver for EtcdLock {
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
+        let (dir, key, ticket, pending) = self.prepare(name, access, owner, ttl).await?;
         if access != Access::Exclusive {
-            return Err(LockError::unsupported(Backend::backend_name(self), access));
+            let (rev, ahead) = self
+                .join_shared(name, &dir, &key, access, ticket.id)
+                .await?;
+            let here = stand(name, access, &ahead);
+            if matches!(here, Ok((Standing::Holds, _))) {
+                let lease = self
+                    .hand_out(name, owner.clone(), &key, rev, ticket)
+                    .await?;
+                pending.disarm();
+                return Ok(Some(lease.with_access(access)));
+            }
+            // refused (or asked with another permit count): leave nothing queued; a
+            // failed delete is left to the key's cleanup
+            if self.withdraw(&key).await.is_ok() {
+                pending.never_created();
+            }
+            return here.map(|_| None);
         }
-        let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
         let (resp, first_attempt) = self.take_if_free(&dir, &key, ticket.id).await?;
         let my_rev = if resp.succeeded() {
             resp.header().map_or(0, |h| h.revision())
@@ -84,10 +101,33 @@ impl QueueDriver for EtcdLock {
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<(EtcdEntry, Turn), LockError> {
+        let (dir, key, ticket, pending) = self.prepare(name, access, owner, ttl).await?;
+        let entry = |rev| EtcdEntry {
+            name: name.clone(),
+            access,
+            owner: owner.clone(),
+            dir: dir.clone(),
+            key: key.clone(),
+            ticket,
+            rev,
+            pending: None,
+        };
         if access != Access::Exclusive {
-            return Err(LockError::unsupported(Backend::backend_name(self), access));
+            let (rev, ahead) = self
+                .join_shared(name, &dir, &key, access, ticket.id)
+                .await?;
+            self.leases
+                .confirm(ticket.id, &key, rev, Instant::now() + ticket.granted);
+            let turn = match stand(name, access, &ahead)?.0 {
+                Standing::Holds => Turn::Head,
+                Standing::Waits(_) => Turn::Behind,
+            };
+            let entry = EtcdEntry {
+                pending: Some(pending),
+                ..entry(rev)
+            };
+            return Ok((entry, turn));
         }
-        let (dir, key, ticket, pending) = self.prepare(name, owner, ttl).await?;
         let queued = self.join_queue(name, &dir, &key, ticket.id).await?;
         // a waiter's key is confirmed, so the sweeper and the attachment checks track it
         self.leases.confirm(
@@ -102,18 +142,16 @@ impl QueueDriver for EtcdLock {
             Turn::Behind
         };
         let entry = EtcdEntry {
-            name: name.clone(),
-            owner: owner.clone(),
-            dir,
-            key,
-            ticket,
-            rev: queued.revision,
             pending: Some(pending),
+            ..entry(queued.revision)
         };
         Ok((entry, turn))
     }
 
     async fn next_turn(&self, e: &mut EtcdEntry, until: Instant) -> Result<Turn, LockError> {
+        if e.access != Access::Exclusive {
+            return self.next_shared_turn(e, until).await;
+        }
         let at_head = |head: Option<KeyValue>| {
             if head.map(|kv| kv.create_revision()) == Some(e.rev) {
                 Turn::Head
@@ -155,7 +193,8 @@ impl QueueDriver for EtcdLock {
         }
         let lease = self
             .hand_out(&e.name, e.owner.clone(), &e.key, e.rev, e.ticket)
-            .await?;
+            .await?
+            .with_access(e.access);
         if let Some(p) = e.pending.take() {
             p.disarm();
         }
@@ -252,11 +291,16 @@ impl Backend for EtcdLock {
         }))
     }
 
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.shared_holders(name, of).await
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::per_lease()
             .with_fair(true)
             .with_notify(true)
             .with_batched_renewals(true)
+            .with_shared(true)
     }
 
     fn backend_name(&self) -> &'static str {
@@ -272,11 +316,26 @@ fn revision(lease: &Lease) -> i64 {
 impl EtcdLock {
     /// The queue key of the lease's holder.
     fn holder_key(&self, lease: &Lease) -> String {
-        format!(
-            "{}{}",
-            queue_dir(&self.opts.prefix, lease.name()),
-            lease.owner()
-        )
+        let dir = dir_for(&self.opts.prefix, lease.name(), lease.access());
+        format!("{dir}{}", lease.owner())
+    }
+
+    /// A shared entry's next turn: the keys ahead read again, and a wait on those the
+    /// queue rule names.
+    async fn next_shared_turn(&self, e: &EtcdEntry, until: Instant) -> Result<Turn, LockError> {
+        let (here, keys) = stand(&e.name, e.access, &self.ahead_of(&e.dir, e.rev).await?)?;
+        if here == Standing::Holds {
+            return Ok(Turn::Head);
+        }
+        let (id, granted) = (e.ticket.id, e.ticket.granted);
+        let keep = || self.keep_key(id, &e.key, e.rev, granted);
+        self.wait_for_any_delete(&e.dir, e.rev, keys, granted / 3, keep, until)
+            .await?;
+        let ahead = self.ahead_of(&e.dir, e.rev).await?;
+        Ok(match stand(&e.name, e.access, &ahead)?.0 {
+            Standing::Holds => Turn::Head,
+            Standing::Waits(_) => Turn::Behind,
+        })
     }
 
     /// Hands out the lease of a key that holds the lock: valid from the shared lease's

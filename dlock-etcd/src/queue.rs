@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dlock_core::{LockError, LockName, OwnerId, drift_margin};
+use dlock_core::{Access, LockError, LockName, OwnerId, drift_margin};
 use etcd_client::{
     Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
     TxnOpResponse, TxnResponse,
@@ -11,7 +11,7 @@ use etcd_client::{
 use tokio::time::Instant;
 
 use crate::EtcdLock;
-use crate::keys::queue_dir;
+use crate::keys::dir_for;
 use crate::session::leases::Ticket;
 use crate::session::shared::Lookup;
 
@@ -182,10 +182,11 @@ impl EtcdLock {
     pub(crate) async fn prepare(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<(String, String, Ticket, PendingKey), LockError> {
-        let dir = queue_dir(&self.opts.prefix, name);
+        let dir = dir_for(&self.opts.prefix, name, access);
         let key = format!("{dir}{owner}");
         let ticket = self.lease_for(ttl).await?;
         self.leases
@@ -240,6 +241,7 @@ impl EtcdLock {
 /// deleted (see `PendingKey`).
 pub struct EtcdEntry {
     pub(crate) name: LockName,
+    pub(crate) access: Access,
     pub(crate) owner: OwnerId,
     pub(crate) dir: String,
     pub(crate) key: String,
