@@ -51,6 +51,7 @@ mod queue;
 mod renewals;
 mod session;
 mod sessions;
+mod shared;
 mod url;
 
 use std::sync::Arc;

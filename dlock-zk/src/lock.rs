@@ -6,18 +6,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::queue::{QueueDriver, Turn};
-use dlock_core::backend::{Backend, Queues, within};
+use dlock_core::backend::{Backend, Queues, Standing, within};
 use dlock_core::{
-    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+    Access, Capabilities, FencingToken, Holding, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::path::{lowest, owner_of, predecessor, queue_dir, sequence};
+use crate::path::{lowest, owner_of, queue_dir};
 use crate::queue::ZkEntry;
 use crate::sessions::Slot;
+use crate::shared::stand;
 
 /// What a ZooKeeper lease carries inside a [`Lease`]: the node, and the session it
 /// lives on.
@@ -43,14 +44,17 @@ impl QueueDriver for ZkLock {
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        if access != Access::Exclusive {
-            return Err(LockError::unsupported(Backend::backend_name(self), access));
-        }
-        let (dir, slot, client, mut cleanup) = self.prepare(name, owner, ttl).await?;
+        let (dir, slot, client, mut cleanup) = self.prepare(name, access, owner, ttl).await?;
         let sent = Instant::now();
-        let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
+        let q = self.enqueue_node(&client, &dir, &cleanup.prefix).await?;
         let path = format!("{dir}/{}", q.name);
-        if lowest(&q.children) != Some(&q.name) {
+        let holds = if access == Access::Exclusive {
+            Ok(lowest(&q.children) == Some(&q.name))
+        } else {
+            let seq = sequence_of(&q.name)?;
+            stand(name, access, &q.children, seq).map(|(here, _)| here == Standing::Holds)
+        };
+        if holds.as_ref().is_ok_and(|h| !h) || holds.is_err() {
             // someone holds or waits: leave the line at once
             match client.delete(&path, None).await {
                 Ok(()) | Err(zk::Error::NoNode) => cleanup.armed = false,
@@ -58,9 +62,11 @@ impl QueueDriver for ZkLock {
                     tracing::debug!(error = %e, "delete after a failed try; cleaning up in the background")
                 }
             }
-            return Ok(None);
+            return holds.map(|_| None);
         }
-        let lease = self.lease(&client, &slot, name, owner.clone(), q.czxid, path, sent)?;
+        let lease = self
+            .lease(&client, &slot, name, owner.clone(), q.czxid, path, sent)?
+            .with_access(access);
         if !lease.is_valid() {
             // ours, but the answer came too late to trust: not "busy" (the node is
             // deleted in the background)
@@ -79,20 +85,13 @@ impl QueueDriver for ZkLock {
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<(ZkEntry, Turn), LockError> {
-        if access != Access::Exclusive {
-            return Err(LockError::unsupported(Backend::backend_name(self), access));
-        }
-        let (dir, slot, client, cleanup) = self.prepare(name, owner, ttl).await?;
+        let (dir, slot, client, cleanup) = self.prepare(name, access, owner, ttl).await?;
         let seen = Instant::now();
-        let q = self.enqueue_node(&client, &dir, owner.as_str()).await?;
-        let Some(seq) = sequence(&q.name) else {
-            return Err(LockError::backend_msg(format!(
-                "lock node {} has no sequence number",
-                q.name
-            )));
-        };
+        let q = self.enqueue_node(&client, &dir, &cleanup.prefix).await?;
+        let seq = sequence_of(&q.name)?;
         let entry = ZkEntry {
             name: name.clone(),
+            access,
             owner: owner.clone(),
             dir,
             slot,
@@ -104,24 +103,15 @@ impl QueueDriver for ZkLock {
             children: q.children,
             seen,
         };
-        let turn = entry.turn();
+        let turn = entry.turn()?;
         Ok((entry, turn))
     }
 
     async fn next_turn(&self, e: &mut ZkEntry, until: Instant) -> Result<Turn, LockError> {
-        if let Some(pred) = predecessor(&e.children, e.seq) {
-            let (stat, watcher) = self
-                .op(
-                    "watch predecessor",
-                    e.client.check_and_watch_stat(&format!("{}/{pred}", e.dir)),
-                )
-                .await?;
-            if stat.is_some() {
-                tokio::select! {
-                    _ = watcher.changed() => {}
-                    () = tokio::time::sleep_until(until) => return Ok(Turn::Behind),
-                }
-            }
+        // the predecessor (the mutex), or the nodes the queue rule names (shared)
+        let watched = e.watch_set()?;
+        if !self.wait_for_any_delete(e, &watched, until).await? {
+            return Ok(Turn::Behind);
         }
         // The listing goes behind a sync with the leader (one round trip, both sent
         // at once): a server cut off from the leader cannot tell us we are first
@@ -141,20 +131,22 @@ impl QueueDriver for ZkLock {
                 e.name
             )));
         }
-        Ok(e.turn())
+        e.turn()
     }
 
     async fn grant(&self, e: &mut ZkEntry, _waited: bool) -> Result<Option<Lease>, LockError> {
         // our node is in the listing `seen` was taken for (next_turn checks it)
-        let lease = self.lease(
-            &e.client,
-            &e.slot,
-            &e.name,
-            e.owner.clone(),
-            e.czxid,
-            format!("{}/{}", e.dir, e.node),
-            e.seen,
-        )?;
+        let lease = self
+            .lease(
+                &e.client,
+                &e.slot,
+                &e.name,
+                e.owner.clone(),
+                e.czxid,
+                format!("{}/{}", e.dir, e.node),
+                e.seen,
+            )?
+            .with_access(e.access);
         if !lease.is_valid() {
             // the listing came back too late to trust: look again
             return Ok(None);
@@ -241,11 +233,16 @@ impl Backend for ZkLock {
         }))
     }
 
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.shared_holders(name, of).await
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::per_session()
             .with_fair(true)
             .with_notify(true)
             .with_batched_renewals(true)
+            .with_shared(true)
     }
 
     fn backend_name(&self) -> &'static str {
@@ -253,7 +250,46 @@ impl Backend for ZkLock {
     }
 }
 
+/// The sequence number of a node we just created (`lock-<owner>-<seq>` or
+/// `<tag>-<owner>-<seq>`: neither part before it holds a `-`, and a wrapped sequence
+/// keeps its sign).
+fn sequence_of(node: &str) -> Result<i32, LockError> {
+    node.split_once('-')
+        .and_then(|(_, rest)| rest.split_once('-'))
+        .and_then(|(_, seq)| seq.parse().ok())
+        .ok_or_else(|| LockError::backend_msg(format!("lock node {node} has no sequence number")))
+}
+
 impl ZkLock {
+    /// Waits until one of `nodes` in `e`'s queue is gone (or `until`: `false`). Every
+    /// watch is set before any wait, so a deletion between two is seen by the check.
+    async fn wait_for_any_delete(
+        &self,
+        e: &ZkEntry,
+        nodes: &[String],
+        until: Instant,
+    ) -> Result<bool, LockError> {
+        // each watch's event in a task of its own; dropping the set cancels the rest
+        let mut watchers = tokio::task::JoinSet::new();
+        for node in nodes {
+            let path = format!("{}/{node}", e.dir);
+            let (stat, watcher) = self
+                .op("watch", e.client.check_and_watch_stat(&path))
+                .await?;
+            if stat.is_none() {
+                return Ok(true);
+            }
+            watchers.spawn(watcher.changed());
+        }
+        if watchers.is_empty() {
+            return Ok(true);
+        }
+        tokio::select! {
+            _ = watchers.join_next() => Ok(true),
+            () = tokio::time::sleep_until(until) => Ok(false),
+        }
+    }
+
     pub(crate) async fn op<T>(
         &self,
         what: &str,

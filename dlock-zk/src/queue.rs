@@ -5,23 +5,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::backend::queue::Turn;
-use dlock_core::backend::within;
-use dlock_core::{LockError, LockName, OwnerId};
+use dlock_core::backend::{Standing, within};
+use dlock_core::{Access, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::path::{lowest, node_prefix, queue_dir};
+use crate::path::{lowest, node_prefix, predecessor, queue_dir};
 use crate::sessions::Slot;
+use crate::shared::{shared_dir, shared_node_prefix, stand};
 
 /// Deletes our node in the background unless the acquisition succeeded: found by the
-/// owner id in its name, so this works even when the create's reply never arrived.
+/// owner id in its name (`prefix`), so this works even when the create's reply never
+/// arrived.
 pub(crate) struct NodeCleanup {
     lock: ZkLock,
     slot: Arc<Slot>,
     dir: String,
-    owner: String,
+    /// Our node's name up to its sequence number (it carries the owner id).
+    pub(crate) prefix: String,
     pub(crate) armed: bool,
 }
 
@@ -34,9 +37,9 @@ impl Drop for NodeCleanup {
             return;
         };
         let (lock, slot) = (self.lock.clone(), Arc::clone(&self.slot));
-        let (dir, owner) = (self.dir.clone(), self.owner.clone());
+        let (dir, prefix) = (self.dir.clone(), self.prefix.clone());
         rt.spawn(async move {
-            if let Err(e) = lock.delete_nodes_of(&slot, &dir, &owner).await {
+            if let Err(e) = lock.delete_nodes_of(&slot, &dir, &prefix).await {
                 tracing::warn!(error = %e, "could not delete the node of an abandoned acquire; it goes with the session");
             }
         });
@@ -51,15 +54,14 @@ pub(crate) struct Queued {
 }
 
 impl ZkLock {
-    async fn delete_nodes_of(&self, slot: &Slot, dir: &str, owner: &str) -> Result<(), LockError> {
+    async fn delete_nodes_of(&self, slot: &Slot, dir: &str, mine: &str) -> Result<(), LockError> {
         let client = slot.session.get().await?;
         let children = match client.list_children(dir).await {
             Ok(c) => c,
             Err(zk::Error::NoNode) => return Ok(()),
             Err(e) => return Err(from_zk("list queue", e)),
         };
-        let mine = node_prefix(owner);
-        for c in children.iter().filter(|c| c.starts_with(&mine)) {
+        for c in children.iter().filter(|c| c.starts_with(mine)) {
             match client.delete(&format!("{dir}/{c}"), None).await {
                 Ok(()) | Err(zk::Error::NoNode) => {}
                 Err(e) => return Err(from_zk("delete abandoned node", e)),
@@ -68,15 +70,16 @@ impl ZkLock {
         Ok(())
     }
 
-    /// Creates our node and lists the queue, both sent at once (requests on a session
-    /// are processed in order, so the listing includes our node): one round trip.
+    /// Creates our node (`mine`: its name up to the sequence number) and lists the
+    /// queue, both sent at once (requests on a session are processed in order, so the
+    /// listing includes our node): one round trip.
     pub(crate) async fn enqueue_node(
         &self,
         client: &zk::Client,
         dir: &str,
-        owner: &str,
+        mine: &str,
     ) -> Result<Queued, LockError> {
-        let prefix = format!("{dir}/{}", node_prefix(owner));
+        let prefix = format!("{dir}/{mine}");
         let acls = self.acls();
         for _ in 0..5 {
             let create = client.create(
@@ -91,7 +94,7 @@ impl ZkLock {
             match created {
                 Ok((stat, seq)) => {
                     return Ok(Queued {
-                        name: format!("{}{seq}", node_prefix(owner)),
+                        name: format!("{mine}{seq}"),
                         czxid: stat.czxid,
                         children: listed.map_err(|e| from_zk("list queue", e))?,
                     });
@@ -110,8 +113,7 @@ impl ZkLock {
                 Err(zk::Error::ConnectionLoss) => {
                     // the create may have happened: find our node by the owner id
                     let children = self.op("list queue", client.list_children(dir)).await?;
-                    let mine = node_prefix(owner);
-                    if let Some(name) = children.iter().find(|c| c.starts_with(&mine)).cloned() {
+                    if let Some(name) = children.iter().find(|c| c.starts_with(mine)).cloned() {
                         let stat = self
                             .op("read node", client.check_stat(&format!("{dir}/{name}")))
                             .await?;
@@ -141,17 +143,25 @@ impl ZkLock {
     pub(crate) async fn prepare(
         &self,
         name: &LockName,
+        access: Access,
         owner: &OwnerId,
         ttl: Duration,
     ) -> Result<Prepared, LockError> {
-        let dir = queue_dir(&self.root, name);
+        let (dir, prefix) = if access == Access::Exclusive {
+            (queue_dir(&self.root, name), node_prefix(owner.as_str()))
+        } else {
+            (
+                shared_dir(&self.root, name, access),
+                shared_node_prefix(access, owner.as_str()),
+            )
+        };
         let slot = self.sessions.for_ttl(ttl).await?;
         let client = slot.session.get().await?;
         let cleanup = NodeCleanup {
             lock: self.clone(),
             slot: Arc::clone(&slot),
             dir: dir.clone(),
-            owner: owner.to_string(),
+            prefix,
             armed: true,
         };
         Ok((dir, slot, client, cleanup))
@@ -162,6 +172,7 @@ impl ZkLock {
 /// deleted (see `NodeCleanup`).
 pub struct ZkEntry {
     pub(crate) name: LockName,
+    pub(crate) access: Access,
     pub(crate) owner: OwnerId,
     pub(crate) dir: String,
     pub(crate) slot: Arc<Slot>,
@@ -186,11 +197,24 @@ impl std::fmt::Debug for ZkEntry {
 }
 
 impl ZkEntry {
-    pub(crate) fn turn(&self) -> Turn {
-        if lowest(&self.children) == Some(&self.node) {
-            Turn::Head
+    /// Where the entry stands in the queue as last listed.
+    pub(crate) fn turn(&self) -> Result<Turn, LockError> {
+        let holds = if self.access == Access::Exclusive {
+            lowest(&self.children) == Some(&self.node)
         } else {
-            Turn::Behind
+            stand(&self.name, self.access, &self.children, self.seq)?.0 == Standing::Holds
+        };
+        Ok(if holds { Turn::Head } else { Turn::Behind })
+    }
+
+    /// The nodes whose deletion may change where the entry stands.
+    pub(crate) fn watch_set(&self) -> Result<Vec<String>, LockError> {
+        if self.access == Access::Exclusive {
+            return Ok(predecessor(&self.children, self.seq)
+                .into_iter()
+                .cloned()
+                .collect());
         }
+        Ok(stand(&self.name, self.access, &self.children, self.seq)?.1)
     }
 }

@@ -1,4 +1,5 @@
-//! The conformance suite on a standalone ZooKeeper server.
+//! The conformance suite on a standalone ZooKeeper server, semaphores and read-write
+//! locks included.
 
 mod common;
 
@@ -7,3 +8,6 @@ async fn harness() -> common::Zk {
 }
 
 dlock_conformance::conformance_suite!(harness);
+
+// its semaphores and read-write locks, each exclusive side as a mutex
+dlock_conformance::shared_as_mutex_suite!(harness);
