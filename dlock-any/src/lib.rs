@@ -69,11 +69,31 @@ pub use dlock_zk::ZkLock;
 /// cargo feature is off (the message names the feature);
 /// [`LockError::Unavailable`] when the server cannot be reached.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
-    let backend = connect_backend(url).await?;
+    let backend = connect_coordination(url).await?;
     Ok(Arc::new(Instrumented::new(backend)))
 }
 
-async fn connect_backend(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+/// Connects to the backend the URL names with all its primitives: the mutex,
+/// semaphores and read-write locks ([`Coordination`]). For guards over a semaphore's
+/// permits or one side of a read-write lock, wrap it in a [`SharedLock`] and hand that
+/// to a [`Locker`] (and to [`Instrumented`] for spans and metrics).
+///
+/// ```
+/// use std::sync::Arc;
+/// use dlock_any::{Locker, SharedLock};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), dlock_any::LockError> {
+/// let backend = dlock_any::connect_coordination("memory://").await?;
+/// let pool = Locker::new(Arc::new(SharedLock::permits(backend, 4)?));
+/// let permit = pool.lock("exports/daily").await?; // one of four at a time
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     let shown = redact_url(url);
     let Some((scheme, _)) = url.split_once("://").or_else(|| url.split_once(':')) else {
         return Err(LockError::Config(format!(
@@ -95,11 +115,7 @@ async fn connect_backend(url: &str) -> Result<Arc<dyn DistributedLock>, LockErro
     }
 }
 
-async fn sql(
-    url: &str,
-    feature: &str,
-    enabled: bool,
-) -> Result<Arc<dyn DistributedLock>, LockError> {
+async fn sql(url: &str, feature: &str, enabled: bool) -> Result<Arc<dyn Coordination>, LockError> {
     if !enabled {
         return Err(feature_off(url, feature));
     }
@@ -114,7 +130,7 @@ async fn sql(
 }
 
 #[cfg(feature = "redis")]
-async fn redis(url: &str, quorum: bool) -> Result<Arc<dyn DistributedLock>, LockError> {
+async fn redis(url: &str, quorum: bool) -> Result<Arc<dyn Coordination>, LockError> {
     if quorum {
         Ok(Arc::new(dlock_redis::Redlock::from_url(url).await?))
     } else {
@@ -123,27 +139,27 @@ async fn redis(url: &str, quorum: bool) -> Result<Arc<dyn DistributedLock>, Lock
 }
 
 #[cfg(not(feature = "redis"))]
-async fn redis(url: &str, _quorum: bool) -> Result<Arc<dyn DistributedLock>, LockError> {
+async fn redis(url: &str, _quorum: bool) -> Result<Arc<dyn Coordination>, LockError> {
     Err(feature_off(url, "redis"))
 }
 
 #[cfg(feature = "etcd")]
-async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+async fn etcd(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     Ok(Arc::new(dlock_etcd::EtcdLock::from_url(url).await?))
 }
 
 #[cfg(not(feature = "etcd"))]
-async fn etcd(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+async fn etcd(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     Err(feature_off(url, "etcd"))
 }
 
 #[cfg(feature = "zookeeper")]
-async fn zookeeper(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+async fn zookeeper(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     Ok(Arc::new(dlock_zk::ZkLock::from_url(url).await?))
 }
 
 #[cfg(not(feature = "zookeeper"))]
-async fn zookeeper(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+async fn zookeeper(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     Err(feature_off(url, "zookeeper"))
 }
 

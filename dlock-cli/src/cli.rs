@@ -20,7 +20,8 @@ pub enum Command {
     /// Run COMMAND while holding lock NAME; release it when COMMAND exits.
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
-    /// Show who holds each NAME (owner, fencing token, time left) or that it is free.
+    /// Show who holds each NAME (owner, fencing token, time left) or that it is free,
+    /// and the holders of NAME's semaphore and read-write lock when there are any.
     Status(StatusArgs),
     /// Measure a backend: uncontended cycle, hand-off, contention, parallel names,
     /// many held locks; with the raw-protocol floor and the ratio where one exists.
@@ -33,16 +34,24 @@ so the store can reject a stale holder) and DLOCK_OWNER in its environment. The 
 is renewed every ttl/3 while it runs. If the lease is lost, the command gets SIGTERM \
 (or SIGKILL with --on-lost kill), then SIGKILL after --grace.
 
+With --permits N, up to N runs hold NAME at once; with --shared and --exclusive, \
+runs share NAME's read-write lock (readers together, a writer alone; a waiting writer \
+keeps new readers out). These are separate from NAME's plain lock.
+
 Exit status: the command's own (128+N if killed by signal N); 73 lock busy (--wait 0); \
 74 wait timed out; 75 lease lost while running; 69 backend unreachable; 70 backend \
-error; 2 bad usage or URL; 127 command could not be started.
+error; 2 bad usage or URL (also: --permits N while NAME's holders use another N, or a \
+backend without semaphores and read-write locks); 127 command could not be started.
 
 Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
 (~/.local/state/dlock). Examples:
   dlock run nightly-report -- ./report.sh
   dlock run --wait 0 --ttl 1m backup -- pg_dump app
   DLOCK_URL=postgres://app@db/app dlock run --wait 10m invoices -- ./charge.sh
-  dlock run --metrics-addr 127.0.0.1:9464 reindex -- ./reindex.sh   # scrape /metrics";
+  dlock run --metrics-addr 127.0.0.1:9464 reindex -- ./reindex.sh   # scrape /metrics
+  dlock run --permits 3 --wait 5m heavy-export -- ./export.sh        # 3 at a time
+  dlock run --shared catalog -- ./read-catalog.sh
+  dlock run --exclusive catalog -- ./rebuild-catalog.sh";
 
 /// Options shared by the subcommands.
 #[derive(Debug, Args)]
@@ -73,6 +82,19 @@ pub struct RunArgs {
     /// Do not report progress while waiting.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Let up to N runs hold NAME at once (a counting semaphore; every run of NAME
+    /// must give the same N while any holds it).
+    #[arg(long, value_name = "N", conflicts_with_all = ["shared", "exclusive"])]
+    pub permits: Option<u32>,
+    /// Hold NAME's read-write lock for reading: runs with --shared overlap, a run
+    /// with --exclusive waits for them all (and they wait for it).
+    #[arg(long, conflicts_with = "exclusive")]
+    pub shared: bool,
+    /// Hold NAME's read-write lock for writing: alone, with no --shared run. (A run
+    /// without --permits, --shared or --exclusive uses NAME's plain lock, which only
+    /// excludes other such runs.)
+    #[arg(long)]
+    pub exclusive: bool,
     /// Serve Prometheus metrics (acquire, renew, release, hold time, …) at
     /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464`.
     #[arg(long, value_name = "ADDR")]

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use dlock_any::LockError;
 
-/// Bad usage: unknown flag, malformed duration or URL (clap's own code).
+/// Bad usage: unknown flag, malformed duration or URL (clap's own code), a permit count
+/// other than the one NAME's holders use, a primitive the backend does not offer.
 pub const USAGE: u8 = 2;
 /// The backend could not be reached (sysexits EX_UNAVAILABLE).
 pub const UNAVAILABLE: u8 = 69;
@@ -22,9 +23,11 @@ pub const BACKEND: u8 = 70;
 /// The exit code for an error that ended `dlock` before or instead of the command.
 pub fn for_error(e: &LockError) -> u8 {
     match e {
-        LockError::InvalidName { .. } | LockError::InvalidArgument(_) | LockError::Config(_) => {
-            USAGE
-        }
+        LockError::InvalidName { .. }
+        | LockError::InvalidArgument(_)
+        | LockError::Config(_)
+        | LockError::PermitsMismatch { .. }
+        | LockError::Unsupported { .. } => USAGE,
         LockError::Timeout { .. } => TIMEOUT,
         LockError::LeaseLost { .. } => LEASE_LOST,
         LockError::Unavailable { .. } => UNAVAILABLE,

@@ -5,7 +5,9 @@ use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_any::{DistributedLock, Lease, LockError, LockGuard, LockName};
+use dlock_any::{
+    Access, DistributedLock, Instrumented, Lease, LockError, LockGuard, LockName, SharedLock,
+};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -26,7 +28,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
         return ExitCode::from(exit::USAGE);
     }
     let backend = match url::resolve(args.backend.url.as_deref()) {
-        Ok(u) => match dlock_any::connect(&u).await {
+        Ok(u) => match connect(&u, &args).await {
             Ok(b) => b,
             Err(e) => return exit::fail(&e),
         },
@@ -52,6 +54,28 @@ pub async fn run(args: RunArgs) -> ExitCode {
         }
     };
     supervise(child, guard, &args).await
+}
+
+/// The lock this run takes: NAME's plain lock, a permit of its semaphore, or one side
+/// of its read-write lock — each as a `DistributedLock`, so the rest of the run is the
+/// same.
+async fn connect(url: &str, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let side = if let Some(n) = args.permits {
+        Access::Permit(n)
+    } else if args.shared {
+        Access::Read
+    } else if args.exclusive {
+        Access::Write
+    } else {
+        return dlock_any::connect(url).await;
+    };
+    let backend = dlock_any::connect_coordination(url).await?;
+    let lock = match side {
+        Access::Permit(n) => SharedLock::permits(backend, n)?,
+        Access::Read => SharedLock::reads(backend),
+        _ => SharedLock::writes(backend),
+    };
+    Ok(Arc::new(Instrumented::new(lock)))
 }
 
 /// Takes the lock, reporting the holder while waiting. `Err` carries the exit code.

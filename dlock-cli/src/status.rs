@@ -1,13 +1,21 @@
-//! `dlock status`: who holds each lock.
+//! `dlock status`: who holds each lock, and each name's semaphore and read-write lock.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use dlock_any::{LockName, format_duration};
+use dlock_any::{Access, Coordination, Holding, LockError, LockInfo, LockName, format_duration};
 
 use crate::cli::StatusArgs;
 use crate::{exit, json, url};
+
+/// What one name looks like: its plain lock's holder, and the holders of its
+/// semaphore and read-write lock (empty where the backend offers none).
+struct Report {
+    lock: Option<LockInfo>,
+    permits: Vec<Holding>,
+    rw: Vec<Holding>,
+}
 
 pub async fn status(args: StatusArgs) -> ExitCode {
     let names: Result<Vec<LockName>, _> = args.names.iter().map(|n| LockName::new(n)).collect();
@@ -16,64 +24,24 @@ pub async fn status(args: StatusArgs) -> ExitCode {
         Err(e) => return exit::fail(&e),
     };
     let backend = match url::resolve(args.backend.url.as_deref()) {
-        Ok(u) => match dlock_any::connect(&u).await {
+        Ok(u) => match dlock_any::connect_coordination(&u).await {
             Ok(b) => b,
             Err(e) => return exit::fail(&e),
         },
         Err(e) => return exit::fail(&e),
     };
-    let mut out = String::new();
-    if args.json {
-        out.push('[');
-    }
-    for (i, name) in names.iter().enumerate() {
-        let info = match backend.inspect(name).await {
-            Ok(i) => i,
+    let mut reports = Vec::new();
+    for name in &names {
+        match report(&*backend, name).await {
+            Ok(r) => reports.push(r),
             Err(e) => return exit::fail(&e),
-        };
-        if args.json {
-            if i > 0 {
-                out.push(',');
-            }
-            match &info {
-                Some(h) => {
-                    let _ = write!(
-                        out,
-                        "{{\"name\":{},\"held\":true,\"owner\":{},\"token\":{},\"remaining_ms\":{}}}",
-                        json::string(name.as_str()),
-                        json::string(h.owner.as_str()),
-                        h.token,
-                        h.remaining.as_millis()
-                    );
-                }
-                None => {
-                    let _ = write!(
-                        out,
-                        "{{\"name\":{},\"held\":false}}",
-                        json::string(name.as_str())
-                    );
-                }
-            }
-        } else {
-            match &info {
-                Some(h) => {
-                    let _ = writeln!(
-                        out,
-                        "{name}: held by {} (token {}), {} left",
-                        h.owner,
-                        h.token,
-                        format_duration(h.remaining)
-                    );
-                }
-                None => {
-                    let _ = writeln!(out, "{name}: free");
-                }
-            }
         }
     }
-    if args.json {
-        out.push_str("]\n");
-    }
+    let out = if args.json {
+        as_json(&names, &reports)
+    } else {
+        as_text(&names, &reports)
+    };
     let mut stdout = std::io::stdout().lock();
     if stdout
         .write_all(out.as_bytes())
@@ -83,4 +51,136 @@ pub async fn status(args: StatusArgs) -> ExitCode {
         return ExitCode::from(exit::BACKEND);
     }
     ExitCode::SUCCESS
+}
+
+async fn report(backend: &dyn Coordination, name: &LockName) -> Result<Report, LockError> {
+    let shared = backend.capabilities().shared;
+    Ok(Report {
+        lock: backend.inspect(name).await?,
+        permits: if shared {
+            backend.permit_holders(name).await?
+        } else {
+            Vec::new()
+        },
+        rw: if shared {
+            backend.rw_holders(name).await?
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+fn as_text(names: &[LockName], reports: &[Report]) -> String {
+    let mut out = String::new();
+    for (name, r) in names.iter().zip(reports) {
+        match &r.lock {
+            Some(h) => {
+                let _ = writeln!(
+                    out,
+                    "{name}: held by {} (token {}), {} left",
+                    h.owner,
+                    h.token,
+                    format_duration(h.remaining)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "{name}: free");
+            }
+        }
+        if let Some(first) = r.permits.first() {
+            let n = match first.access {
+                Access::Permit(n) => n.to_string(),
+                _ => "?".into(),
+            };
+            let _ = writeln!(
+                out,
+                "{name} (semaphore): {} of {n} permits held: {}",
+                r.permits.len(),
+                holders_text(&r.permits)
+            );
+        }
+        if !r.rw.is_empty() {
+            let how = if r.rw.iter().any(|h| h.access == Access::Write) {
+                "written".to_owned()
+            } else {
+                format!("read by {}", r.rw.len())
+            };
+            let _ = writeln!(out, "{name} (read-write): {how}: {}", holders_text(&r.rw));
+        }
+    }
+    out
+}
+
+fn holders_text(holders: &[Holding]) -> String {
+    holders
+        .iter()
+        .map(|h| {
+            format!(
+                "{} (token {}, {} left)",
+                h.owner,
+                h.token,
+                format_duration(h.remaining)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn as_json(names: &[LockName], reports: &[Report]) -> String {
+    let mut out = String::from("[");
+    for (i, (name, r)) in names.iter().zip(reports).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{{\"name\":{}", json::string(name.as_str()));
+        match &r.lock {
+            Some(h) => {
+                let _ = write!(
+                    out,
+                    ",\"held\":true,\"owner\":{},\"token\":{},\"remaining_ms\":{}",
+                    json::string(h.owner.as_str()),
+                    h.token,
+                    h.remaining.as_millis()
+                );
+            }
+            None => out.push_str(",\"held\":false"),
+        }
+        if let Some(first) = r.permits.first() {
+            let n = match first.access {
+                Access::Permit(n) => n,
+                _ => 0,
+            };
+            let _ = write!(
+                out,
+                ",\"semaphore\":{{\"permits\":{n},\"holders\":{}}}",
+                holders_json(&r.permits)
+            );
+        }
+        if !r.rw.is_empty() {
+            let _ = write!(out, ",\"rwlock\":{{\"holders\":{}}}", holders_json(&r.rw));
+        }
+        out.push('}');
+    }
+    out.push_str("]\n");
+    out
+}
+
+fn holders_json(holders: &[Holding]) -> String {
+    let items: Vec<String> = holders
+        .iter()
+        .map(|h| {
+            let access = match h.access {
+                Access::Read => "read",
+                Access::Write => "write",
+                _ => "permit",
+            };
+            format!(
+                "{{\"access\":\"{access}\",\"owner\":{},\"token\":{},\"remaining_ms\":{}}}",
+                json::string(h.owner.as_str()),
+                h.token,
+                h.remaining.as_millis()
+            )
+        })
+        .collect();
+    format!("[{}]", items.join(","))
 }

@@ -341,6 +341,68 @@ fn exit_codes_pass_through(url: &str) {
     );
 }
 
+/// `--permits N`: N runs at once, the N+1st busy, another N refused as a usage error;
+/// `--shared` runs overlap and keep `--exclusive` out; `status` lists the holders.
+/// Redlock offers neither: a usage error that says so.
+fn permits_and_shared_runs(url: &str) {
+    let name = unique("permits");
+    if url.starts_with("redlock") {
+        let out = output(url, &["run", "--permits", "2", &name, "--", "true"]);
+        assert_eq!(out.status.code(), Some(USAGE));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("does not offer"));
+        return;
+    }
+    let dir = scratch();
+    let hold = |marker: &Path, flags: &[&str]| {
+        let script = format!("echo $DLOCK_TOKEN > {}; sleep 4", marker.display());
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&[&name, "--", "sh", "-c", &script]);
+        spawn(url, &args)
+    };
+    let (m1, m2) = (dir.join("p1"), dir.join("p2"));
+    let mut h1 = hold(&m1, &["--permits", "2"]);
+    let mut h2 = hold(&m2, &["--permits", "2"]);
+    wait_for_file(&m1, Duration::from_secs(10));
+    wait_for_file(&m2, Duration::from_secs(10));
+    let code = |args: &[&str]| output(url, args).status.code();
+    assert_eq!(
+        code(&["run", "--permits", "2", "--wait", "0", &name, "--", "true"]),
+        Some(BUSY)
+    );
+    let out = output(
+        url,
+        &["run", "--permits", "3", "--wait", "0", &name, "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(USAGE));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use with 2 permits"));
+    // the plain lock of the same name is another lock
+    assert_eq!(code(&["run", "--wait", "0", &name, "--", "true"]), Some(0));
+    let text = String::from_utf8_lossy(&output(url, &["status", &name]).stdout).into_owned();
+    assert!(text.contains("(semaphore): 2 of 2 permits held"), "{text}");
+    let json =
+        String::from_utf8_lossy(&output(url, &["status", "--json", &name]).stdout).into_owned();
+    assert!(json.contains("\"semaphore\":{\"permits\":2"), "{json}");
+    let (r1, r2) = (dir.join("r1"), dir.join("r2"));
+    let mut reader = hold(&r1, &["--shared"]);
+    wait_for_file(&r1, Duration::from_secs(10));
+    let mut second = hold(&r2, &["--shared"]);
+    wait_for_file(&r2, Duration::from_secs(10));
+    assert_eq!(
+        code(&["run", "--exclusive", "--wait", "0", &name, "--", "true"]),
+        Some(BUSY)
+    );
+    let text = String::from_utf8_lossy(&output(url, &["status", &name]).stdout).into_owned();
+    assert!(text.contains("(read-write): read by 2"), "{text}");
+    for child in [&mut h1, &mut h2, &mut reader, &mut second] {
+        assert_eq!(wait_exit(child, Duration::from_secs(15)), 0);
+    }
+    assert_eq!(
+        code(&["run", "--exclusive", "--wait", "0", &name, "--", "true"]),
+        Some(0)
+    );
+}
+
 macro_rules! per_backend {
     ($backend:ident, $url:expr) => {
         per_backend!($backend, $url, all());
@@ -378,6 +440,10 @@ macro_rules! per_backend {
             #[test]
             fn exit_codes_pass_through() {
                 super::exit_codes_pass_through(&url());
+            }
+            #[test]
+            fn permits_and_shared_runs() {
+                super::permits_and_shared_runs(&url());
             }
         }
     };

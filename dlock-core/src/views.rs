@@ -33,8 +33,8 @@ use crate::{
 };
 
 /// One side of a backend's semaphores or read-write locks as a lock: `acquire` takes a
-/// permit (of a fixed count), a read lease or the write lease; `inspect` reports the
-/// latest grant of that access among the holders.
+/// permit (of a fixed count), a read lease or the write lease; `inspect` reports a
+/// holder: the writer of a read-write lock if there is one, else the latest grant.
 #[derive(Clone)]
 pub struct SharedLock {
     backend: Arc<dyn Coordination>,
@@ -112,19 +112,22 @@ impl DistributedLock for SharedLock {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let holders = match self.access {
+        let mut holders = match self.access {
             Access::Permit(_) => self.backend.permit_holders(name).await?,
             _ => self.backend.rw_holders(name).await?,
         };
-        Ok(holders
-            .into_iter()
-            .filter(|h| matches!(self.access, Access::Permit(_)) || h.access == self.access)
-            .max_by_key(|h| h.token)
-            .map(|h| LockInfo {
-                owner: h.owner,
-                token: h.token,
-                remaining: h.remaining,
-            }))
+        // the latest grant; on a read-write lock the writer first, since that is
+        // whom either side waits for
+        let writer = holders.iter().position(|h| h.access == Access::Write);
+        let chosen = match writer {
+            Some(i) => Some(holders.swap_remove(i)),
+            None => holders.into_iter().max_by_key(|h| h.token),
+        };
+        Ok(chosen.map(|h| LockInfo {
+            owner: h.owner,
+            token: h.token,
+            remaining: h.remaining,
+        }))
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -170,13 +170,13 @@ return 0
     ))
 });
 
-/// KEYS: holders, tokens, meta, intent, fence. Returns `{member, ms left, token, …}`
-/// for every unexpired holder.
+/// KEYS: holders, tokens, meta, intent, fence. Returns `{permits, member, ms left,
+/// token, …}`: the count the holders use, then every unexpired holder.
 static HOLDERS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{PURGE}{}",
         r"
-local out = {}
+local out = {tonumber(redis.call('HGET', KEYS[3], 'permits') or '0')}
 local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #all, 2 do
   out[#out + 1] = all[i]
@@ -286,16 +286,17 @@ impl Node {
     }
 
     /// The unexpired holders, oldest grant first.
-    pub(crate) async fn holders(
-        &self,
-        keys: &SharedKeys,
-        of: Access,
-    ) -> Result<Vec<Holding>, LockError> {
+    pub(crate) async fn holders(&self, keys: &SharedKeys) -> Result<Vec<Holding>, LockError> {
         let mut call = HOLDERS.prepare_invoke();
         for k in keys.all() {
             call.key(k);
         }
         let flat: Vec<redis::Value> = self.invoke("holders", call).await?;
+        let Some((permits, flat)) = flat.split_first() else {
+            return Ok(Vec::new());
+        };
+        let permits: u32 = redis::from_redis_value(permits.clone())
+            .map_err(|e| LockError::backend("the permit count", e))?;
         let mut out = Vec::new();
         for chunk in flat.chunks_exact(3) {
             let member: String = redis::from_redis_value(chunk[0].clone())
@@ -308,7 +309,7 @@ impl Node {
             let access = match tag {
                 "w" => Access::Write,
                 "r" => Access::Read,
-                _ => of,
+                _ => Access::Permit(permits),
             };
             out.push(Holding::new(
                 access,

@@ -150,7 +150,7 @@ impl Backend for RedisLock {
 
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
         let keys = SharedKeys::new(&self.opts.prefix, name, of);
-        self.node.holders(&keys, of).await
+        self.node.holders(&keys).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {

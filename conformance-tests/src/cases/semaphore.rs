@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dlock_core::{LockError, LockName};
+use dlock_core::{Access, LockError, LockName};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::{LONG_TTL, assert_fresh, offers_shared, unique};
@@ -43,6 +43,10 @@ pub async fn semaphore_admits_n(h: &impl Harness) {
         .map(|l| (l.owner(), l.token()))
         .collect();
     assert_eq!(seen, granted);
+    assert!(
+        holders.iter().all(|h| h.access == Access::Permit(3)),
+        "{holders:?}"
+    );
     assert!(b.release(&second).await.expect("release"));
     let fourth = permit(&b, &name, 3, LONG_TTL).await;
     assert!(fourth.token() > third.token());

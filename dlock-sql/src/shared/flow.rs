@@ -165,6 +165,7 @@ macro_rules! shared_store {
                             access: r.try_get(1)?,
                             token: r.try_get(2)?,
                             remaining_ms: r.try_get(3)?,
+                            permits: r.try_get(4)?,
                         })
                     })
                     .collect()

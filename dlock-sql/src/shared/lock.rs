@@ -82,7 +82,7 @@ impl SqlLock {
                 let access = match h.access.as_str() {
                     "w" => Access::Write,
                     "r" => Access::Read,
-                    _ => of,
+                    _ => Access::Permit(u32::try_from(h.permits).unwrap_or(0)),
                 };
                 Ok(Holding::new(
                     access,

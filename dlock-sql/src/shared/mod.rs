@@ -58,4 +58,6 @@ pub(crate) struct SharedHolder {
     pub access: String,
     pub token: i64,
     pub remaining_ms: i64,
+    /// The permit count the semaphore's holders use.
+    pub permits: i64,
 }

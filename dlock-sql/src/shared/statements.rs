@@ -158,8 +158,9 @@ impl SharedSql {
             )),
             release: n(release),
             holders: n(format!(
-                "SELECT owner, access, token, expires_at - {now} FROM {h}
-                 WHERE name = ? AND expires_at > {now} ORDER BY token"
+                "SELECT h.owner, h.access, h.token, h.expires_at - {now}, s.permits
+                 FROM {h} h JOIN {s} s ON s.name = h.name
+                 WHERE h.name = ? AND h.expires_at > {now} ORDER BY h.token"
             )),
         }
     }
