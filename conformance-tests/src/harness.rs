@@ -71,6 +71,15 @@ impl TestClient {
         Self::with_crash_hook(lock, Box::new(|| {}))
     }
 
+    /// A client of an adapter that implements only [`DistributedLock`] (not through
+    /// `dlock_core::backend::Backend`, which brings the other primitives): its
+    /// semaphore and read-write calls answer `Unsupported`, which the shared cases
+    /// check, and its capabilities say `shared: false`.
+    #[must_use]
+    pub fn mutex_only(lock: Arc<dyn DistributedLock>) -> Self {
+        Self::new(Arc::new(crate::mutex_only::MutexOnly(lock)))
+    }
+
     /// Like [`TestClient::new`], and runs `hook` on crash (for example to blackhole a
     /// proxy so a ZooKeeper session dies the way a crashed process's does, instead of
     /// being closed politely).

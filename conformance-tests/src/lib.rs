@@ -44,6 +44,7 @@ mod etcd_cluster;
 mod fenced;
 mod harness;
 mod late;
+mod mutex_only;
 mod proxy;
 mod sender_proxy;
 mod servers;
