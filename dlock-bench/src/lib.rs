@@ -31,6 +31,7 @@ pub mod floor_wait;
 mod run;
 pub mod scenarios;
 pub mod server_requests;
+pub mod shared_runs;
 pub mod stats;
 
 pub use run::{Figure, Options, Report, Scenario, run};

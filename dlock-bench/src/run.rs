@@ -11,7 +11,7 @@ use crate::floor_runs::{
     connect_many, floor_contended, floor_error, floor_handoff, floor_parallel,
 };
 use crate::stats::Samples;
-use crate::{floor, scenarios, server_requests};
+use crate::{floor, scenarios, server_requests, shared_runs};
 
 /// The scenarios `run` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,16 +26,22 @@ pub enum Scenario {
     Parallel,
     /// Many locks held with renewing guards: renewal traffic, memory, CPU.
     Held,
+    /// A semaphore's permits: cycle against the mutex floor, hand-off, contention.
+    Semaphore,
+    /// A read-write lock: read and write cycles against the mutex floor, a mixed load.
+    RwLock,
 }
 
 impl Scenario {
     /// Every scenario, in the order a run measures them.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 7] = [
         Self::Uncontended,
         Self::Handoff,
         Self::Contended,
         Self::Parallel,
         Self::Held,
+        Self::Semaphore,
+        Self::RwLock,
     ];
 
     /// The scenario's name on the command line and in reports.
@@ -47,6 +53,8 @@ impl Scenario {
             Self::Contended => "contended",
             Self::Parallel => "parallel",
             Self::Held => "held",
+            Self::Semaphore => "semaphore",
+            Self::RwLock => "rwlock",
         }
     }
 }
@@ -323,6 +331,32 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
             dlock: h.cpu_percent,
             floor: None,
         });
+    }
+    let shared = lock.capabilities().shared;
+    if shared && wants(Scenario::Semaphore) {
+        figures.extend(
+            shared_runs::semaphore(
+                &url,
+                floor.as_deref(),
+                args.cycles,
+                args.trials,
+                args.clients,
+                args.duration,
+            )
+            .await?,
+        );
+    }
+    if shared && wants(Scenario::RwLock) {
+        figures.extend(
+            shared_runs::rwlock(
+                &url,
+                floor.as_deref(),
+                args.cycles,
+                args.clients,
+                args.duration,
+            )
+            .await?,
+        );
     }
     Ok(Report {
         backend: lock.backend_name(),

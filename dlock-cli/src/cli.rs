@@ -143,7 +143,8 @@ pub struct BenchArgs {
     /// Backend URL.
     #[command(flatten)]
     pub backend: Backend,
-    /// Scenarios to run (default: all): uncontended, handoff, contended, parallel, held.
+    /// Scenarios to run (default: all): uncontended, handoff, contended, parallel, held,
+    /// semaphore, rwlock (the last two where the backend offers them).
     #[arg(long, value_delimiter = ',', value_parser = scenario)]
     pub scenario: Vec<dlock_bench::Scenario>,
     /// Length of the contended and parallel runs.
