@@ -4,17 +4,21 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::store::{Event, Kind};
+use crate::workload::{Fence, Workload};
 
 /// The verdict on one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Verdict {
     /// Writes the store accepted.
     pub ops: u64,
-    /// Pairs of holders whose validity windows (acquired .. acquired + validity, cut
-    /// at release) overlapped: a mutual-exclusion violation.
+    /// Exclusion violations among validity windows (acquired .. acquired + validity,
+    /// cut at release): for the mutex, pairs of windows that overlapped; for a
+    /// semaphore of N, grants that began while N others were valid (over-admissions);
+    /// for a read-write lock, pairs with a writer in them that overlapped.
     pub overlaps: u64,
-    /// Accepted reads or writes carrying a token below one the store had already seen
-    /// (only possible without fencing).
+    /// Accepted reads or writes that were stale: for the mutex and the read-write lock,
+    /// those the workload's [`Fence`] finds stale (a newer grant had already been seen);
+    /// for a semaphore, those served after their holder's validity window ended.
     pub stale_accepted: u64,
     /// Reads or writes the fence rejected: the fence doing its job.
     pub fence_rejections: u64,
@@ -41,16 +45,23 @@ impl Verdict {
     }
 }
 
-/// Checks a log.
+/// Checks a mutex run's log.
 #[must_use]
 pub fn check(log: &[Event]) -> Verdict {
+    check_as(log, Workload::Mutex)
+}
+
+/// Checks a log of `workload`.
+#[must_use]
+pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
     let mut v = Verdict::default();
     // validity windows per (worker, token): acquired .. min(valid_until, release called)
-    let mut windows: HashMap<(u32, u64), (Duration, Duration)> = HashMap::new();
+    let mut windows: HashMap<(u32, u64), (Duration, Duration, char)> = HashMap::new();
     for e in log {
         match e.kind {
             Kind::Acquired => {
-                windows.insert((e.worker, e.token), (e.at, Duration::from_nanos(e.n)));
+                let until = Duration::from_nanos(e.n);
+                windows.insert((e.worker, e.token), (e.at, until, e.access));
             }
             Kind::Released => {
                 if let Some(w) = windows.get_mut(&(e.worker, e.token)) {
@@ -61,7 +72,7 @@ pub fn check(log: &[Event]) -> Verdict {
         }
     }
     // reads and writes, in the order the store served them (the log's order)
-    let mut highest = 0u64;
+    let mut fence = Fence::new(workload);
     let mut value = 0u64;
     for e in log
         .iter()
@@ -71,11 +82,20 @@ pub fn check(log: &[Event]) -> Verdict {
             v.fence_rejections += 1;
             continue;
         }
-        if e.token < highest {
+        let write = e.kind == Kind::Write;
+        let stale = match workload {
+            // holders overlap by design: an operation is stale when it is served after
+            // its own holder's validity window (token order proves nothing here)
+            Workload::Semaphore(_) => windows
+                .get(&(e.worker, e.token))
+                .is_some_and(|w| e.at > w.1),
+            _ => !fence.admits(e.token, write),
+        };
+        if stale {
             v.stale_accepted += 1;
         }
-        highest = highest.max(e.token);
-        if e.kind == Kind::Write {
+        fence.record(e.token, write);
+        if write {
             v.ops += 1;
             if e.n != value + 1 {
                 v.lost_increments += 1;
@@ -83,22 +103,47 @@ pub fn check(log: &[Event]) -> Verdict {
         }
         value = e.n;
     }
-    let mut spans: Vec<(Duration, Duration, u64)> = windows
+    let mut spans: Vec<(Duration, Duration, u64, char)> = windows
         .into_iter()
-        .map(|((_, t), (a, b))| (a, b, t))
+        .map(|((_, t), (a, b, access))| (a, b, t, access))
         .collect();
-    spans.sort();
-    for (i, a) in spans.iter().enumerate() {
-        for b in &spans[i + 1..] {
-            if b.0 >= a.1 {
-                break;
+    spans.sort_by_key(|s| (s.0, s.1, s.2));
+    v.overlaps = match workload {
+        Workload::Semaphore(n) => over_admissions(&spans, n),
+        _ => {
+            let rw = workload == Workload::ReadWrite;
+            let mut pairs = 0;
+            for (i, a) in spans.iter().enumerate() {
+                for b in &spans[i + 1..] {
+                    if b.0 >= a.1 {
+                        break;
+                    }
+                    // readers overlap by design
+                    if a.2 != b.2 && !(rw && a.3 != 'w' && b.3 != 'w') {
+                        pairs += 1;
+                    }
+                }
             }
-            if a.2 != b.2 {
-                v.overlaps += 1;
-            }
+            pairs
+        }
+    };
+    v
+}
+
+/// Grants that began while `n` other windows were still valid.
+fn over_admissions(spans: &[(Duration, Duration, u64, char)], n: u32) -> u64 {
+    let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    let mut over = 0;
+    for (i, s) in spans.iter().enumerate() {
+        let others = spans[..i]
+            .iter()
+            .filter(|o| o.1 > s.0 && o.2 != s.2)
+            .count();
+        if others >= limit {
+            over += 1;
         }
     }
-    v
+    over
 }
 
 #[cfg(test)]
@@ -119,6 +164,7 @@ mod tests {
             token,
             n,
             accepted,
+            access: 'x',
         }
     }
 
@@ -154,5 +200,20 @@ mod tests {
             (1, 1, 1),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn semaphores_count_over_admissions_and_rw_ignores_readers_together() {
+        let acq = |ms, w, t, access| Event {
+            access,
+            ..ev(ms, w, Kind::Acquired, t, 1000, true)
+        };
+        let three = vec![acq(0, 1, 1, 'p'), acq(1, 2, 2, 'p'), acq(2, 3, 3, 'p')];
+        assert_eq!(check_as(&three, Workload::Semaphore(3)).overlaps, 0);
+        assert_eq!(check_as(&three, Workload::Semaphore(2)).overlaps, 1);
+        let readers = vec![acq(0, 1, 1, 'r'), acq(1, 2, 2, 'r')];
+        assert_eq!(check_as(&readers, Workload::ReadWrite).overlaps, 0);
+        let mixed = vec![acq(0, 1, 1, 'r'), acq(1, 2, 2, 'w')];
+        assert_eq!(check_as(&mixed, Workload::ReadWrite).overlaps, 1);
     }
 }

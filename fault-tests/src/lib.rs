@@ -1,8 +1,9 @@
 //! # dlock-faults
 //!
 //! Jepsen-style fault injection for every dlock backend. Worker processes
-//! (`dlock-fault-worker`) take a lock over and over and read-modify-write a counter in
-//! a [`FencedStore`] under it; a [`Nemesis`] kills, pauses or partitions a holder,
+//! (`dlock-fault-worker`) take a lock — the mutex, one of a semaphore's permits, or a
+//! side of a read-write lock ([`Workload`]) — over and over and read-modify-write a
+//! counter in a [`FencedStore`] under it (readers only read); a [`Nemesis`] kills, pauses or partitions a holder,
 //! restarts a server or kills cluster members; the [`check`]er reads the store's log
 //! (one monotonic clock) for overlapping validity windows, stale writes accepted,
 //! fence rejections and lost increments; [`report::table`] prints the result.
@@ -30,7 +31,9 @@ pub mod replica;
 pub mod report;
 pub mod run;
 pub mod store;
+pub mod workload;
 
-pub use checker::{Verdict, check};
+pub use checker::{Verdict, check, check_as};
 pub use nemesis::Nemesis;
 pub use store::FencedStore;
+pub use workload::{Fence, Workload};

@@ -11,10 +11,11 @@ use tokio::process::{Child, Command};
 use tokio::time::sleep;
 
 use crate::backends::Backend;
-use crate::checker::{Verdict, check};
+use crate::checker::{Verdict, check_as};
 use crate::nemesis::{Nemesis, leader, redis_command, services};
 use crate::replica::LaggingReplica;
 use crate::store::{FencedStore, Kind};
+use crate::workload::Workload;
 
 /// How a run is shaped.
 #[derive(Clone, Debug)]
@@ -33,6 +34,8 @@ pub struct Plan {
     pub duration: Duration,
     /// Whether the store checks fencing tokens.
     pub fenced: bool,
+    /// What the workers take: the mutex, a semaphore's permit, a read-write lock.
+    pub workload: Workload,
 }
 
 /// What one run found.
@@ -85,6 +88,7 @@ async fn spawn_worker(
             &id.to_string(),
             &plan.ttl.as_millis().to_string(),
             &plan.hold.as_millis().to_string(),
+            &plan.workload.arg(),
         ])
         .stdout(std::process::Stdio::null())
         .stderr(if std::env::var_os("DLOCK_FAULTS_VERBOSE").is_some() {
@@ -103,30 +107,37 @@ fn signal(w: &Worker, sig: Signal) {
     }
 }
 
-/// The worker that holds the lock now (acquired, not released), per the store's log.
-fn holder(store: &FencedStore) -> Option<u32> {
-    let mut held = None;
+/// Each worker's latest step in the store's log.
+fn last_steps(store: &FencedStore) -> std::collections::BTreeMap<u32, (Kind, bool)> {
+    let mut last = std::collections::BTreeMap::new();
     for e in store.log() {
-        match e.kind {
-            Kind::Acquired => held = Some(e.worker),
-            Kind::Released if held == Some(e.worker) => held = None,
-            _ => {}
-        }
+        last.insert(e.worker, (e.kind, e.accepted));
     }
-    held
+    last
+}
+
+/// A worker that holds the lock now (acquired or working under it, not released), per
+/// the store's log; with several holders (a semaphore, readers), the first.
+fn holder(store: &FencedStore) -> Option<u32> {
+    last_steps(store)
+        .into_iter()
+        .find(|(_, (k, _))| *k != Kind::Released)
+        .map(|(w, _)| w)
+}
+
+/// Whether worker `w` has read the counter and not yet written or released.
+fn reading(store: &FencedStore, w: u32) -> bool {
+    last_steps(store)
+        .get(&w)
+        .is_some_and(|(k, accepted)| *k == Kind::Read && *accepted)
 }
 
 /// A worker that has read the counter and not yet written: the moment to pause it.
 fn mid_update(store: &FencedStore) -> Option<u32> {
-    let mut reader = None;
-    for e in store.log() {
-        match e.kind {
-            Kind::Read if e.accepted => reader = Some(e.worker),
-            Kind::Write | Kind::Released if reader == Some(e.worker) => reader = None,
-            _ => {}
-        }
-    }
-    reader
+    last_steps(store)
+        .into_iter()
+        .find(|(_, (k, accepted))| *k == Kind::Read && *accepted)
+        .map(|(w, _)| w)
 }
 
 async fn wait_for(mut probe: impl FnMut() -> Option<u32>, within: Duration) -> Option<u32> {
@@ -145,7 +156,7 @@ async fn wait_for(mut probe: impl FnMut() -> Option<u32>, within: Duration) -> O
 /// # Errors
 /// When the store or a worker cannot be started.
 pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::Result<Outcome> {
-    let store = FencedStore::start(plan.fenced).await?;
+    let store = FencedStore::start(plan.fenced, plan.workload).await?;
     let started = store.now();
     let name = format!("faults/{}/{:016x}", backend.label, dlock_any::random_u64());
     let mut workers = Vec::new();
@@ -167,7 +178,7 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
         .find(|e| e.kind == Kind::Acquired && e.at > fault_at && Some(e.worker) != victim)
         .map(|e| e.at - fault_at);
     Ok(Outcome {
-        verdict: check(&log),
+        verdict: check_as(&log, plan.workload),
         recovery,
         applied,
     })
@@ -202,7 +213,7 @@ async fn apply(
                 let at = store.now();
                 signal(&workers[v as usize], Signal::SIGSTOP);
                 sleep(Duration::from_millis(50)).await;
-                if mid_update(store) != Some(v) {
+                if !reading(store, v) {
                     signal(&workers[v as usize], Signal::SIGCONT);
                     continue;
                 }

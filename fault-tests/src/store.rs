@@ -10,6 +10,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+use crate::workload::{Fence, Workload};
+
 /// The machine's monotonic clock (the same in every process).
 #[must_use]
 pub fn mono() -> Duration {
@@ -45,18 +47,21 @@ pub struct Event {
     pub n: u64,
     /// Whether the store accepted it (reads and writes can be fenced off).
     pub accepted: bool,
+    /// For `Acquired`: how the lock is held — `x` mutex, `p` permit, `r` read, `w`
+    /// write.
+    pub access: char,
 }
 
-#[derive(Default)]
 struct State {
     value: u64,
-    highest_token: u64,
+    fence: Fence,
     log: Vec<Event>,
 }
 
-/// The counter and its log. With `fenced`, a read or write carrying a token below the
-/// highest one seen is rejected (reads register their token too, so a holder that
-/// read under a newer token fences off an older holder's later write).
+/// The counter and its log. With `fenced`, a read or write that the workload's
+/// [`Fence`] finds stale is rejected (for the mutex: a token below the highest seen;
+/// reads register their token too, so a holder that read under a newer token fences off
+/// an older holder's later write).
 pub struct FencedStore {
     addr: String,
     state: Arc<Mutex<State>>,
@@ -68,10 +73,14 @@ impl FencedStore {
     ///
     /// # Errors
     /// When the port cannot be bound.
-    pub async fn start(fenced: bool) -> std::io::Result<Self> {
+    pub async fn start(fenced: bool, workload: Workload) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?.to_string();
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(State {
+            value: 0,
+            fence: Fence::new(workload),
+            log: Vec::new(),
+        }));
         let st = Arc::clone(&state);
         let task = tokio::spawn(async move {
             while let Ok((conn, _)) = listener.accept().await {
@@ -130,24 +139,25 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 .and_then(|p| p.parse::<u64>().ok())
                 .unwrap_or(0)
         };
-        // ACQ id token at_ns valid_until_ns | REL id token at_ns | READ id token | WRITE id token value
+        // ACQ id token at_ns valid_until_ns [access] | REL id token at_ns | READ id token
+        // | WRITE id token value
         let (worker, token, n) = (u32::try_from(num(1)).unwrap_or(0), num(2), num(3));
         let reply = {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
             let served = mono();
-            let stale = token < s.highest_token;
+            let stale = |write: bool| fenced && !s.fence.admits(token, write);
             let stamped = Duration::from_nanos(n);
             let (kind, accepted, reply, at) = match parts.first().copied() {
                 Some("ACQ") => (Kind::Acquired, true, "OK".to_owned(), stamped),
                 Some("REL") => (Kind::Released, true, "OK".to_owned(), stamped),
-                Some("READ") if fenced && stale => (Kind::Read, false, "REJ".to_owned(), served),
+                Some("READ") if stale(false) => (Kind::Read, false, "REJ".to_owned(), served),
                 Some("READ") => {
-                    s.highest_token = s.highest_token.max(token);
+                    s.fence.record(token, false);
                     (Kind::Read, true, format!("VAL {}", s.value), served)
                 }
-                Some("WRITE") if fenced && stale => (Kind::Write, false, "REJ".to_owned(), served),
+                Some("WRITE") if stale(true) => (Kind::Write, false, "REJ".to_owned(), served),
                 Some("WRITE") => {
-                    s.highest_token = s.highest_token.max(token);
+                    s.fence.record(token, true);
                     s.value = n;
                     (Kind::Write, true, "OK".to_owned(), served)
                 }
@@ -158,6 +168,10 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 Kind::Acquired => num(4),
                 _ => n,
             };
+            let access = match kind {
+                Kind::Acquired => parts.get(5).and_then(|a| a.chars().next()).unwrap_or('x'),
+                _ => 'x',
+            };
             s.log.push(Event {
                 at,
                 worker,
@@ -165,6 +179,7 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 token,
                 n,
                 accepted,
+                access,
             });
             reply
         };

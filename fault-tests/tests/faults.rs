@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use dlock_conformance::required_env;
-use dlock_faults::Nemesis;
 use dlock_faults::backends::{Backend, from_env};
 use dlock_faults::report::{Row, table};
 use dlock_faults::run::{Plan, run};
+use dlock_faults::{Nemesis, Workload};
 
 /// One scenario at a time: faults restart shared servers.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -17,14 +17,19 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const TTL: Duration = Duration::from_secs(1);
 
 fn plan(fenced: bool) -> Plan {
+    plan_for(fenced, Workload::Mutex)
+}
+
+fn plan_for(fenced: bool, workload: Workload) -> Plan {
     Plan {
         worker: PathBuf::from(env!("CARGO_BIN_EXE_dlock-fault-worker")),
         services: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services")),
-        workers: 3,
+        workers: workload.workers(),
         ttl: TTL,
         hold: Duration::from_millis(20),
         duration: Duration::from_secs(5),
         fenced,
+        workload,
     }
 }
 
@@ -80,6 +85,32 @@ async fn run_all(b: Backend) {
                 r <= TTL + Duration::from_secs(1),
                 "{label}: recovery after kill -9 took {r:?}"
             );
+        }
+    }
+    // The semaphore (3 permits, 5 workers) and the read-write lock (4 workers, a writer
+    // one time in four) under a crashed and a paused holder: no over-admission or
+    // writer overlap inside validity windows, no stale operation accepted. (Redlock
+    // offers neither; the conformance suite checks that it says so.)
+    if !label.starts_with("redlock") {
+        for workload in [Workload::Semaphore(3), Workload::ReadWrite] {
+            for nemesis in [Nemesis::KillHolder, Nemesis::PauseHolder] {
+                let o = run(&plan_for(true, workload), &b, nemesis).await.unwrap();
+                let v = &o.verdict;
+                let what = format!("{}{}", nemesis.label(), workload.label());
+                rows.push(Row {
+                    backend: label.into(),
+                    nemesis: what.clone(),
+                    verdict: v.clone(),
+                    recoveries: o.recovery.into_iter().collect(),
+                    not_applied: u32::from(!o.applied),
+                });
+                assert!(o.applied, "{label}: {what} could not be applied");
+                assert!(v.safe_under(nemesis), "{label} / {what}: {v:?}");
+                assert!(v.ops > 0, "{label} / {what}: no progress");
+                if workload == Workload::ReadWrite {
+                    assert_eq!(v.lost_increments, 0, "{label} / {what}: {v:?}");
+                }
+            }
         }
     }
     // Without the fence, a holder paused between its read and its write must corrupt

@@ -1,9 +1,11 @@
 //! The long fault run: every backend in the environment × every fault that applies,
 //! several runs each, printed as the Markdown report kept in `FAULTS.md`.
 //!
-//! `dlock-faults [--runs N] [--seconds S] [--only LABEL,...]` (start the servers
-//! first: `eval "$(scripts/services up --cluster)"`). `--only` keeps the backends whose
-//! label starts with one of the given prefixes (e.g. `--only redis,etcd×3`).
+//! `dlock-faults [--runs N] [--seconds S] [--only LABEL,...] [--workloads W,...]`
+//! (start the servers first: `eval "$(scripts/services up --cluster)"`). `--only`
+//! keeps the backends whose label starts with one of the given prefixes (e.g. `--only
+//! redis,etcd×3`); `--workloads` picks among `mutex` (the default), `permits:3` and
+//! `rw` (the shared ones under the holder faults, on backends that offer them).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +14,7 @@ use std::time::Duration;
 use dlock_faults::backends::{Backend, from_env};
 use dlock_faults::report::{Row, add, table};
 use dlock_faults::run::{Plan, run};
-use dlock_faults::{Nemesis, Verdict};
+use dlock_faults::{Nemesis, Verdict, Workload};
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -34,15 +36,21 @@ async fn main() -> ExitCode {
     let services = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/services");
     let dir = std::env::temp_dir().join(format!("dlock-faults-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let plan = |fenced| Plan {
+    let plan = |fenced, workload: Workload| Plan {
         worker: worker.clone(),
         services: services.clone(),
-        workers: 3,
+        workers: workload.workers(),
         ttl: Duration::from_secs(1),
         hold: Duration::from_millis(20),
         duration: Duration::from_secs(seconds),
         fenced,
+        workload,
     };
+    let workloads: Vec<Workload> = std::env::args()
+        .skip_while(|a| a != "--workloads")
+        .nth(1)
+        .map(|v| v.split(',').filter_map(Workload::parse).collect())
+        .unwrap_or_else(|| vec![Workload::Mutex]);
     let mut rows = Vec::new();
     let mut unsafe_runs = 0;
     let only: Vec<String> = std::env::args()
@@ -60,38 +68,56 @@ async fn main() -> ExitCode {
     }
     backends.retain(|b| wanted(b.label));
     for backend in backends {
-        let mut cases: Vec<(Nemesis, bool)> =
-            backend.nemeses().into_iter().map(|n| (n, true)).collect();
-        cases.push((Nemesis::PauseHolder, false));
-        for (nemesis, fenced) in cases {
-            let mut row = Row {
-                backend: backend.label.into(),
-                nemesis: if fenced {
-                    nemesis.label().into()
-                } else {
-                    format!("{} (unfenced)", nemesis.label())
-                },
-                verdict: Verdict::default(),
-                recoveries: Vec::new(),
-                not_applied: 0,
+        for &workload in &workloads {
+            let cases: Vec<(Nemesis, bool)> = if workload == Workload::Mutex {
+                let mut c: Vec<_> = backend.nemeses().into_iter().map(|n| (n, true)).collect();
+                c.push((Nemesis::PauseHolder, false));
+                c
+            } else if backend.label.starts_with("redlock") {
+                Vec::new() // no semaphores or read-write locks on Redlock
+            } else {
+                backend
+                    .nemeses()
+                    .into_iter()
+                    .filter(|n| {
+                        matches!(
+                            n,
+                            Nemesis::KillHolder | Nemesis::PauseHolder | Nemesis::Partition
+                        )
+                    })
+                    .map(|n| (n, true))
+                    .collect()
             };
-            for _ in 0..runs {
-                match run(&plan(fenced), &backend, nemesis).await {
-                    Ok(o) => {
-                        add(&mut row.verdict, &o.verdict);
-                        row.recoveries.extend(o.recovery);
-                        if !o.applied {
-                            row.not_applied += 1;
+            for (nemesis, fenced) in cases {
+                let mut row = Row {
+                    backend: backend.label.into(),
+                    nemesis: if fenced {
+                        format!("{}{}", nemesis.label(), workload.label())
+                    } else {
+                        format!("{} (unfenced)", nemesis.label())
+                    },
+                    verdict: Verdict::default(),
+                    recoveries: Vec::new(),
+                    not_applied: 0,
+                };
+                for _ in 0..runs {
+                    match run(&plan(fenced, workload), &backend, nemesis).await {
+                        Ok(o) => {
+                            add(&mut row.verdict, &o.verdict);
+                            row.recoveries.extend(o.recovery);
+                            if !o.applied {
+                                row.not_applied += 1;
+                            }
+                            if fenced && !o.verdict.safe_under(nemesis) {
+                                unsafe_runs += 1;
+                            }
                         }
-                        if fenced && !o.verdict.safe_under(nemesis) {
-                            unsafe_runs += 1;
-                        }
+                        Err(e) => eprintln!("{} / {}: {e}", backend.label, nemesis.label()),
                     }
-                    Err(e) => eprintln!("{} / {}: {e}", backend.label, nemesis.label()),
                 }
+                eprintln!("{} / {}: {:?}", row.backend, row.nemesis, row.verdict);
+                rows.push(row);
             }
-            eprintln!("{} / {}: {:?}", row.backend, row.nemesis, row.verdict);
-            rows.push(row);
         }
     }
     let report = table(&rows);

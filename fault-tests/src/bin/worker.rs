@@ -2,12 +2,16 @@
 //! fenced store's counter under it, reporting each step to the store. Run by the
 //! fault runner as a separate process, so a kill is a real process kill.
 //!
-//! `dlock-fault-worker URL NAME STORE_ADDR WORKER_ID TTL_MS HOLD_MS`
+//! `dlock-fault-worker URL NAME STORE_ADDR WORKER_ID TTL_MS HOLD_MS [WORKLOAD]`
+//! (`mutex`, `permits:N`, `rw`; readers of a read-write lock only read).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use dlock_any::{LockName, connect};
+use std::sync::Arc;
+
+use dlock_any::{DistributedLock, LockError, LockName, SharedLock};
+use dlock_faults::Workload;
 use dlock_faults::store::mono;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -31,14 +35,21 @@ fn nanos(d: Duration) -> u64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, name, store, id, ttl_ms, hold_ms] = args.as_slice() else {
-        eprintln!("usage: dlock-fault-worker URL NAME STORE_ADDR WORKER_ID TTL_MS HOLD_MS");
-        return ExitCode::from(2);
+    let (url, name, store, id, ttl_ms, hold_ms, workload) = match args.as_slice() {
+        [_, u, n, s, i, t, h] => (u, n, s, i, t, h, Some(Workload::Mutex)),
+        [_, u, n, s, i, t, h, w] => (u, n, s, i, t, h, Workload::parse(w)),
+        _ => {
+            eprintln!(
+                "usage: dlock-fault-worker URL NAME STORE_ADDR WORKER_ID TTL_MS HOLD_MS [WORKLOAD]"
+            );
+            return ExitCode::from(2);
+        }
     };
-    let (Ok(name), Ok(ttl), Ok(hold)) = (
+    let (Ok(name), Ok(ttl), Ok(hold), Some(workload)) = (
         LockName::new(name),
         ttl_ms.parse::<u64>(),
         hold_ms.parse::<u64>(),
+        workload,
     ) else {
         eprintln!("bad arguments");
         return ExitCode::from(2);
@@ -53,8 +64,8 @@ async fn main() -> ExitCode {
         lines: BufReader::new(r).lines(),
         w,
     };
-    let lock = loop {
-        match connect(url).await {
+    let (lock, reads) = loop {
+        match locks(url, workload).await {
             Ok(l) => break l,
             Err(e) => {
                 eprintln!("worker {id}: connect failed ({e}); retrying");
@@ -63,6 +74,13 @@ async fn main() -> ExitCode {
         }
     };
     loop {
+        // a read-write worker reads three times in four
+        let (lock, access) = match &reads {
+            Some(r) if dlock_any::random_u64() % 4 != 0 => (r, 'r'),
+            Some(_) => (&lock, 'w'),
+            None if matches!(workload, Workload::Semaphore(_)) => (&lock, 'p'),
+            None => (&lock, 'x'),
+        };
         let lease = match lock.acquire(&name, ttl, Duration::from_secs(5)).await {
             Ok(l) => l,
             Err(e) => {
@@ -75,7 +93,10 @@ async fn main() -> ExitCode {
         let t = lease.token();
         let valid_until = nanos(now + lease.remaining());
         if store
-            .ask(format!("ACQ {id} {t} {} {valid_until}", nanos(now)))
+            .ask(format!(
+                "ACQ {id} {t} {} {valid_until} {access}",
+                nanos(now)
+            ))
             .await
             .is_none()
         {
@@ -89,7 +110,9 @@ async fn main() -> ExitCode {
                 .and_then(|v| v.parse::<u64>().ok())
         {
             tokio::time::sleep(Duration::from_millis(hold)).await;
-            let _ = store.ask(format!("WRITE {id} {t} {}", v + 1)).await;
+            if access != 'r' {
+                let _ = store.ask(format!("WRITE {id} {t} {}", v + 1)).await;
+            }
         }
         // Report the end of the critical section before releasing: a worker killed
         // between the two must not leave a window open after others could take over.
@@ -97,4 +120,23 @@ async fn main() -> ExitCode {
         let _ = store.ask(format!("REL {id} {t} {}", nanos(done))).await;
         let _ = lock.release(&lease).await;
     }
+}
+
+/// The lock a worker takes (the mutex, a permit, or a read-write lock's write side)
+/// and, for a read-write worker, its read side.
+async fn locks(
+    url: &str,
+    workload: Workload,
+) -> Result<(Arc<dyn DistributedLock>, Option<Arc<dyn DistributedLock>>), LockError> {
+    if workload == Workload::Mutex {
+        return Ok((dlock_any::connect(url).await?, None));
+    }
+    let backend = dlock_any::connect_coordination(url).await?;
+    Ok(match workload {
+        Workload::Semaphore(n) => (Arc::new(SharedLock::permits(backend, n)?), None),
+        _ => (
+            Arc::new(SharedLock::writes(Arc::clone(&backend))),
+            Some(Arc::new(SharedLock::reads(backend)) as Arc<dyn DistributedLock>),
+        ),
+    })
 }
