@@ -76,7 +76,7 @@ async fn main() -> ExitCode {
     loop {
         // a read-write worker reads three times in four
         let (lock, access) = match &reads {
-            Some(r) if dlock_any::random_u64() % 4 != 0 => (r, 'r'),
+            Some(r) if !dlock_any::random_u64().is_multiple_of(4) => (r, 'r'),
             Some(_) => (&lock, 'w'),
             None if matches!(workload, Workload::Semaphore(_)) => (&lock, 'p'),
             None => (&lock, 'x'),
