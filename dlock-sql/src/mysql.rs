@@ -12,7 +12,7 @@ use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct MySql {
-    shared: SharedSql,
+    shared: std::sync::Arc<SharedSql>,
     pool: MySqlPool,
     create: String,
     take: String,
@@ -34,7 +34,7 @@ impl MySql {
         let remaining_ms =
             format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
         Self {
-            shared: SharedSql::new(Dialect::MySql, table),
+            shared: std::sync::Arc::new(SharedSql::new(Dialect::MySql, table)),
             pool,
             // VARBINARY: names compare byte for byte ('A' <> 'a', no collation folding).
             create: format!(
@@ -164,4 +164,4 @@ impl Store for MySql {
     }
 }
 
-shared_store!(MySql, |_this| None);
+shared_store!(MySql, sqlx::mysql::MySqlPool, |_this| None);

@@ -12,7 +12,7 @@ use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Postgres {
-    shared: SharedSql,
+    shared: std::sync::Arc<SharedSql>,
     pool: PgPool,
     /// Where the LISTEN connection goes: its own connection, never one of the pool's,
     /// so waiters cannot starve the holders' renewals and releases of connections.
@@ -40,7 +40,7 @@ impl Postgres {
     ) -> Self {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
         Self {
-            shared: SharedSql::new(Dialect::Postgres, table),
+            shared: std::sync::Arc::new(SharedSql::new(Dialect::Postgres, table)),
             pool,
             listen_to,
             channel: format!("dlock_release_{table}"),
@@ -262,7 +262,7 @@ impl Wakeups {
     }
 }
 
-shared_store!(Postgres, |this| if this.listen {
+shared_store!(Postgres, sqlx::postgres::PgPool, |this| if this.listen {
     Some(this.channel.as_str())
 } else {
     None

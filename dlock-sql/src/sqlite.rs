@@ -11,7 +11,7 @@ use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Sqlite {
-    shared: SharedSql,
+    shared: std::sync::Arc<SharedSql>,
     pool: SqlitePool,
     create: String,
     take: String,
@@ -27,7 +27,7 @@ impl Sqlite {
         // 3.42 would return NULL here, which is why the crate bundles its own.
         let now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
         Self {
-            shared: SharedSql::new(Dialect::Sqlite, table),
+            shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
             pool,
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (
@@ -142,4 +142,4 @@ impl Store for Sqlite {
     }
 }
 
-shared_store!(Sqlite, |_this| None);
+shared_store!(Sqlite, sqlx::sqlite::SqlitePool, |_this| None);

@@ -27,7 +27,7 @@ pub(crate) struct Holder {
 #[async_trait]
 pub(crate) trait SharedStore: Send + Sync {
     /// One acquisition attempt, in one transaction.
-    async fn take_shared(&self, req: &SharedRequest<'_>) -> Result<SharedTaken, sqlx::Error>;
+    async fn take_shared(&self, req: &SharedRequest) -> Result<SharedTaken, sqlx::Error>;
     /// Extends an unexpired holder with this owner and token.
     async fn renew_shared(
         &self,

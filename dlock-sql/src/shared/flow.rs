@@ -3,114 +3,39 @@
 //! trait bounds than it saves lines).
 
 /// Implements [`crate::store::SharedStore`] for a dialect type with fields `pool` (its
-/// sqlx pool) and `shared` ([`super::SharedSql`]). `$channel` is an
+/// sqlx pool, of type `$pool`) and `shared` (an `Arc` of [`super::SharedSql`]). `$channel` is an
 /// `Option<&str>` expression: the NOTIFY channel a release statement binds last.
 macro_rules! shared_store {
-    ($ty:ty, |$this:ident| $channel:expr) => {
+    ($ty:ty, $pool:ty, |$this:ident| $channel:expr) => {
         #[async_trait::async_trait]
         impl $crate::store::SharedStore for $ty {
             async fn take_shared(
                 &self,
-                req: &$crate::shared::SharedRequest<'_>,
+                req: &$crate::shared::SharedRequest,
             ) -> Result<$crate::shared::SharedTaken, sqlx::Error> {
-                use sqlx::Row;
-                use $crate::shared::{Decision, Head, HolderRow, SharedTaken, decide};
-                let sql = &self.shared;
-                let key = req.key.as_str();
-                let mut tx = self.pool.begin().await?;
-                let Some((last, first)) = sql.head.split_last() else {
-                    return Err(sqlx::Error::Protocol("no head statement".into()));
-                };
-                for s in first {
-                    sqlx::query(sqlx::AssertSqlSafe(s.as_str()))
-                        .bind(key)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                let row = sqlx::query(sqlx::AssertSqlSafe(last.as_str()))
-                    .bind(key)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                let head = Head {
-                    token: row.try_get(0)?,
-                    permits: row.try_get(1)?,
-                    intent_until: row.try_get(2)?,
-                    now: row.try_get(3)?,
-                };
-                sqlx::query(sqlx::AssertSqlSafe(sql.purge.as_str()))
-                    .bind(key)
-                    .bind(head.now)
-                    .execute(&mut *tx)
-                    .await?;
-                let holders = sqlx::query(sqlx::AssertSqlSafe(sql.list.as_str()))
-                    .bind(key)
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .iter()
-                    .map(|r| {
-                        Ok(HolderRow {
-                            owner: r.try_get(0)?,
-                            access: r.try_get(1)?,
-                            token: r.try_get(2)?,
-                            expires_at: r.try_get(3)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                let ttl = dlock_core::backend::millis(req.ttl);
-                let taken = match decide(req.access, req.owner, &head, &holders, req.waits) {
-                    Decision::Retake(token) => {
-                        sqlx::query(sqlx::AssertSqlSafe(sql.retake.as_str()))
-                            .bind(head.now + ttl)
-                            .bind(key)
-                            .bind(req.owner)
-                            .execute(&mut *tx)
-                            .await?;
-                        SharedTaken::Yes(token)
-                    }
-                    Decision::Grant => {
-                        let token = head.token + 1;
-                        let permits = match req.access {
-                            dlock_core::Access::Permit(n) => i64::from(n),
-                            _ => head.permits,
-                        };
-                        // a writer that got in no longer needs its intent
-                        let intent = if req.access == dlock_core::Access::Write {
-                            0
-                        } else {
-                            head.intent_until
-                        };
-                        sqlx::query(sqlx::AssertSqlSafe(sql.grant_head.as_str()))
-                            .bind(token)
-                            .bind(permits)
-                            .bind(intent)
-                            .bind(key)
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(sqlx::AssertSqlSafe(sql.insert_holder.as_str()))
-                            .bind(key)
-                            .bind(req.owner)
-                            .bind($crate::shared::tag(req.access))
-                            .bind(token)
-                            .bind(head.now + ttl)
-                            .execute(&mut *tx)
-                            .await?;
-                        SharedTaken::Yes(token)
-                    }
-                    Decision::Refuse { wait_ms, intent } => {
-                        if intent {
-                            let until = head.now + dlock_core::backend::millis(req.intent);
-                            sqlx::query(sqlx::AssertSqlSafe(sql.intent.as_str()))
-                                .bind(until.max(head.intent_until))
-                                .bind(key)
-                                .execute(&mut *tx)
-                                .await?;
+                let (pool, sql, req) = (
+                    self.pool.clone(),
+                    std::sync::Arc::clone(&self.shared),
+                    req.clone(),
+                );
+                // The transaction runs to its end even if the caller stops waiting: one
+                // abandoned halfway would keep the name's row (SQLite: the database)
+                // locked until its connection is next used. Acquisitions of different
+                // names never wait for each other's rows, but a database may still pick
+                // one as a deadlock victim: such a transaction did nothing and runs again.
+                let task = tokio::spawn(async move {
+                    let mut attempts = 0;
+                    loop {
+                        match <$ty>::take_shared_once(&pool, &sql, &req).await {
+                            Err(e) if attempts < 4 && $crate::shared::is_retryable(&e) => {
+                                attempts += 1;
+                            }
+                            other => return other,
                         }
-                        SharedTaken::No(dlock_core::backend::from_millis(wait_ms))
                     }
-                    Decision::Mismatch(permits) => SharedTaken::Mismatch(permits),
-                };
-                tx.commit().await?;
-                Ok(taken)
+                });
+                task.await
+                    .map_err(|e| sqlx::Error::Protocol(format!("the acquire task failed: {e}")))?
             }
 
             async fn renew_shared(
@@ -169,6 +94,118 @@ macro_rules! shared_store {
                         })
                     })
                     .collect()
+            }
+        }
+
+        impl $ty {
+            async fn take_shared_once(
+                pool: &$pool,
+                sql: &$crate::shared::SharedSql,
+                req: &$crate::shared::SharedRequest,
+            ) -> Result<$crate::shared::SharedTaken, sqlx::Error> {
+                use sqlx::Row;
+                use $crate::shared::{Decision, Head, HolderRow, SharedTaken, decide};
+                let key = req.key.as_str();
+                let mut conn = pool.acquire().await?;
+                if let Some(pre) = &sql.before_begin {
+                    sqlx::query(sqlx::AssertSqlSafe(pre.as_str()))
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                let Some((last, first)) = sql.head.split_last() else {
+                    return Err(sqlx::Error::Protocol("no head statement".into()));
+                };
+                for s in first {
+                    sqlx::query(sqlx::AssertSqlSafe(s.as_str()))
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let row = sqlx::query(sqlx::AssertSqlSafe(last.as_str()))
+                    .bind(key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let head = Head {
+                    token: row.try_get(0)?,
+                    permits: row.try_get(1)?,
+                    intent_until: row.try_get(2)?,
+                    now: row.try_get(3)?,
+                };
+                sqlx::query(sqlx::AssertSqlSafe(sql.purge.as_str()))
+                    .bind(key)
+                    .bind(head.now)
+                    .execute(&mut *tx)
+                    .await?;
+                let holders = sqlx::query(sqlx::AssertSqlSafe(sql.list.as_str()))
+                    .bind(key)
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .iter()
+                    .map(|r| {
+                        Ok(HolderRow {
+                            owner: r.try_get(0)?,
+                            access: r.try_get(1)?,
+                            token: r.try_get(2)?,
+                            expires_at: r.try_get(3)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                let ttl = dlock_core::backend::millis(req.ttl);
+                let taken = match decide(req.access, &req.owner, &head, &holders, req.waits) {
+                    Decision::Retake(token) => {
+                        sqlx::query(sqlx::AssertSqlSafe(sql.retake.as_str()))
+                            .bind(head.now + ttl)
+                            .bind(key)
+                            .bind(req.owner.as_str())
+                            .execute(&mut *tx)
+                            .await?;
+                        SharedTaken::Yes(token)
+                    }
+                    Decision::Grant => {
+                        let token = head.token + 1;
+                        let permits = match req.access {
+                            dlock_core::Access::Permit(n) => i64::from(n),
+                            _ => head.permits,
+                        };
+                        // a writer that got in no longer needs its intent
+                        let intent = if req.access == dlock_core::Access::Write {
+                            0
+                        } else {
+                            head.intent_until
+                        };
+                        sqlx::query(sqlx::AssertSqlSafe(sql.grant_head.as_str()))
+                            .bind(token)
+                            .bind(permits)
+                            .bind(intent)
+                            .bind(key)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(sqlx::AssertSqlSafe(sql.insert_holder.as_str()))
+                            .bind(key)
+                            .bind(req.owner.as_str())
+                            .bind($crate::shared::tag(req.access))
+                            .bind(token)
+                            .bind(head.now + ttl)
+                            .execute(&mut *tx)
+                            .await?;
+                        SharedTaken::Yes(token)
+                    }
+                    Decision::Refuse { wait_ms, intent } => {
+                        if intent {
+                            let until = head.now + dlock_core::backend::millis(req.intent);
+                            sqlx::query(sqlx::AssertSqlSafe(sql.intent.as_str()))
+                                .bind(until.max(head.intent_until))
+                                .bind(key)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
+                        SharedTaken::No(dlock_core::backend::from_millis(wait_ms))
+                    }
+                    Decision::Mismatch(permits) => SharedTaken::Mismatch(permits),
+                };
+                tx.commit().await?;
+                Ok(taken)
             }
         }
     };

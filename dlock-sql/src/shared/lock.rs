@@ -22,7 +22,7 @@ impl SqlLock {
         let req = SharedRequest {
             key: shared_key(name, access),
             access,
-            owner: owner.as_str(),
+            owner: owner.as_str().to_owned(),
             ttl,
             waits,
             intent: self.wait_policy_now().writer_intent(),

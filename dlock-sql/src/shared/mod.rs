@@ -24,11 +24,12 @@ use std::time::Duration;
 use dlock_core::{Access, LockName};
 
 /// One acquisition attempt of a semaphore's permit, a read or the write lease.
-pub(crate) struct SharedRequest<'a> {
+#[derive(Clone, Debug)]
+pub(crate) struct SharedRequest {
     /// `sem:<name>` or `rw:<name>`.
     pub key: String,
     pub access: Access,
-    pub owner: &'a str,
+    pub owner: String,
     pub ttl: Duration,
     /// The caller waits if this fails (a writer then leaves its intent).
     pub waits: bool,
@@ -60,4 +61,13 @@ pub(crate) struct SharedHolder {
     pub remaining_ms: i64,
     /// The permit count the semaphore's holders use.
     pub permits: i64,
+}
+
+/// A transaction the database gave up as a deadlock victim or a serialization failure
+/// (SQLSTATE class 40): it changed nothing and can run again.
+pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => d.code().is_some_and(|c| c.starts_with("40")),
+        _ => false,
+    }
 }

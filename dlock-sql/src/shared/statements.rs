@@ -44,6 +44,10 @@ impl Dialect {
 /// Every statement of the shared tables for one dialect and table name.
 pub(crate) struct SharedSql {
     pub create: Vec<String>,
+    /// Run on the connection before `BEGIN` (MySQL: READ COMMITTED, so the holder
+    /// table's deletes and inserts take no gap locks that could deadlock acquisitions of
+    /// different names; every decision is made under the name's row lock anyway).
+    pub before_begin: Option<String>,
     /// Locks (creating if needed) the head row; the last statement returns
     /// `token, permits, intent_until, now`.
     pub head: Vec<String>,
@@ -135,6 +139,8 @@ impl SharedSql {
         let n = |sql: String| dialect.number(&sql);
         Self {
             create,
+            before_begin: (dialect == Dialect::MySql)
+                .then(|| "SET TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned()),
             head: head.into_iter().map(n).collect(),
             purge: n(format!(
                 "DELETE FROM {h} WHERE name = ? AND expires_at <= ?"
