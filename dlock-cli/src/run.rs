@@ -39,6 +39,13 @@ pub async fn run(args: RunArgs) -> ExitCode {
         Err(code) => return code,
     };
     let guard = LockGuard::new(Arc::clone(&backend), lease.clone());
+    // Before the command starts: a signal that arrives while it starts must be
+    // forwarded, not kill dlock and leave the command running unsupervised.
+    let Some(signals) = Signals::install() else {
+        eprintln!("dlock: cannot install signal handlers");
+        let _ = guard.release().await;
+        return ExitCode::from(exit::BACKEND);
+    };
     let child = Command::new(&args.command[0])
         .args(&args.command[1..])
         .env("DLOCK_NAME", name.as_str())
@@ -53,7 +60,24 @@ pub async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(exit::CANNOT_EXEC);
         }
     };
-    supervise(child, guard, &args).await
+    supervise(child, guard, signals, &args).await
+}
+
+/// The signals `dlock run` forwards to its command.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Option<Self> {
+        Some(Self {
+            term: signal(SignalKind::terminate()).ok()?,
+            int: signal(SignalKind::interrupt()).ok()?,
+            hup: signal(SignalKind::hangup()).ok()?,
+        })
+    }
 }
 
 /// The lock this run takes: NAME's plain lock, a permit of its semaphore, or one side
@@ -114,21 +138,21 @@ async fn take(
 
 /// Waits for the command, forwarding SIGINT/SIGTERM/SIGHUP to it, and stops it if the
 /// lease is lost.
-async fn supervise(mut child: Child, guard: LockGuard, args: &RunArgs) -> ExitCode {
+async fn supervise(
+    mut child: Child,
+    guard: LockGuard,
+    signals: Signals,
+    args: &RunArgs,
+) -> ExitCode {
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .map(Pid::from_raw);
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        eprintln!("dlock: cannot install signal handlers");
-        let _ = child.start_kill();
-        let _ = guard.release().await;
-        return ExitCode::from(exit::BACKEND);
-    };
+    let Signals {
+        mut term,
+        mut int,
+        mut hup,
+    } = signals;
     let lost = guard.lost();
     tokio::pin!(lost);
     loop {
