@@ -118,9 +118,17 @@ impl QueueDriver for EtcdLock {
                 .await?;
             self.leases
                 .confirm(ticket.id, &key, rev, Instant::now() + ticket.granted);
-            let turn = match stand(name, access, &ahead)?.0 {
-                Standing::Holds => Turn::Head,
-                Standing::Waits(_) => Turn::Behind,
+            let turn = match stand(name, access, &ahead) {
+                Ok((Standing::Holds, _)) => Turn::Head,
+                Ok((Standing::Waits(_), _)) => Turn::Behind,
+                Err(e) => {
+                    // refused (another permit count): leave the queue before answering,
+                    // so the next caller does not meet this key
+                    if self.withdraw(&key).await.is_ok() {
+                        pending.never_created();
+                    }
+                    return Err(e);
+                }
             };
             let entry = EtcdEntry {
                 pending: Some(pending),

@@ -103,7 +103,24 @@ impl QueueDriver for ZkLock {
             children: q.children,
             seen,
         };
-        let turn = entry.turn()?;
+        let turn = match entry.turn() {
+            Ok(t) => t,
+            Err(e) => {
+                // refused (another permit count): leave the queue before answering, so
+                // the next caller does not meet this node
+                let path = format!("{}/{}", entry.dir, entry.node);
+                let mut entry = entry;
+                if let Ok(Ok(()) | Err(zk::Error::NoNode)) = self
+                    .op("leave queue", async {
+                        Ok(entry.client.delete(&path, None).await)
+                    })
+                    .await
+                {
+                    entry.cleanup.armed = false;
+                }
+                return Err(e);
+            }
+        };
         Ok((entry, turn))
     }
 

@@ -18,6 +18,10 @@ macro_rules! shared_store {
                     std::sync::Arc::clone(&self.shared),
                     req.clone(),
                 );
+                // held while the caller waits for the answer: a grant whose caller is
+                // gone is rolled back instead of committed (no ghost holder)
+                let caller = std::sync::Arc::new(());
+                let waiting = std::sync::Arc::downgrade(&caller);
                 // The transaction runs to its end even if the caller stops waiting: one
                 // abandoned halfway would keep the name's row (SQLite: the database)
                 // locked until its connection is next used. Acquisitions of different
@@ -26,7 +30,7 @@ macro_rules! shared_store {
                 let task = tokio::spawn(async move {
                     let mut attempts = 0;
                     loop {
-                        match <$ty>::take_shared_once(&pool, &sql, &req).await {
+                        match <$ty>::take_shared_once(&pool, &sql, &req, &waiting).await {
                             Err(e) if attempts < 4 && $crate::shared::is_retryable(&e) => {
                                 attempts += 1;
                             }
@@ -34,8 +38,11 @@ macro_rules! shared_store {
                         }
                     }
                 });
-                task.await
-                    .map_err(|e| sqlx::Error::Protocol(format!("the acquire task failed: {e}")))?
+                let answer = task
+                    .await
+                    .map_err(|e| sqlx::Error::Protocol(format!("the acquire task failed: {e}")))?;
+                drop(caller);
+                answer
             }
 
             async fn renew_shared(
@@ -102,6 +109,7 @@ macro_rules! shared_store {
                 pool: &$pool,
                 sql: &$crate::shared::SharedSql,
                 req: &$crate::shared::SharedRequest,
+                caller: &std::sync::Weak<()>,
             ) -> Result<$crate::shared::SharedTaken, sqlx::Error> {
                 use sqlx::Row;
                 use $crate::shared::{Decision, Head, HolderRow, SharedTaken, decide};
@@ -161,6 +169,11 @@ macro_rules! shared_store {
                             .execute(&mut *tx)
                             .await?;
                         SharedTaken::Yes(token)
+                    }
+                    Decision::Grant if caller.strong_count() == 0 => {
+                        // nobody would receive the lease: take nothing
+                        tx.rollback().await?;
+                        return Ok(SharedTaken::No(None));
                     }
                     Decision::Grant => {
                         let token = head.token + 1;
