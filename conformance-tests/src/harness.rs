@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::{
     Access, Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore,
-    Holding, Lease, LockError, LockInfo, LockName, SharedLock,
+    HolderValue, Holding, Lease, LockError, LockInfo, LockName, SharedLock,
 };
 
 /// Hands out clients of one backend, each as if it ran in another process.
@@ -209,6 +209,38 @@ impl DistributedLock for Crashable {
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.viewed_lock()?.inspect(name).await
+    }
+    async fn try_acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        value: &HolderValue,
+    ) -> Result<Option<Lease>, LockError> {
+        self.viewed_lock()?
+            .try_acquire_with_value(name, ttl, value)
+            .await
+    }
+    async fn acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+        value: &HolderValue,
+    ) -> Result<Lease, LockError> {
+        self.viewed_lock()?
+            .acquire_with_value(name, ttl, wait, value)
+            .await
+    }
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        self.live()?.release_after(lease, linger).await
+    }
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: tokio::time::Instant,
+    ) -> Result<(), LockError> {
+        self.viewed_lock()?.holder_changed(name, seen, until).await
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -176,7 +176,16 @@ macro_rules! conformance_suite {
             readers_share_writers_exclude,
             rw_workload_never_mixes,
             writer_is_not_starved,
-            rw_crashed_writer_expires
+            rw_crashed_writer_expires,
+            holder_value_is_readable,
+            one_leader_at_a_time,
+            observe_sees_the_next_leader,
+            leadership_is_lost_before_the_next_leader_wins,
+            campaign_refuses_bad_values,
+            multi_lock_never_deadlocks,
+            min_hold_blocks_after_release,
+            min_hold_outlives_a_crash,
+            max_hold_ends_the_hold
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

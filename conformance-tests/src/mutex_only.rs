@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::{
-    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, Holding, Lease,
-    LockError, LockInfo, LockName,
+    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, HolderValue,
+    Holding, Lease, LockError, LockInfo, LockName,
 };
 
 /// `lock` with semaphores and read-write locks answered `Unsupported`.
@@ -44,6 +44,34 @@ impl DistributedLock for MutexOnly {
     }
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.0.inspect(name).await
+    }
+    async fn try_acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        value: &HolderValue,
+    ) -> Result<Option<Lease>, LockError> {
+        self.0.try_acquire_with_value(name, ttl, value).await
+    }
+    async fn acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+        value: &HolderValue,
+    ) -> Result<Lease, LockError> {
+        self.0.acquire_with_value(name, ttl, wait, value).await
+    }
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        self.0.release_after(lease, linger).await
+    }
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: tokio::time::Instant,
+    ) -> Result<(), LockError> {
+        self.0.holder_changed(name, seen, until).await
     }
     fn capabilities(&self) -> Capabilities {
         self.0.capabilities().with_shared(false)

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::retry_transient;
 use dlock_core::{
-    Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore, Holding,
-    Lease, LockError, LockInfo, LockName,
+    Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore,
+    HolderValue, Holding, Lease, LockError, LockInfo, LockName,
 };
 
 use crate::{Link, TestClient};
@@ -96,6 +96,38 @@ impl DistributedLock for Switched {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.check()?;
         self.inner.inspect(name).await
+    }
+    async fn try_acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        value: &HolderValue,
+    ) -> Result<Option<Lease>, LockError> {
+        self.check()?;
+        self.inner.try_acquire_with_value(name, ttl, value).await
+    }
+    async fn acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+        value: &HolderValue,
+    ) -> Result<Lease, LockError> {
+        self.check()?;
+        self.inner.acquire_with_value(name, ttl, wait, value).await
+    }
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        self.check()?;
+        self.inner.release_after(lease, linger).await
+    }
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: tokio::time::Instant,
+    ) -> Result<(), LockError> {
+        self.check()?;
+        self.inner.holder_changed(name, seen, until).await
     }
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()

@@ -39,6 +39,15 @@ pub enum LockError {
         /// The lock whose lease was lost.
         name: String,
     },
+    /// The hold reached its cap ([`crate::Locker::with_max_hold`]): the guarded work
+    /// was stopped and the lock released.
+    #[error("lock {name:?} was held for its maximum of {max_hold:?}")]
+    HoldExpired {
+        /// The lock.
+        name: String,
+        /// The cap.
+        max_hold: Duration,
+    },
     /// The server could not be reached, or did not answer in time. The outcome of the
     /// operation is unknown.
     #[error("backend unavailable: {message}")]
@@ -127,6 +136,15 @@ impl LockError {
             crate::Access::Read | crate::Access::Write => "read-write locks".to_owned(),
         };
         Self::Unsupported { backend, what }
+    }
+
+    /// A [`LockError::Unsupported`]: `backend` does not offer `what` (a feature).
+    #[must_use]
+    pub fn unsupported_feature(backend: &'static str, what: &str) -> Self {
+        Self::Unsupported {
+            backend,
+            what: what.to_owned(),
+        }
     }
 
     /// A [`LockError::PermitsMismatch`].

@@ -24,6 +24,29 @@ pub enum GuardState {
     Lost,
     /// Released by the guard's owner.
     Released,
+    /// The hold reached its cap ([`crate::Locker::with_max_hold`]): renewal stopped,
+    /// and [`LockGuard::lost`] fired. Stop touching the protected resource and release.
+    Expired,
+}
+
+impl GuardState {
+    /// Lost, released or expired: the guard's hold is over for good.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Lost | Self::Released | Self::Expired)
+    }
+}
+
+/// Limits on how long a guard holds its lock (see [`crate::Locker::with_max_hold`] and
+/// [`crate::Locker::with_min_hold`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HoldPolicy {
+    /// The longest hold: the guard stops renewing then and reports
+    /// [`GuardState::Expired`].
+    pub max_hold: Option<Duration>,
+    /// The shortest hold (a lock-delay): a release before it keeps the name blocked
+    /// until it has passed, on the server.
+    pub min_hold: Option<Duration>,
 }
 
 struct Shared {
@@ -35,6 +58,7 @@ struct Shared {
     backend: &'static str,
     labels: Vec<metrics::Label>,
     acquired: Instant,
+    policy: HoldPolicy,
 }
 
 impl Shared {
@@ -53,12 +77,19 @@ impl Shared {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How long a release now must keep the name blocked ([`HoldPolicy::min_hold`]).
+    fn linger(&self) -> Duration {
+        self.policy.min_hold.map_or(Duration::ZERO, |m| {
+            (self.acquired + m).saturating_duration_since(Instant::now())
+        })
+    }
+
     /// Moves to `state` (Lost and Released are final); records the hold time when the
     /// guard's life ends, and the loss.
     fn set_state(&self, state: GuardState) -> bool {
         let lock = self.lease().name().clone();
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let changed = *s != state && !matches!(*s, GuardState::Lost | GuardState::Released);
+        let changed = *s != state && !s.is_final();
         if !changed {
             return false;
         }
@@ -69,18 +100,21 @@ impl Shared {
             GuardState::Suspect => {
                 tracing::warn!(%lock, backend = self.backend, "lease suspect: renewal failed");
             }
+            GuardState::Expired => {
+                tracing::warn!(%lock, backend = self.backend, "maximum hold reached; renewal stopped");
+            }
             _ => {
                 tracing::debug!(%lock, backend = self.backend, from = ?*s, to = ?state, "lock guard state");
             }
         }
         *s = state;
         drop(s);
-        if matches!(state, GuardState::Lost | GuardState::Released) {
+        if state.is_final() {
             metrics::histogram!(crate::metric_names::HOLD, self.labels.clone())
                 .record(self.acquired.elapsed().as_secs_f64());
             self.ended.notify_waiters();
         }
-        if state == GuardState::Lost {
+        if matches!(state, GuardState::Lost | GuardState::Expired) {
             metrics::counter!(crate::metric_names::LEASES_LOST, self.labels.clone()).increment(1);
         }
         true
@@ -107,10 +141,24 @@ impl LockGuard {
     /// (as every `acquire` that produced the lease did).
     #[must_use]
     pub fn new(lock: Arc<dyn DistributedLock>, lease: Lease) -> Self {
-        Self::start(lock, lease, false)
+        Self::start(lock, lease, false, HoldPolicy::default())
     }
 
-    pub(crate) fn start(lock: Arc<dyn DistributedLock>, lease: Lease, name_label: bool) -> Self {
+    /// As [`LockGuard::new`], holding by `policy`.
+    ///
+    /// # Panics
+    /// As [`LockGuard::new`].
+    #[must_use]
+    pub fn with_policy(lock: Arc<dyn DistributedLock>, lease: Lease, policy: HoldPolicy) -> Self {
+        Self::start(lock, lease, false, policy)
+    }
+
+    pub(crate) fn start(
+        lock: Arc<dyn DistributedLock>,
+        lease: Lease,
+        name_label: bool,
+        policy: HoldPolicy,
+    ) -> Self {
         let backend = lock.backend_name();
         let labels = crate::instrument::labels(backend, lease.name(), name_label);
         let shared = Arc::new(Shared {
@@ -120,6 +168,7 @@ impl LockGuard {
             backend,
             labels,
             acquired: Instant::now(),
+            policy,
         });
         let grid = lock.capabilities().batched_renewals;
         let watchdog = tokio::spawn(watchdog(Arc::clone(&lock), Arc::clone(&shared), grid));
@@ -150,13 +199,14 @@ impl LockGuard {
     }
 
     /// `true` while the lease is certainly valid: held or suspect, and before
-    /// `valid_until`.
+    /// `valid_until` (and before the hold's cap).
     #[must_use]
     pub fn is_held(&self) -> bool {
         matches!(self.state(), GuardState::Held | GuardState::Suspect) && self.lease().is_valid()
     }
 
-    /// A future that completes when the lease is lost (not when it is released).
+    /// A future that completes when the lease is lost, or the hold reached its cap
+    /// (not when it is released).
     /// It does not borrow the guard, so it can race the guarded work in `select!`.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let shared = Arc::clone(&self.shared);
@@ -167,7 +217,7 @@ impl LockGuard {
                 // registered before the state is read, so a change in between wakes it
                 ended.as_mut().enable();
                 match shared.state() {
-                    GuardState::Lost => return,
+                    GuardState::Lost | GuardState::Expired => return,
                     // Released: nothing will ever be lost any more.
                     GuardState::Released => std::future::pending::<()>().await,
                     GuardState::Held | GuardState::Suspect => ended.await,
@@ -177,6 +227,9 @@ impl LockGuard {
     }
 
     /// Stops renewal and releases the lock. `Ok(false)` if it was no longer held.
+    ///
+    /// Under a [`HoldPolicy::min_hold`] not yet reached, the name stays blocked until
+    /// it is, on the server ([`DistributedLock::release_after`]).
     ///
     /// # Errors
     /// A backend error; the lease then expires by its TTL.
@@ -189,7 +242,18 @@ impl LockGuard {
         self.watchdog.abort();
         let lease = self.shared.lease();
         let _ = self.shared.set_state(GuardState::Released);
-        self.lock.release(&lease).await
+        let linger = self.shared.linger();
+        if linger.is_zero() {
+            self.lock.release(&lease).await
+        } else {
+            self.lock.release_after(&lease, linger).await
+        }
+    }
+
+    /// The hold limits this guard keeps.
+    #[must_use]
+    pub fn policy(&self) -> HoldPolicy {
+        self.shared.policy
     }
 }
 
@@ -207,9 +271,10 @@ impl Drop for LockGuard {
         .increment(1);
         let _ = self.shared.set_state(GuardState::Released);
         let lock = Arc::clone(&self.lock);
+        let linger = self.shared.linger();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                if let Err(e) = lock.release(&lease).await {
+                if let Err(e) = lock.release_after(&lease, linger).await {
                     tracing::warn!(lock = %lease.name(), error = %e, "release of a dropped guard failed; the lease will expire by its TTL");
                 }
             });
@@ -231,6 +296,23 @@ impl std::fmt::Debug for LockGuard {
 /// failed attempt makes the guard suspect and is retried; a refusal, or reaching
 /// `valid_until`, makes it lost.
 async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>, grid: bool) {
+    let cap = shared.policy.max_hold.map(|m| shared.acquired + m);
+    let stop = async {
+        match cap {
+            Some(cap) => tokio::time::sleep_until(cap).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = renew_until_lost(lock, Arc::clone(&shared), grid) => {}
+        () = stop => {
+            let _ = shared.set_state(GuardState::Expired);
+        }
+    }
+}
+
+/// The watchdog's renewals, until the lease is lost.
+async fn renew_until_lost(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>, grid: bool) {
     loop {
         let lease = shared.lease();
         let ttl = lease.ttl();

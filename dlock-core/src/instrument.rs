@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use crate::{Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName};
+use crate::{Capabilities, DistributedLock, HolderValue, Lease, LockError, LockInfo, LockName};
 
 /// The metric names dlock records (through the `metrics` facade: install any recorder
 /// or exporter to collect them; without one they cost next to nothing).
@@ -205,6 +205,34 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.inner.inspect(name).await
     }
+    async fn try_acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        value: &HolderValue,
+    ) -> Result<Option<Lease>, LockError> {
+        self.inner.try_acquire_with_value(name, ttl, value).await
+    }
+    async fn acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+        value: &HolderValue,
+    ) -> Result<Lease, LockError> {
+        self.inner.acquire_with_value(name, ttl, wait, value).await
+    }
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        self.inner.release_after(lease, linger).await
+    }
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: tokio::time::Instant,
+    ) -> Result<(), LockError> {
+        self.inner.holder_changed(name, seen, until).await
+    }
 
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
@@ -241,6 +269,34 @@ impl<T: DistributedLock + ?Sized> DistributedLock for Arc<T> {
     }
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         (**self).inspect(name).await
+    }
+    async fn try_acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        value: &HolderValue,
+    ) -> Result<Option<Lease>, LockError> {
+        (**self).try_acquire_with_value(name, ttl, value).await
+    }
+    async fn acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+        value: &HolderValue,
+    ) -> Result<Lease, LockError> {
+        (**self).acquire_with_value(name, ttl, wait, value).await
+    }
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        (**self).release_after(lease, linger).await
+    }
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: tokio::time::Instant,
+    ) -> Result<(), LockError> {
+        (**self).holder_changed(name, seen, until).await
     }
     fn capabilities(&self) -> Capabilities {
         (**self).capabilities()

@@ -102,6 +102,13 @@ impl Lease {
         self.token
     }
 
+    /// The holder value this lease was taken with, if any
+    /// ([`crate::DistributedLock::acquire_with_value`]).
+    #[must_use]
+    pub fn value(&self) -> Option<crate::HolderValue> {
+        self.owner.holder_value()
+    }
+
     /// How this lease shares its name: the mutex, a permit, a reader or a writer.
     #[must_use]
     pub fn access(&self) -> Access {
@@ -176,6 +183,15 @@ pub struct LockInfo {
     /// Time until the server expires the lease, as the server sees it. For
     /// per-session backends (ZooKeeper) this is the session timeout.
     pub remaining: Duration,
+}
+
+impl LockInfo {
+    /// The holder value the holder acquired with, if any
+    /// ([`crate::DistributedLock::acquire_with_value`]).
+    #[must_use]
+    pub fn value(&self) -> Option<crate::HolderValue> {
+        self.owner.holder_value()
+    }
 }
 
 #[cfg(test)]

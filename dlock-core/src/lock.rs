@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Capabilities, Lease, LockError, LockInfo, LockName};
+use crate::{Capabilities, HolderValue, Lease, LockError, LockInfo, LockName};
 
 /// The shortest TTL accepted: below this the drift margin would eat the lease.
 pub const MIN_TTL: Duration = Duration::from_millis(10);
@@ -97,6 +97,101 @@ pub trait DistributedLock: Send + Sync {
     /// A read: dropping it changes nothing.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
 
+    /// As [`DistributedLock::try_acquire`], with `value` stored with the lease: anyone
+    /// reads it back through `inspect` ([`LockInfo::value`]) for as long as the lease
+    /// holds — a leader's address, say.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] where the backend (or a wrapper) cannot store one.
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::try_acquire`].
+    async fn try_acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        value: &HolderValue,
+    ) -> Result<Option<Lease>, LockError> {
+        let _ = (name, ttl, value);
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "holder values",
+        ))
+    }
+
+    /// As [`DistributedLock::acquire`], with `value` stored with the lease (see
+    /// [`DistributedLock::try_acquire_with_value`]).
+    ///
+    /// # Errors
+    /// As [`DistributedLock::acquire`]; [`LockError::Unsupported`] where the backend
+    /// cannot store a value.
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::acquire`].
+    async fn acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+        value: &HolderValue,
+    ) -> Result<Lease, LockError> {
+        let _ = (name, ttl, wait, value);
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "holder values",
+        ))
+    }
+
+    /// Releases the lease but keeps the name blocked for `linger` more (a lock-delay,
+    /// see [`crate::Locker::with_min_hold`]): the lease's TTL is cut to `linger` on the
+    /// server, so the name frees itself then even if this process dies right after.
+    /// `Ok(false)` if the lease was no longer held.
+    ///
+    /// The provided implementation renews the lease with a TTL of `linger`, which every
+    /// backend whose renewal sets the lease's TTL (Redis, SQL, memory) keeps exactly;
+    /// a backend whose renewal cannot shorten a lease overrides it.
+    ///
+    /// # Errors
+    /// A backend error; the lease then expires by its TTL, which is longer.
+    ///
+    /// # Cancel safety
+    /// Dropping it leaves the lease held until its TTL at the latest.
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        if linger < MIN_TTL {
+            return self.release(lease).await;
+        }
+        match self
+            .renew(&lease.renewed(linger, tokio::time::Instant::now()))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(LockError::LeaseLost { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Completes when the holder of `name` may no longer be `seen` (released,
+    /// expired, replaced, or a holder appeared), or at `until`. Callers inspect again:
+    /// a wake-up may be spurious, never missed for long. Backends with server
+    /// notifications ([`Capabilities::notify`]) are woken by them; the provided
+    /// implementation polls every 100 ms at most.
+    ///
+    /// # Errors
+    /// A backend error while setting up the wait.
+    ///
+    /// # Cancel safety
+    /// A wait: dropping it changes nothing.
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: tokio::time::Instant,
+    ) -> Result<(), LockError> {
+        let _ = name;
+        tokio::time::sleep_until(poll_until(seen, until)).await;
+        Ok(())
+    }
+
     /// What this backend guarantees beyond the rules above.
     fn capabilities(&self) -> Capabilities;
 
@@ -105,6 +200,20 @@ pub trait DistributedLock: Send + Sync {
         "unknown"
     }
 }
+
+/// How long to sleep before looking at a holder again when nothing will wake us: at
+/// most [`HOLDER_POLL`], and not past the holder's expiry or `until`.
+#[must_use]
+pub fn poll_until(seen: Option<&LockInfo>, until: tokio::time::Instant) -> tokio::time::Instant {
+    let mut next = tokio::time::Instant::now() + HOLDER_POLL;
+    if let Some(info) = seen {
+        next = next.min(tokio::time::Instant::now() + info.remaining);
+    }
+    next.min(until)
+}
+
+/// The longest pause between two looks at a holder on a backend without notifications.
+pub const HOLDER_POLL: Duration = Duration::from_millis(100);
 
 /// Checks a requested TTL against [`MIN_TTL`] and [`MAX_TTL`].
 ///

@@ -1,11 +1,13 @@
-//! `Locker`: acquisition with a default TTL and wait, handing out self-renewing
-//! [`LockGuard`]s.
+//! `Locker`: acquisition with a default TTL, wait and hold limits, handing out
+//! self-renewing [`LockGuard`]s.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{DistributedLock, FencingToken, LockError, LockGuard, LockName};
+use tokio::time::Instant;
+
+use crate::{DistributedLock, FencingToken, HoldPolicy, Lease, LockError, LockGuard, LockName};
 
 /// Acquires locks with default TTL and wait, and hands out [`LockGuard`]s that renew
 /// themselves.
@@ -31,6 +33,7 @@ pub struct Locker {
     ttl: Duration,
     wait: Duration,
     name_label: bool,
+    policy: HoldPolicy,
 }
 
 /// Default lease TTL of a [`Locker`].
@@ -47,6 +50,7 @@ impl Locker {
             ttl: DEFAULT_TTL,
             wait: DEFAULT_WAIT,
             name_label: false,
+            policy: HoldPolicy::default(),
         }
     }
 
@@ -72,48 +76,197 @@ impl Locker {
         self
     }
 
+    /// Caps every hold at `max_hold` (ShedLock's `lockAtMostFor`): at the cap the guard
+    /// stops renewing and reports [`crate::GuardState::Expired`], its
+    /// [`LockGuard::lost`] fires, and [`Locker::with_lock`] cancels the work and ends
+    /// with [`LockError::HoldExpired`].
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use dlock_core::{LockError, Locker, MemoryLock};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let locker = Locker::new(Arc::new(MemoryLock::new()))
+    ///     .with_max_hold(Duration::from_millis(50));
+    /// let r = locker
+    ///     .with_lock("stuck-job", |_| tokio::time::sleep(Duration::from_secs(60)))
+    ///     .await;
+    /// assert!(matches!(r, Err(LockError::HoldExpired { .. })));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_max_hold(mut self, max_hold: Duration) -> Self {
+        self.policy.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Keeps every name blocked for at least `min_hold` after it was acquired
+    /// (ShedLock's `lockAtLeastFor`, Chubby's lock-delay): a release before then cuts
+    /// the lease to the remainder on the server ([`DistributedLock::release_after`]),
+    /// so a job that finished early on one host does not run again at once on
+    /// another, even if this process exits right after. A crash keeps the name blocked
+    /// for the lease's TTL, which must therefore be at least `min_hold`.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use dlock_core::{Locker, MemoryLock};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dlock_core::LockError> {
+    /// let locker = Locker::new(Arc::new(MemoryLock::new()))
+    ///     .with_ttl(Duration::from_secs(10))
+    ///     .with_min_hold(Duration::from_secs(5));
+    /// locker.with_lock("nightly", |_| async {}).await?; // done in a moment…
+    /// assert!(locker.try_lock("nightly").await?.is_none()); // …still blocked
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_min_hold(mut self, min_hold: Duration) -> Self {
+        self.policy.min_hold = Some(min_hold);
+        self
+    }
+
     /// The backend.
     #[must_use]
     pub fn backend(&self) -> &Arc<dyn DistributedLock> {
         &self.lock
     }
 
+    /// How long [`Locker::lock`] waits.
+    #[must_use]
+    pub fn wait_limit(&self) -> Duration {
+        self.wait
+    }
+
+    /// The TTL every acquisition asks for.
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The hold limits every guard keeps.
+    #[must_use]
+    pub fn policy(&self) -> HoldPolicy {
+        self.policy
+    }
+
     /// Waits up to the default wait for `name` and returns a renewing guard.
     ///
     /// # Errors
-    /// [`LockError::InvalidName`], [`LockError::Timeout`], or a backend error.
+    /// [`LockError::InvalidName`], [`LockError::InvalidArgument`] for hold limits that
+    /// do not fit the TTL, [`LockError::Timeout`], or a backend error.
     ///
     /// # Cancel safety
     /// As [`DistributedLock::acquire`]: dropping it leaks no lock beyond its TTL.
     pub async fn lock(&self, name: impl AsRef<str>) -> Result<LockGuard, LockError> {
+        self.lock_within(name, self.wait).await
+    }
+
+    /// As [`Locker::lock`], waiting up to `wait`.
+    ///
+    /// # Errors
+    /// As [`Locker::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Locker::lock`].
+    pub async fn lock_within(
+        &self,
+        name: impl AsRef<str>,
+        wait: Duration,
+    ) -> Result<LockGuard, LockError> {
         let name = LockName::new(name.as_ref())?;
-        let lease = self.lock.acquire(&name, self.ttl, self.wait).await?;
-        Ok(LockGuard::start(
-            Arc::clone(&self.lock),
-            lease,
-            self.name_label,
-        ))
+        self.check_policy()?;
+        let lease = self.lock.acquire(&name, self.ttl, wait).await?;
+        self.guard(lease).await
     }
 
     /// Takes `name` if it is free.
     ///
     /// # Errors
-    /// [`LockError::InvalidName`] or a backend error.
+    /// [`LockError::InvalidName`], [`LockError::InvalidArgument`] for hold limits that
+    /// do not fit the TTL, or a backend error.
     ///
     /// # Cancel safety
     /// As [`DistributedLock::try_acquire`].
     pub async fn try_lock(&self, name: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
         let name = LockName::new(name.as_ref())?;
-        let lease = self.lock.try_acquire(&name, self.ttl).await?;
-        Ok(lease.map(|l| LockGuard::start(Arc::clone(&self.lock), l, self.name_label)))
+        self.check_policy()?;
+        match self.lock.try_acquire(&name, self.ttl).await? {
+            Some(lease) => Ok(Some(self.guard(lease).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Wraps a lease just acquired through this locker's backend in a guard keeping
+    /// its policy: under a `min_hold`, the lease is first renewed if the server might
+    /// otherwise expire it (after a crash) before `min_hold` has passed.
+    ///
+    /// # Errors
+    /// The renewal's error (the lease is then released).
+    pub(crate) async fn guard(&self, lease: Lease) -> Result<LockGuard, LockError> {
+        let start = Instant::now();
+        if let Some(m) = self.policy.min_hold
+            && m > lease.ttl()
+        {
+            // the backend granted less than asked (a ZooKeeper session timeout clamped
+            // by the server): a crash would free the name before min_hold
+            let _ = self.lock.release(&lease).await;
+            return Err(LockError::InvalidArgument(format!(
+                "min_hold {m:?} is longer than the TTL {:?} the backend granted for {}",
+                lease.ttl(),
+                lease.name()
+            )));
+        }
+        let server_expiry = lease.valid_until() + crate::drift_margin(lease.ttl());
+        let lease = match self.policy.min_hold {
+            Some(m) if server_expiry < start + m => match self.lock.renew(&lease).await {
+                Ok(renewed) => renewed,
+                Err(e) => {
+                    let _ = self.lock.release(&lease).await;
+                    return Err(e);
+                }
+            },
+            _ => lease,
+        };
+        Ok(LockGuard::start(
+            Arc::clone(&self.lock),
+            lease,
+            self.name_label,
+            self.policy,
+        ))
+    }
+
+    /// Hold limits that cannot be kept are refused before anything is taken.
+    fn check_policy(&self) -> Result<(), LockError> {
+        crate::validate_ttl(self.ttl)?;
+        if self.policy.max_hold.is_some_and(|m| m.is_zero()) {
+            return Err(LockError::InvalidArgument(
+                "max_hold must be positive".into(),
+            ));
+        }
+        if let Some(min) = self.policy.min_hold {
+            if min > self.ttl {
+                return Err(LockError::InvalidArgument(format!(
+                    "min_hold {min:?} is longer than the TTL {:?}: a crash would free the name earlier; raise the TTL",
+                    self.ttl
+                )));
+            }
+            if self.policy.max_hold.is_some_and(|max| min > max) {
+                return Err(LockError::InvalidArgument(
+                    "min_hold is longer than max_hold".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Runs `work` under the lock, passing it the fencing token, and releases the lock
     /// afterwards. If the lease is lost first, `work`'s future is dropped (cancelled) and
-    /// the result is [`LockError::LeaseLost`].
+    /// the result is [`LockError::LeaseLost`]; at the hold's cap
+    /// ([`Locker::with_max_hold`]), [`LockError::HoldExpired`].
     ///
     /// # Errors
-    /// Those of [`Locker::lock`], and [`LockError::LeaseLost`].
+    /// Those of [`Locker::lock`], [`LockError::LeaseLost`] and
+    /// [`LockError::HoldExpired`].
     ///
     /// # Cancel safety
     /// Dropping it drops `work` and the guard, whose `Drop` releases the lock in the
@@ -129,9 +282,10 @@ impl Locker {
         tokio::select! {
             biased;
             () = lost => {
+                let error = ended(&guard, &name);
                 // owner-checked, so harmless if someone else holds it now
                 let _ = guard.release().await;
-                Err(LockError::lease_lost(&name))
+                Err(error)
             }
             out = work(guard.token()) => {
                 if let Err(e) = guard.release().await {
@@ -140,5 +294,16 @@ impl Locker {
                 Ok(out)
             }
         }
+    }
+}
+
+/// Why a guard's `lost()` fired: its cap, or a lost lease.
+pub(crate) fn ended(guard: &LockGuard, name: &LockName) -> LockError {
+    match (guard.state(), guard.policy().max_hold) {
+        (crate::GuardState::Expired, Some(max_hold)) => LockError::HoldExpired {
+            name: name.to_string(),
+            max_hold,
+        },
+        _ => LockError::lease_lost(name),
     }
 }

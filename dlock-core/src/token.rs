@@ -62,7 +62,8 @@ impl fmt::Display for FencingToken {
     }
 }
 
-/// Identifies one acquisition: 128 random bits, written as 32 lowercase hex digits.
+/// Identifies one acquisition: 128 random bits, written as 32 lowercase hex digits,
+/// followed by the holder's [`crate::HolderValue`] when it gave one.
 ///
 /// Every successful `acquire` gets a fresh owner id, and release and renew compare it,
 /// so a stale lease can never touch a later holder's lock.
@@ -85,6 +86,24 @@ impl OwnerId {
             hex.push(char::from(HEX[usize::from(b & 0xf)]));
         }
         Ok(Self(Arc::from(hex)))
+    }
+
+    /// A fresh random owner id carrying `value` (see [`crate::HolderValue`]).
+    ///
+    /// # Errors
+    /// As [`OwnerId::random`].
+    pub fn random_with_value(value: Option<&crate::HolderValue>) -> Result<Self, LockError> {
+        let id = Self::random()?;
+        Ok(match value {
+            Some(v) => Self(Arc::from(v.owner_text(id.as_str()))),
+            None => id,
+        })
+    }
+
+    /// The holder value this owner id carries, if any.
+    #[must_use]
+    pub fn holder_value(&self) -> Option<crate::HolderValue> {
+        crate::HolderValue::from_owner_text(&self.0)
     }
 
     /// An owner id read back from a backend (for [`crate::LockInfo`]).

@@ -62,6 +62,7 @@
 mod client;
 mod errors;
 mod keys;
+mod linger;
 mod lock;
 mod queue;
 mod reads;

@@ -208,6 +208,15 @@ impl QueueDriver for EtcdLock {
         }
         Ok(Some(lease))
     }
+
+    async fn holder_gone(
+        &self,
+        name: &LockName,
+        holder: &LockInfo,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        self.wait_holder_gone(name, holder, until).await
+    }
 }
 
 /// A renewal refreshes the client's shared etcd lease once per tick for every lock on
@@ -274,6 +283,17 @@ impl Backend for EtcdLock {
                 Err(e)
             }
         }
+    }
+
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        let Some(held) = lease.backend_data::<Held>() else {
+            return Ok(false);
+        };
+        if linger < dlock_core::MIN_TTL {
+            return Backend::release(self, lease).await;
+        }
+        let (id, rev, key) = (held.lease_id, revision(lease), self.holder_key(lease));
+        self.release_lingering(lease, key, rev, id, linger).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {

@@ -42,7 +42,7 @@
 //!   token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
 //! -- MySQL / MariaDB
 //! CREATE TABLE dlock_locks (name VARBINARY(256) NOT NULL PRIMARY KEY,
-//!   owner VARCHAR(64) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
+//!   owner VARCHAR(255) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
 //!   expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB;
 //! -- SQLite
 //! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,

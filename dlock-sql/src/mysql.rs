@@ -15,6 +15,7 @@ pub(crate) struct MySql {
     shared: std::sync::Arc<SharedSql>,
     pool: MySqlPool,
     create: String,
+    table: String,
     take: String,
     remaining: String,
     renew: String,
@@ -36,11 +37,12 @@ impl MySql {
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::MySql, table)),
             pool,
+            table: table.to_owned(),
             // VARBINARY: names compare byte for byte ('A' <> 'a', no collation folding).
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (
                     name VARBINARY(256) NOT NULL PRIMARY KEY,
-                    owner VARCHAR(64) CHARACTER SET ascii NOT NULL,
+                    owner VARCHAR(255) CHARACTER SET ascii NOT NULL,
                     token BIGINT NOT NULL,
                     expires_at DATETIME(6) NOT NULL
                  ) ENGINE=InnoDB"
@@ -77,6 +79,31 @@ impl MySql {
     }
 }
 
+impl MySql {
+    /// Tables created before holder values (dlock 0.1) kept owners in 64 bytes; an
+    /// owner id with a value needs up to 233. Widening an ASCII VARCHAR below 256
+    /// bytes is an in-place change of the column's metadata, done once.
+    async fn widen_owner(&self) -> Result<(), sqlx::Error> {
+        let width: Option<i64> = sqlx::query_scalar(
+            "SELECT CAST(CHARACTER_MAXIMUM_LENGTH AS SIGNED) FROM information_schema.COLUMNS
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'owner'",
+        )
+        .bind(&self.table)
+        .fetch_optional(&self.pool)
+        .await?;
+        if width.is_some_and(|w| w < 255) {
+            let alter = format!(
+                "ALTER TABLE {} MODIFY owner VARCHAR(255) CHARACTER SET ascii NOT NULL",
+                self.table
+            );
+            sqlx::query(AssertSqlSafe(alter))
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Store for MySql {
     async fn migrate(&self) -> Result<(), sqlx::Error> {
@@ -85,7 +112,7 @@ impl Store for MySql {
                 .execute(&self.pool)
                 .await?;
         }
-        Ok(())
+        self.widen_owner().await
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {

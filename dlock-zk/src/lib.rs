@@ -45,6 +45,7 @@
 //! ZooKeeper users cannot delete them.
 
 mod errors;
+mod linger;
 mod lock;
 mod path;
 mod queue;

@@ -171,6 +171,15 @@ impl QueueDriver for ZkLock {
         e.cleanup.armed = false;
         Ok(Some(lease))
     }
+
+    async fn holder_gone(
+        &self,
+        name: &LockName,
+        holder: &LockInfo,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        self.wait_holder_gone(name, holder, until).await
+    }
 }
 
 /// A renewal confirms, in one multi-read per tick, that the node still exists on a live
@@ -221,6 +230,10 @@ impl Backend for ZkLock {
             Err(zk::Error::NoNode) => Ok(false),
             Err(e) => Err(from_zk("release", e)),
         }
+    }
+
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        self.release_lingering(lease, linger).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {

@@ -186,6 +186,10 @@ impl LockError {
                 waited: *waited,
             },
             Self::LeaseLost { name } => Self::LeaseLost { name: name.clone() },
+            Self::HoldExpired { name, max_hold } => Self::HoldExpired {
+                name: name.clone(),
+                max_hold: *max_hold,
+            },
             Self::Unavailable { message, .. } => Self::Unavailable {
                 message: message.clone(),
                 source: None,

@@ -108,9 +108,10 @@ pub async fn try_claim<D: ClaimDriver + ?Sized>(
     name: &LockName,
     access: Access,
     ttl: Duration,
+    value: Option<&crate::HolderValue>,
 ) -> Result<Option<Lease>, LockError> {
     let access = access.validate()?;
-    let owner = super::new_acquisition(ttl)?;
+    let owner = super::new_acquisition(ttl, value)?;
     Ok(attempt(driver, name, access, &owner, ttl, false)
         .await?
         .into_lease())
@@ -132,9 +133,10 @@ pub async fn claim<D: ClaimDriver + ?Sized>(
     access: Access,
     ttl: Duration,
     wait: Duration,
+    value: Option<&crate::HolderValue>,
 ) -> Result<Lease, LockError> {
     let access = access.validate()?;
-    let owner = super::new_acquisition(ttl)?;
+    let owner = super::new_acquisition(ttl, value)?;
     let waits = !wait.is_zero();
     wait_for_lock(
         name,

@@ -19,11 +19,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::time::Instant;
 
 use super::{ClaimDriver, QueueDriver, claim, queue};
 use crate::{
-    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, Holding, Lease,
-    LockError, LockInfo, LockName,
+    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, HolderValue,
+    Holding, Lease, LockError, LockInfo, LockName,
 };
 
 /// What an adapter writes besides its family's driver: the parts of
@@ -42,6 +43,19 @@ pub trait Backend: Send + Sync {
 
     /// As [`DistributedLock::inspect`].
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
+
+    /// As [`DistributedLock::release_after`]: by default a renewal with a TTL of
+    /// `linger`, for backends whose renewal sets the lease's TTL.
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        if linger < crate::MIN_TTL {
+            return self.release(lease).await;
+        }
+        match self.renew(&lease.renewed(linger, Instant::now())).await {
+            Ok(_) => Ok(true),
+            Err(LockError::LeaseLost { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
 
     /// As [`DistributedLock::capabilities`].
     fn capabilities(&self) -> Capabilities;
@@ -63,12 +77,14 @@ pub trait Backend: Send + Sync {
 /// [`Access`]: the mutex, a semaphore's permit, a reader or a writer.
 #[async_trait]
 pub trait Family<B: ?Sized + Sync>: Send + Sync {
-    /// [`DistributedLock::try_acquire`] and its shared kin on `backend`.
+    /// [`DistributedLock::try_acquire`] and its shared kin on `backend`; `value` is
+    /// the holder value (mutex only).
     async fn try_acquire(
         backend: &B,
         name: &LockName,
         access: Access,
         ttl: Duration,
+        value: Option<&HolderValue>,
     ) -> Result<Option<Lease>, LockError>;
 
     /// [`DistributedLock::acquire`] and its shared kin on `backend`.
@@ -78,7 +94,16 @@ pub trait Family<B: ?Sized + Sync>: Send + Sync {
         access: Access,
         ttl: Duration,
         wait: Duration,
+        value: Option<&HolderValue>,
     ) -> Result<Lease, LockError>;
+
+    /// [`DistributedLock::holder_changed`] on `backend`.
+    async fn holder_changed(
+        backend: &B,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: Instant,
+    ) -> Result<(), LockError>;
 }
 
 /// The claim family (Redis, Redlock, SQL): [`claim::try_claim`] and [`claim::claim`].
@@ -97,8 +122,9 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
         name: &LockName,
         access: Access,
         ttl: Duration,
+        value: Option<&HolderValue>,
     ) -> Result<Option<Lease>, LockError> {
-        claim::try_claim(backend, name, access, ttl).await
+        claim::try_claim(backend, name, access, ttl, value).await
     }
 
     async fn acquire(
@@ -107,8 +133,40 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
         access: Access,
         ttl: Duration,
         wait: Duration,
+        value: Option<&HolderValue>,
     ) -> Result<Lease, LockError> {
-        claim::claim(backend, name, access, ttl, wait).await
+        claim::claim(backend, name, access, ttl, wait, value).await
+    }
+
+    /// Woken by the release notification; an expiry is not announced, so the wait ends
+    /// at the holder's expiry too (and at the policy's fallback, in case a
+    /// notification was lost). Subscribed first, then looked at again, so a release
+    /// between the caller's look and the subscription is not missed.
+    async fn holder_changed(
+        backend: &B,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        let subscription = match seen {
+            Some(_) => backend.subscribe(name, Access::Exclusive).await,
+            None => None,
+        };
+        let Some(subscription) = subscription else {
+            tokio::time::sleep_until(crate::poll_until(seen, until)).await;
+            return Ok(());
+        };
+        let now = Backend::inspect(backend, name).await?;
+        let Some(now) = now.filter(|h| Some(&h.owner) == seen.map(|s| &s.owner)) else {
+            return Ok(());
+        };
+        let fallback = backend.wait_policy().notify_fallback;
+        let wake = (Instant::now() + now.remaining.min(fallback)).min(until);
+        tokio::select! {
+            () = subscription.notified() => {}
+            () = tokio::time::sleep_until(wake) => {}
+        }
+        Ok(())
     }
 }
 
@@ -119,9 +177,10 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
         name: &LockName,
         access: Access,
         ttl: Duration,
+        value: Option<&HolderValue>,
     ) -> Result<Option<Lease>, LockError> {
         let access = access.validate()?;
-        let owner = super::new_acquisition(ttl)?;
+        let owner = super::new_acquisition(ttl, value)?;
         backend.try_take(name, access, &owner, ttl).await
     }
 
@@ -131,8 +190,24 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
         access: Access,
         ttl: Duration,
         wait: Duration,
+        value: Option<&HolderValue>,
     ) -> Result<Lease, LockError> {
-        queue::queue(backend, name, access, ttl, wait).await
+        queue::queue(backend, name, access, ttl, wait, value).await
+    }
+
+    async fn holder_changed(
+        backend: &B,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        match seen {
+            Some(holder) => backend.holder_gone(name, holder, until).await,
+            None => {
+                tokio::time::sleep_until(crate::poll_until(None, until)).await;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -143,7 +218,7 @@ impl<B: Backend> DistributedLock for B {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Exclusive, ttl).await
+        B::Family::try_acquire(self, name, Access::Exclusive, ttl, None).await
     }
 
     async fn acquire(
@@ -152,7 +227,26 @@ impl<B: Backend> DistributedLock for B {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Exclusive, ttl, wait).await
+        B::Family::acquire(self, name, Access::Exclusive, ttl, wait, None).await
+    }
+
+    async fn try_acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        value: &HolderValue,
+    ) -> Result<Option<Lease>, LockError> {
+        B::Family::try_acquire(self, name, Access::Exclusive, ttl, Some(value)).await
+    }
+
+    async fn acquire_with_value(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+        wait: Duration,
+        value: &HolderValue,
+    ) -> Result<Lease, LockError> {
+        B::Family::acquire(self, name, Access::Exclusive, ttl, wait, Some(value)).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -161,6 +255,19 @@ impl<B: Backend> DistributedLock for B {
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
         Backend::release(self, lease).await
+    }
+
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        Backend::release_after(self, lease, linger).await
+    }
+
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        B::Family::holder_changed(self, name, seen, until).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
@@ -184,7 +291,7 @@ impl<B: Backend> DistributedSemaphore for B {
         permits: u32,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Permit(permits), ttl).await
+        B::Family::try_acquire(self, name, Access::Permit(permits), ttl, None).await
     }
 
     async fn acquire_permit(
@@ -194,7 +301,7 @@ impl<B: Backend> DistributedSemaphore for B {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Permit(permits), ttl, wait).await
+        B::Family::acquire(self, name, Access::Permit(permits), ttl, wait, None).await
     }
 
     async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
@@ -205,7 +312,7 @@ impl<B: Backend> DistributedSemaphore for B {
 #[async_trait]
 impl<B: Backend> DistributedRwLock for B {
     async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Read, ttl).await
+        B::Family::try_acquire(self, name, Access::Read, ttl, None).await
     }
 
     async fn read(
@@ -214,11 +321,11 @@ impl<B: Backend> DistributedRwLock for B {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Read, ttl, wait).await
+        B::Family::acquire(self, name, Access::Read, ttl, wait, None).await
     }
 
     async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Write, ttl).await
+        B::Family::try_acquire(self, name, Access::Write, ttl, None).await
     }
 
     async fn write(
@@ -227,7 +334,7 @@ impl<B: Backend> DistributedRwLock for B {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Write, ttl, wait).await
+        B::Family::acquire(self, name, Access::Write, ttl, wait, None).await
     }
 
     async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {

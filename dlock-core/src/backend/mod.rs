@@ -38,12 +38,16 @@ pub use wait::{Attempt, Subscription, WaitPolicy, retry_transient, wait_for_lock
 pub use wakeups::WakeupHub;
 
 /// What every acquisition starts with: the TTL checked (`InvalidArgument` when out of
-/// range) and a fresh owner id, unique to this acquisition.
+/// range) and a fresh owner id, unique to this acquisition, carrying the holder's
+/// `value` if it gave one.
 ///
 /// # Errors
 /// `InvalidArgument` for a TTL out of range; `Unavailable` when the system has no
 /// randomness to give.
-pub fn new_acquisition(ttl: std::time::Duration) -> Result<crate::OwnerId, crate::LockError> {
+pub fn new_acquisition(
+    ttl: std::time::Duration,
+    value: Option<&crate::HolderValue>,
+) -> Result<crate::OwnerId, crate::LockError> {
     crate::validate_ttl(ttl)?;
-    crate::OwnerId::random()
+    crate::OwnerId::random_with_value(value)
 }

@@ -76,6 +76,20 @@ pub trait QueueDriver: Send + Sync {
         entry: &mut Self::Entry,
         waited: bool,
     ) -> Result<Option<Lease>, LockError>;
+
+    /// Waits until `holder`'s entry in `name`'s mutex queue is gone, or `until`
+    /// (see [`crate::DistributedLock::holder_changed`]). The provided implementation
+    /// polls; backends with watches wait on the entry itself.
+    async fn holder_gone(
+        &self,
+        name: &LockName,
+        holder: &crate::LockInfo,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        let _ = name;
+        tokio::time::sleep_until(crate::poll_until(Some(holder), until)).await;
+        Ok(())
+    }
 }
 
 /// `acquire` for a queue backend: joins the queue and waits for its turn; a transient
@@ -94,11 +108,12 @@ pub async fn queue<D: QueueDriver + ?Sized>(
     access: Access,
     ttl: Duration,
     wait: Duration,
+    value: Option<&crate::HolderValue>,
 ) -> Result<Lease, LockError> {
     crate::validate_ttl(ttl)?;
     let access = access.validate()?;
     retry_transient(name, wait, |left| {
-        wait_in_line(driver, name, access, ttl, left)
+        wait_in_line(driver, name, access, ttl, left, value)
     })
     .await
 }
@@ -110,9 +125,10 @@ async fn wait_in_line<D: QueueDriver + ?Sized>(
     access: Access,
     ttl: Duration,
     wait: Duration,
+    value: Option<&crate::HolderValue>,
 ) -> Result<Lease, LockError> {
     let deadline = Deadline::after(wait);
-    let owner = super::new_acquisition(ttl)?;
+    let owner = super::new_acquisition(ttl, value)?;
     let (mut entry, mut turn) = driver.enqueue(name, access, &owner, ttl).await?;
     let mut waited = false;
     loop {

@@ -1,0 +1,57 @@
+//! A won election: the guard of the leadership's lease.
+
+use std::future::Future;
+
+use crate::{FencingToken, HolderValue, LockError, LockGuard};
+
+/// This process leads: renewed in the background like any [`LockGuard`]. Stop acting
+/// as leader when [`Leadership::lost`] fires; pass [`Leadership::epoch`] with every
+/// write a leader makes, so a store can refuse a deposed leader's late writes.
+#[derive(Debug)]
+pub struct Leadership {
+    guard: LockGuard,
+    value: HolderValue,
+}
+
+impl Leadership {
+    pub(crate) fn new(guard: LockGuard, value: HolderValue) -> Self {
+        Self { guard, value }
+    }
+
+    /// The epoch: this leadership's fencing token, above every earlier leadership's.
+    #[must_use]
+    pub fn epoch(&self) -> FencingToken {
+        self.guard.token()
+    }
+
+    /// The value this leader campaigned with.
+    #[must_use]
+    pub fn value(&self) -> &str {
+        self.value.as_str()
+    }
+
+    /// `true` while the leadership is certainly held.
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.guard.is_held()
+    }
+
+    /// Completes when the leadership is lost — before anyone else can be granted it.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.guard.lost()
+    }
+
+    /// The guard underneath.
+    #[must_use]
+    pub fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
+    /// Steps down, waking the next candidate. `Ok(false)` if it was already lost.
+    ///
+    /// # Errors
+    /// A backend error; the leadership then ends by its TTL.
+    pub async fn resign(self) -> Result<bool, LockError> {
+        self.guard.release().await
+    }
+}

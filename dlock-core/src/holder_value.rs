@@ -1,0 +1,149 @@
+//! What a holder says about itself (a leader's address), stored with its lease.
+//!
+//! The value travels inside the acquisition's owner id — `<32 hex digits>.<value>`,
+//! with every byte outside a small safe set percent-encoded — so every backend stores
+//! it wherever it already stores the owner (a Redis key's value, an etcd key name, a
+//! ZooKeeper node name, an SQL column): written, renewed and deleted with the lease in
+//! the same operation, never in a side record that could drift from it.
+
+use std::fmt;
+
+use crate::LockError;
+
+/// The longest holder value, in bytes.
+pub const MAX_HOLDER_VALUE: usize = 128;
+
+/// Separates the random part of an owner id from the encoded holder value.
+const SEPARATOR: char = '.';
+
+/// A holder's self-description: 1 to [`MAX_HOLDER_VALUE`] bytes of UTF-8 without
+/// control characters, e.g. `10.0.0.7:8080` or `worker-3`.
+///
+/// ```
+/// use dlock_core::HolderValue;
+/// let v = HolderValue::new("orders-api-7:8443")?;
+/// assert_eq!(v.as_str(), "orders-api-7:8443");
+/// assert!(HolderValue::new("").is_err());
+/// assert!(HolderValue::new("line\nbreak").is_err());
+/// # Ok::<(), dlock_core::LockError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HolderValue(String);
+
+impl HolderValue {
+    /// Checks `value`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidArgument`] when it is empty, longer than
+    /// [`MAX_HOLDER_VALUE`] bytes, or holds a control character.
+    pub fn new(value: &str) -> Result<Self, LockError> {
+        if value.is_empty() || value.len() > MAX_HOLDER_VALUE {
+            return Err(LockError::InvalidArgument(format!(
+                "a holder value must be 1 to {MAX_HOLDER_VALUE} bytes, got {}",
+                value.len()
+            )));
+        }
+        if value.chars().any(char::is_control) {
+            return Err(LockError::InvalidArgument(
+                "a holder value must not contain control characters".into(),
+            ));
+        }
+        Ok(Self(value.to_owned()))
+    }
+
+    /// The value as given.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `random` (an owner id's hex digits) with this value appended, encoded.
+    pub(crate) fn owner_text(&self, random: &str) -> String {
+        let mut out = String::with_capacity(random.len() + 1 + self.0.len() * 3);
+        out.push_str(random);
+        out.push(SEPARATOR);
+        for b in self.0.bytes() {
+            if is_plain(b) {
+                out.push(char::from(b));
+            } else {
+                out.push('%');
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xf)]));
+            }
+        }
+        out
+    }
+
+    /// The value inside an owner id's text, if it carries one.
+    pub(crate) fn from_owner_text(owner: &str) -> Option<Self> {
+        let (_, encoded) = owner.split_once(SEPARATOR)?;
+        let bytes = encoded.as_bytes();
+        let mut raw = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' {
+                let hex = encoded.get(i + 1..i + 3)?;
+                raw.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            } else {
+                raw.push(bytes[i]);
+                i += 1;
+            }
+        }
+        Self::new(&String::from_utf8(raw).ok()?).ok()
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Bytes every backend takes as they are in a key or node name: no `/` (a path
+/// separator in etcd and ZooKeeper), no `-` (ZooKeeper's sequence separator), no `%`
+/// (the escape), no quotes or spaces.
+fn is_plain(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b".:_@+=,~[]".contains(&b)
+}
+
+impl fmt::Display for HolderValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for HolderValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HolderValue({:?})", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_through_owner_text() {
+        for v in [
+            "10.0.0.7:8080",
+            "worker-3",
+            "a/b c%d",
+            "ünïcode",
+            "[::1]:80",
+        ] {
+            let value = HolderValue::new(v).unwrap();
+            let text = value.owner_text("0123456789abcdef0123456789abcdef");
+            assert!(!text.contains('/') && !text[32..].contains('-'), "{text}");
+            assert_eq!(HolderValue::from_owner_text(&text), Some(value));
+        }
+        assert_eq!(
+            HolderValue::from_owner_text("0123456789abcdef0123456789abcdef"),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(HolderValue::new("").is_err());
+        assert!(HolderValue::new(&"x".repeat(MAX_HOLDER_VALUE + 1)).is_err());
+        assert!(HolderValue::new("tab\there").is_err());
+        assert!(HolderValue::new(&"x".repeat(MAX_HOLDER_VALUE)).is_ok());
+    }
+}

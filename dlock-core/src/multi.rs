@@ -1,0 +1,229 @@
+//! Several names taken as one (Redisson's `MultiLock`): in one canonical order, all or
+//! nothing.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use tokio::time::Instant;
+
+use crate::{FencingToken, LockError, LockGuard, LockName, Locker};
+
+/// Guards on several names at once, from [`Locker::lock_all`]: held while every part
+/// is held; [`MultiGuard::lost`] fires when any part is lost.
+#[derive(Debug)]
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
+}
+
+type Lost = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl MultiGuard {
+    /// Each name with its fencing token, in the canonical (sorted) order.
+    #[must_use]
+    pub fn tokens(&self) -> Vec<(LockName, FencingToken)> {
+        self.guards
+            .iter()
+            .map(|g| (g.lease().name().clone(), g.token()))
+            .collect()
+    }
+
+    /// The guards, in the canonical order.
+    #[must_use]
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// `true` while every part is certainly held.
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.guards.iter().all(LockGuard::is_held)
+    }
+
+    /// Completes when any part is lost (or reaches its hold cap).
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut all: Vec<Lost> = self
+            .guards
+            .iter()
+            .map(|g| Box::pin(g.lost()) as Lost)
+            .collect();
+        std::future::poll_fn(move |cx| {
+            if all.iter_mut().any(|f| f.as_mut().poll(cx).is_ready()) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+
+    /// Releases every part. `Ok(true)` when every part was still held.
+    ///
+    /// # Errors
+    /// The first backend error; every part is released (or tried) regardless.
+    pub async fn release(self) -> Result<bool, LockError> {
+        let mut all_held = true;
+        let mut first_error = None;
+        for guard in self.guards {
+            match guard.release().await {
+                Ok(held) => all_held &= held,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(all_held), Err)
+    }
+}
+
+/// Names checked, sorted byte-wise and de-duplicated: every caller takes any two
+/// names in the same order, so two overlapping sets can never wait on each other.
+fn canonical<I, S>(names: I) -> Result<Vec<LockName>, LockError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut out = names
+        .into_iter()
+        .map(|n| LockName::new(n.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    out.dedup();
+    if out.is_empty() {
+        return Err(LockError::InvalidArgument("no lock names given".into()));
+    }
+    Ok(out)
+}
+
+impl Locker {
+    /// Takes every name in `names` (sorted, duplicates dropped), waiting up to the
+    /// locker's wait for all of them together. On a failure, a timeout or a
+    /// cancellation, every name already taken is released: nothing stays held.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlock_core::{Locker, MemoryLock};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dlock_core::LockError> {
+    /// let locker = Locker::new(Arc::new(MemoryLock::new()));
+    /// let both = locker.lock_all(["account/b", "account/a"]).await?;
+    /// assert_eq!(both.tokens()[0].0.as_str(), "account/a"); // canonical order
+    /// assert!(locker.try_lock("account/b").await?.is_none());
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::InvalidArgument`] for an empty set, and
+    /// those of [`Locker::lock`].
+    ///
+    /// # Cancel safety
+    /// Dropping it drops the guards taken so far, which release in the background.
+    pub async fn lock_all<I, S>(&self, names: I) -> Result<MultiGuard, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let names = canonical(names)?;
+        let end = Instant::now() + self.wait_limit();
+        let mut guards = Vec::with_capacity(names.len());
+        for name in &names {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lock_within(name.as_str(), left).await {
+                Ok(g) => guards.push(g),
+                Err(e) => {
+                    release_all(guards).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(MultiGuard { guards })
+    }
+
+    /// Takes every name in `names` if all are free now; `Ok(None)` (nothing held)
+    /// otherwise.
+    ///
+    /// # Errors
+    /// As [`Locker::lock_all`].
+    ///
+    /// # Cancel safety
+    /// As [`Locker::lock_all`].
+    pub async fn try_lock_all<I, S>(&self, names: I) -> Result<Option<MultiGuard>, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let names = canonical(names)?;
+        let mut guards = Vec::with_capacity(names.len());
+        for name in &names {
+            match self.try_lock(name.as_str()).await {
+                Ok(Some(g)) => guards.push(g),
+                other => {
+                    release_all(guards).await;
+                    return other.map(|_| None);
+                }
+            }
+        }
+        Ok(Some(MultiGuard { guards }))
+    }
+
+    /// Runs `work` holding every name, passing the tokens in canonical order; as
+    /// [`Locker::with_lock`], the work is cancelled when any part is lost.
+    ///
+    /// # Errors
+    /// Those of [`Locker::lock_all`], [`LockError::LeaseLost`] and
+    /// [`LockError::HoldExpired`].
+    ///
+    /// # Cancel safety
+    /// As [`Locker::with_lock`].
+    pub async fn with_lock_all<I, S, F, Fut, T>(&self, names: I, work: F) -> Result<T, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+        F: FnOnce(Vec<(LockName, FencingToken)>) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let all = self.lock_all(names).await?;
+        let lost = all.lost();
+        tokio::select! {
+            biased;
+            () = lost => {
+                let error = all
+                    .guards
+                    .iter()
+                    .find(|g| g.state().is_final())
+                    .map_or_else(
+                        || LockError::lease_lost(all.guards[0].lease().name()),
+                        |g| crate::locker::ended(g, g.lease().name()),
+                    );
+                let _ = all.release().await;
+                Err(error)
+            }
+            out = work(all.tokens()) => {
+                if let Err(e) = all.release().await {
+                    tracing::warn!(error = %e, "release after with_lock_all failed; the leases will expire by their TTL");
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+async fn release_all(guards: Vec<LockGuard>) {
+    for g in guards {
+        let _ = g.release().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sorted_and_deduplicated() {
+        let names = canonical(["b", "a", "b", "c/1"]).unwrap();
+        let names: Vec<_> = names.iter().map(LockName::as_str).collect();
+        assert_eq!(names, ["a", "b", "c/1"]);
+        assert!(canonical(Vec::<String>::new()).is_err());
+        assert!(canonical(["ok", ""]).is_err());
+    }
+}

@@ -1,0 +1,83 @@
+//! A release that keeps the name blocked a while (lock-delay), and waiting for a
+//! holder to go (leader observers).
+
+use std::time::Duration;
+
+use dlock_core::{Lease, LockError, LockInfo, LockName};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use tokio::time::Instant;
+
+use crate::EtcdLock;
+use crate::keys::queue_dir;
+
+/// How often a watch on a holder is backed by a fresh read, in case the stream went
+/// quiet without telling.
+const HOLDER_REREAD: Duration = Duration::from_secs(1);
+
+impl EtcdLock {
+    /// Moves the holder's key from the client's shared lease to a lease of its own
+    /// that expires after `linger` (rounded up to whole seconds, as etcd counts): the
+    /// server frees the name then, whatever becomes of this client. The move is a txn
+    /// guarded by the key's create revision, so it never touches a later holder's key,
+    /// and a put keeps the create revision (the queue order and the token).
+    pub(crate) async fn release_lingering(
+        &self,
+        lease: &Lease,
+        key: String,
+        rev: i64,
+        shared_lease: i64,
+        linger: Duration,
+    ) -> Result<bool, LockError> {
+        let secs = i64::try_from(linger.as_millis().div_ceil(1000))
+            .unwrap_or(i64::MAX)
+            .max(1);
+        let own = self
+            .rpc("lease grant", |mut c| async move {
+                c.lease_grant(secs, None).await
+            })
+            .await?
+            .id();
+        let moved = self
+            .rpc("linger", |mut c| {
+                let key = key.clone();
+                async move {
+                    let txn = Txn::new()
+                        .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
+                        .and_then([TxnOp::put(
+                            key,
+                            "",
+                            Some(PutOptions::new().with_lease(own).with_ignore_value()),
+                        )]);
+                    c.txn(txn).await
+                }
+            })
+            .await?
+            .succeeded();
+        if moved {
+            // no longer on the shared lease: stop keeping it
+            let _ = self.leases.release(shared_lease, &key, rev);
+        } else {
+            let _ = self
+                .rpc(
+                    "lease revoke",
+                    |mut c| async move { c.lease_revoke(own).await },
+                )
+                .await;
+            tracing::debug!(lock = %lease.name(), "lingering release found the lease gone");
+        }
+        Ok(moved)
+    }
+
+    /// Waits until `holder`'s key in `name`'s queue is deleted (released, or its lease
+    /// expired), or `until`.
+    pub(crate) async fn wait_holder_gone(
+        &self,
+        name: &LockName,
+        holder: &LockInfo,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        let key = format!("{}{}", queue_dir(&self.opts.prefix, name), holder.owner);
+        self.wait_for_delete(key.as_bytes(), HOLDER_REREAD, || async { Ok(()) }, until)
+            .await
+    }
+}

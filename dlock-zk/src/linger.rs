@@ -1,0 +1,62 @@
+//! A release that keeps the name blocked a while (lock-delay), and waiting for a
+//! holder to go (leader observers).
+
+use std::time::Duration;
+
+use dlock_core::{Lease, LockError, LockInfo, LockName};
+use tokio::time::Instant;
+
+use crate::ZkLock;
+use crate::path::{owner_of, queue_dir};
+
+impl ZkLock {
+    /// An ephemeral node lives exactly as long as its session, so there is no TTL to
+    /// cut: the node is kept for `linger` and deleted then. Should this process die
+    /// meanwhile, the session's timeout (the lease's TTL, which a lock-delay never
+    /// exceeds) keeps the name blocked instead.
+    pub(crate) async fn release_lingering(
+        &self,
+        lease: &Lease,
+        linger: Duration,
+    ) -> Result<bool, LockError> {
+        tokio::time::sleep(linger).await;
+        dlock_core::backend::Backend::release(self, lease).await
+    }
+
+    /// Waits until `holder`'s node in `name`'s queue is deleted (released, or its
+    /// session expired), or `until`: one exists-watch on that node.
+    pub(crate) async fn wait_holder_gone(
+        &self,
+        name: &LockName,
+        holder: &LockInfo,
+        until: Instant,
+    ) -> Result<(), LockError> {
+        let dir = queue_dir(&self.root, name);
+        let client = self.sessions.first().session.get().await?;
+        let children = match self
+            .op("list queue", async { Ok(client.list_children(&dir).await) })
+            .await?
+        {
+            Ok(c) => c,
+            Err(_) => return Ok(()),
+        };
+        let Some(node) = children
+            .iter()
+            .find(|c| owner_of(c) == Some(holder.owner.as_str()))
+        else {
+            return Ok(());
+        };
+        let path = format!("{dir}/{node}");
+        let (stat, watcher) = self
+            .op("watch holder", client.check_and_watch_stat(&path))
+            .await?;
+        if stat.is_none() {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = watcher.changed() => {}
+            () = tokio::time::sleep_until(until) => {}
+        }
+        Ok(())
+    }
+}
