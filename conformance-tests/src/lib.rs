@@ -185,7 +185,8 @@ macro_rules! conformance_suite {
             multi_lock_never_deadlocks,
             min_hold_blocks_after_release,
             min_hold_outlives_a_crash,
-            max_hold_ends_the_hold
+            max_hold_ends_the_hold,
+            fallback_serves_an_outage
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

@@ -29,6 +29,11 @@
 //! sqlx's `sslmode`, `application_name`, `charset`, …; SQLite: `mode`, `cache`, …), so
 //! a typo is a `Config` error rather than a silent default.
 //!
+//! Every URL takes `fallback=` (`fail-fast`, the default; `local`; `proceed`): what
+//! acquisitions do while the lock service is unavailable — see [`Fallback`] and
+//! [`FallbackLock`]. With `local` or `proceed`, a service starts even if the lock
+//! service cannot be reached at start-up, and connects once it can.
+//!
 //! SQL URLs take dlock's own query parameters too: `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
 //!
@@ -94,6 +99,34 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 /// # Errors
 /// As [`connect`].
 pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
+    let mut fallback = Fallback::FailFast;
+    let url = backend::take_query(url, |k, v| match k {
+        "fallback" => {
+            fallback = v.parse().map_err(|e: LockError| e.to_string())?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    })?;
+    if fallback == Fallback::FailFast {
+        return connect_backend(&url).await;
+    }
+    tracing::warn!(url = %redact_url(&url), %fallback, "lock service outages will be served by the fallback");
+    match connect_backend(&url).await {
+        Ok(inner) => Ok(Arc::new(FallbackLock::new(inner, fallback))),
+        Err(e @ LockError::Unavailable { .. }) => {
+            tracing::warn!(error = %e, %fallback, "lock service unreachable at start: connecting again on use");
+            let connector: Connector = Arc::new(move || {
+                let url = url.clone();
+                Box::pin(async move { connect_backend(&url).await })
+            });
+            Ok(Arc::new(FallbackLock::connecting(connector, fallback)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The backend the URL names, without fallback.
+async fn connect_backend(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     let shown = redact_url(url);
     let Some((scheme, _)) = url.split_once("://").or_else(|| url.split_once(':')) else {
         return Err(LockError::Config(format!(

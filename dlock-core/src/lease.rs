@@ -36,6 +36,7 @@ pub struct Lease {
     valid_until: Instant,
     access: Access,
     backend: Option<BackendData>,
+    fallback: Option<crate::Fallback>,
 }
 
 impl Lease {
@@ -56,7 +57,24 @@ impl Lease {
             valid_until: valid_until(sent_at, ttl),
             access: Access::Exclusive,
             backend: None,
+            fallback: None,
         }
+    }
+
+    /// The same lease marked as served by a [`crate::Fallback`] instead of the lock
+    /// service.
+    #[must_use]
+    pub fn with_fallback(mut self, fallback: crate::Fallback) -> Self {
+        self.fallback = Some(fallback);
+        self
+    }
+
+    /// `Some` when this lease did not come from the lock service but from a
+    /// [`crate::FallbackLock`] during an outage: [`crate::Fallback::Local`] (excludes
+    /// this process's callers only) or [`crate::Fallback::Proceed`] (excludes nobody).
+    #[must_use]
+    pub fn fallback(&self) -> Option<crate::Fallback> {
+        self.fallback
     }
 
     /// The same lease marked as a grant of `access` (leases are
@@ -167,6 +185,7 @@ impl fmt::Debug for Lease {
             .field("owner", &self.owner)
             .field("token", &self.token)
             .field("access", &self.access)
+            .field("fallback", &self.fallback)
             .field("ttl", &self.ttl)
             .field("remaining", &self.remaining())
             .finish_non_exhaustive()

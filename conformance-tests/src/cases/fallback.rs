@@ -1,0 +1,81 @@
+//! The fallback decorator over a real client whose path to the server is cut.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, Fallback, FallbackLock, LockError};
+use tokio::time::{Instant, sleep};
+
+use super::{LONG_TTL, unique};
+use crate::Harness;
+
+/// While the server is unreachable, `Local` serves acquisitions from an in-process
+/// lock (still exclusive among its callers) and `Proceed` hands out token-0 leases,
+/// each marked; `FailFast` returns the outage. After the heal, leases are real again.
+pub async fn fallback_serves_an_outage(h: &impl Harness) {
+    let (client, link) = h.partitionable_client().await;
+    let name = unique("fallback_serves_an_outage");
+    let local = FallbackLock::new(client.coordination(), Fallback::Local);
+    let proceed = FallbackLock::new(client.coordination(), Fallback::Proceed);
+    let fail_fast = FallbackLock::new(client.coordination(), Fallback::FailFast);
+    let warm = local
+        .try_acquire(&name, LONG_TTL)
+        .await
+        .expect("try")
+        .expect("free");
+    assert_eq!(
+        warm.fallback(),
+        None,
+        "a real lease while the server answers"
+    );
+    assert!(local.release(&warm).await.expect("release"));
+
+    link.cut().await;
+    let ttl = h.short_ttl();
+    // the local lease must outlive the next cut-off attempt; a request of it stuck in
+    // the cut may still be granted after the heal, so on a name of its own
+    let held_locally = unique("fallback_serves_an_outage/local");
+    let bound = Duration::from_secs(30);
+    let (l, p, f) = tokio::time::timeout(bound, async {
+        tokio::join!(
+            local.try_acquire(&held_locally, LONG_TTL),
+            proceed.try_acquire(&name, ttl),
+            fail_fast.try_acquire(&name, ttl),
+        )
+    })
+    .await
+    .expect("acquisitions give up on the cut server within the bound");
+    let l = l.expect("local fallback").expect("the local lock is free");
+    assert_eq!(l.fallback(), Some(Fallback::Local));
+    let p = p.expect("proceed fallback").expect("proceed always grants");
+    assert_eq!(p.fallback(), Some(Fallback::Proceed));
+    assert_eq!(p.token().get(), 0, "a proceed lease must fail every fence");
+    assert!(matches!(f, Err(LockError::Unavailable { .. })), "{f:?}");
+    let again = tokio::time::timeout(bound, local.try_acquire(&held_locally, LONG_TTL))
+        .await
+        .expect("gives up")
+        .expect("local fallback");
+    assert!(again.is_none(), "the local fallback still excludes");
+    assert!(
+        local.renew(&l).await.is_ok(),
+        "a local lease renews locally"
+    );
+    assert!(local.release(&l).await.expect("release"));
+    assert!(proceed.release(&p).await.expect("release"));
+
+    link.heal().await;
+    let local: Arc<dyn DistributedLock> = Arc::new(local);
+    let end = Instant::now() + Duration::from_secs(20) + ttl + h.expiry_slack();
+    let real = loop {
+        match local.try_acquire(&name, LONG_TTL).await {
+            Ok(Some(lease)) if lease.fallback().is_none() => break lease,
+            Ok(Some(lease)) => {
+                let _ = local.release(&lease).await;
+            }
+            Ok(None) | Err(_) => {}
+        }
+        assert!(Instant::now() < end, "no real lease after the heal");
+        sleep(Duration::from_millis(100)).await;
+    };
+    assert!(local.release(&real).await.expect("release"));
+}
