@@ -17,9 +17,16 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run COMMAND while holding lock NAME; release it when COMMAND exits.
+    /// Run COMMAND while holding lock NAME (or every NAME given, as one); release
+    /// when COMMAND exits.
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
+    /// Run COMMAND only while leading election NAME: standbys wait, and one takes
+    /// over within the TTL when the leader goes.
+    #[command(after_help = ELECT_HELP)]
+    Elect(ElectArgs),
+    /// Print the leader of election NAME and its epoch; with --watch, every change.
+    Leader(LeaderArgs),
     /// Show who holds each NAME (owner, fencing token, time left) or that it is free,
     /// and the holders of NAME's semaphore and read-write lock when there are any.
     Status(StatusArgs),
@@ -38,9 +45,19 @@ With --permits N, up to N runs hold NAME at once; with --shared and --exclusive,
 runs share NAME's read-write lock (readers together, a writer alone; a waiting writer \
 keeps new readers out). These are separate from NAME's plain lock.
 
+With several NAMEs, all are taken as one, in sorted order (so two runs with \
+overlapping names never deadlock), and all are released if one cannot be had; \
+DLOCK_NAMES and DLOCK_TOKENS list them, one per line (DLOCK_NAME and DLOCK_TOKEN are \
+the first).
+
+--max-hold caps the hold: the command is stopped when it is reached. --min-hold keeps \
+NAME blocked until that long after it was taken even if the command finishes sooner \
+(a lock-delay, kept by the server: a run that exits or crashes cannot shorten it); it \
+must not exceed --ttl.
+
 Exit status: the command's own (128+N if killed by signal N); 73 lock busy (--wait 0); \
-74 wait timed out; 75 lease lost while running; 69 backend unreachable; 70 backend \
-error; 2 bad usage or URL (also: --permits N while NAME's holders use another N, or a \
+74 wait timed out; 75 lease lost while running; 76 --max-hold reached; 69 backend \
+unreachable; 70 backend error; 2 bad usage or URL (also: --permits N while NAME's holders use another N, or a \
 backend without semaphores and read-write locks); 127 command could not be started.
 
 Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
@@ -51,7 +68,22 @@ Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
   dlock run --metrics-addr 127.0.0.1:9464 reindex -- ./reindex.sh   # scrape /metrics
   dlock run --permits 3 --wait 5m heavy-export -- ./export.sh        # 3 at a time
   dlock run --shared catalog -- ./read-catalog.sh
-  dlock run --exclusive catalog -- ./rebuild-catalog.sh";
+  dlock run --exclusive catalog -- ./rebuild-catalog.sh
+  dlock run accounts/7 accounts/9 -- ./transfer.sh 7 9            # both, as one
+  dlock run --min-hold 5m --max-hold 1h nightly -- ./nightly.sh";
+
+const ELECT_HELP: &str = "\
+Every host runs the same `dlock elect NAME -- COMMAND`; one leads and runs COMMAND, the \
+others stand by (printing the current leader) and one takes over within --ttl when \
+the leader exits, crashes or is cut off. The command gets DLOCK_NAME, DLOCK_EPOCH and \
+DLOCK_TOKEN (the leadership's fencing token: strictly increasing from one leader to \
+the next), DLOCK_VALUE and DLOCK_OWNER. If the leadership is lost, the command is \
+stopped as in `dlock run`. When COMMAND exits, dlock resigns and exits with its status.
+
+Examples:
+  dlock elect --value \"$(hostname):8080\" scheduler -- ./scheduler
+  dlock leader scheduler            # who leads now
+  dlock leader --watch scheduler    # every change, one line each";
 
 /// Options shared by the subcommands.
 #[derive(Debug, Args)]
@@ -99,11 +131,65 @@ pub struct RunArgs {
     /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464`.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
-    /// The lock name, e.g. `nightly-report` or `orders/42`.
+    /// Stop the command (as on a lost lease) once the lock has been held this long.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub max_hold: Option<Duration>,
+    /// Keep NAME blocked until this long after it was taken, even when the command
+    /// finishes sooner (at most --ttl).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub min_hold: Option<Duration>,
+    /// The lock names, e.g. `nightly-report` or `orders/42`; several are taken as one.
+    #[arg(required = true, num_args = 1.., value_name = "NAME")]
+    pub names: Vec<String>,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `dlock elect`.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// What this candidate tells everyone while it leads (e.g. its address); default
+    /// HOST:PID.
+    #[arg(long, value_name = "VALUE")]
+    pub value: Option<String>,
+    /// Leadership lease time to live: how long a crashed leader keeps the
+    /// leadership, at most; renewed every third of it.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub ttl: Duration,
+    /// What to send the command when the leadership is lost.
+    #[arg(long, value_enum, default_value_t = OnLost::Term)]
+    pub on_lost: OnLost,
+    /// How long the command gets after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub grace: Duration,
+    /// Do not report the leader while standing by.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// The election's name.
     pub name: String,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// `dlock leader`.
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Keep printing: one line per change, until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// Print JSON (one object per line with --watch).
+    #[arg(long)]
+    pub json: bool,
+    /// The election's name.
+    pub name: String,
 }
 
 /// The signal sent to the command when the lease is lost.

@@ -15,6 +15,8 @@ pub const BUSY: u8 = 73;
 pub const TIMEOUT: u8 = 74;
 /// The lease was lost while the command ran; the command was terminated.
 pub const LEASE_LOST: u8 = 75;
+/// The hold reached `--max-hold`; the command was stopped.
+pub const MAX_HOLD: u8 = 76;
 /// The command could not be started (not found, not executable).
 pub const CANNOT_EXEC: u8 = 127;
 /// The backend answered with an error.
@@ -30,6 +32,7 @@ pub fn for_error(e: &LockError) -> u8 {
         | LockError::Unsupported { .. } => USAGE,
         LockError::Timeout { .. } => TIMEOUT,
         LockError::LeaseLost { .. } => LEASE_LOST,
+        LockError::HoldExpired { .. } => MAX_HOLD,
         LockError::Unavailable { .. } => UNAVAILABLE,
         _ => BACKEND,
     }

@@ -4,7 +4,10 @@
 //! time, and shows who holds a lock:
 //!
 //! ```text
-//! dlock run [--url URL] [--ttl 30s] [--wait 10m|forever] [--on-lost term|kill] NAME -- COMMAND [ARGS...]
+//! dlock run [--url URL] [--ttl 30s] [--wait 10m|forever] [--on-lost term|kill]
+//!           [--max-hold D] [--min-hold D] NAME [NAME...] -- COMMAND [ARGS...]
+//! dlock elect [--url URL] [--value V] [--ttl 30s] NAME -- COMMAND [ARGS...]
+//! dlock leader [--url URL] [--watch] [--json] NAME
 //! dlock status [--url URL] [--json] NAME...
 //! dlock bench [--url URL] [--scenario uncontended,handoff,contended,parallel,held] [--json]
 //! ```
@@ -13,9 +16,12 @@
 //! directory. See `dlock run --help` for the exit codes.
 
 mod bench;
+mod child;
 mod cli;
+mod elect;
 mod exit;
 mod json;
+mod leader;
 mod metrics;
 mod progress;
 mod run;
@@ -51,6 +57,8 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             cli::Command::Run(args) => run::run(args).await,
+            cli::Command::Elect(args) => elect::elect(args).await,
+            cli::Command::Leader(args) => leader::leader(args).await,
             cli::Command::Status(args) => status::status(args).await,
             cli::Command::Bench(args) => bench::bench(args).await,
         }

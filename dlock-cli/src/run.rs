@@ -1,23 +1,19 @@
-//! `dlock run`: hold a lock while a command runs.
+//! `dlock run`: hold one lock, or several as one, while a command runs.
 
-use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitCode, ExitStatus};
+use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use dlock_any::{
-    Access, DistributedLock, Instrumented, Lease, LockError, LockGuard, LockName, SharedLock,
+    Access, DistributedLock, GuardState, Instrumented, LockError, LockGuard, LockName, Locker,
+    MultiGuard, SharedLock, format_duration,
 };
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::{OnLost, RunArgs};
+use crate::child::{self, Ended, Signals, Stop};
+use crate::cli::RunArgs;
 use crate::{exit, progress, url};
 
 pub async fn run(args: RunArgs) -> ExitCode {
-    let name = match LockName::new(&args.name) {
+    let names = match canonical(&args.names) {
         Ok(n) => n,
         Err(e) => return exit::fail(&e),
     };
@@ -34,50 +30,113 @@ pub async fn run(args: RunArgs) -> ExitCode {
         },
         Err(e) => return exit::fail(&e),
     };
-    let lease = match take(&backend, &name, &args).await {
-        Ok(lease) => lease,
+    let mut locker = Locker::new(Arc::clone(&backend))
+        .with_ttl(args.ttl)
+        .with_wait(args.wait);
+    if let Some(m) = args.max_hold {
+        locker = locker.with_max_hold(m);
+    }
+    if let Some(m) = args.min_hold {
+        locker = locker.with_min_hold(m);
+    }
+    let held = match take(&locker, &names, &args).await {
+        Ok(held) => held,
         Err(code) => return code,
     };
-    let guard = LockGuard::new(Arc::clone(&backend), lease.clone());
-    // Before the command starts: a signal that arrives while it starts must be
-    // forwarded, not kill dlock and leave the command running unsupervised.
     let Some(signals) = Signals::install() else {
         eprintln!("dlock: cannot install signal handlers");
-        let _ = guard.release().await;
+        let _ = held.release().await;
         return ExitCode::from(exit::BACKEND);
     };
-    let child = Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .env("DLOCK_NAME", name.as_str())
-        .env("DLOCK_TOKEN", lease.token().to_string())
-        .env("DLOCK_OWNER", lease.owner().as_str())
-        .spawn();
-    let child = match child {
+    let first = held.guards()[0].lease();
+    let tokens = held.tokens();
+    let joined = |f: &dyn Fn(&(LockName, dlock_any::FencingToken)) -> String| {
+        tokens.iter().map(f).collect::<Vec<_>>().join("\n")
+    };
+    let env = [
+        ("DLOCK_NAME", first.name().to_string()),
+        ("DLOCK_TOKEN", first.token().to_string()),
+        ("DLOCK_OWNER", first.owner().to_string()),
+        ("DLOCK_NAMES", joined(&|(n, _)| n.to_string())),
+        ("DLOCK_TOKENS", joined(&|(_, t)| t.to_string())),
+    ];
+    let child = match child::spawn(&args.command, &env) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("dlock: cannot start {:?}: {e}", args.command[0]);
-            let _ = guard.release().await;
+            let _ = held.release().await;
             return ExitCode::from(exit::CANNOT_EXEC);
         }
     };
-    supervise(child, guard, signals, &args).await
-}
-
-/// The signals `dlock run` forwards to its command.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Option<Self> {
-        Some(Self {
-            term: signal(SignalKind::terminate()).ok()?,
-            int: signal(SignalKind::interrupt()).ok()?,
-            hup: signal(SignalKind::hangup()).ok()?,
-        })
+    let stop = Stop {
+        how: args.on_lost,
+        grace: args.grace,
+    };
+    match child::supervise(child, held.lost(), signals, stop).await {
+        Ended::Exited(status) => {
+            release(held, &args).await;
+            match status {
+                Ok(s) => ExitCode::from(child::exit_code(s)),
+                Err(e) => {
+                    eprintln!("dlock: waiting for the command failed: {e}");
+                    ExitCode::from(exit::BACKEND)
+                }
+            }
+        }
+        Ended::Lost => {
+            let code = report_end(held.guards());
+            let _ = held.release().await;
+            ExitCode::from(code)
+        }
     }
+}
+
+/// Says why the hold ended early; the exit code for it.
+fn report_end(guards: &[LockGuard]) -> u8 {
+    let ended = guards.iter().find(|g| g.state().is_final());
+    match ended {
+        Some(g) if g.state() == GuardState::Expired => {
+            let cap = g
+                .policy()
+                .max_hold
+                .map_or_else(String::new, format_duration);
+            eprintln!(
+                "dlock: {} held for its --max-hold of {cap}; stopped the command",
+                g.lease().name()
+            );
+            exit::MAX_HOLD
+        }
+        other => {
+            let name = other.unwrap_or(&guards[0]).lease().name().clone();
+            eprintln!("dlock: lease on {name} lost; stopped the command");
+            exit::LEASE_LOST
+        }
+    }
+}
+
+async fn release(held: MultiGuard, args: &RunArgs) {
+    if let Some(m) = args.min_hold
+        && !args.quiet
+    {
+        eprintln!(
+            "dlock: released; the lock stays blocked until {} after it was taken (--min-hold)",
+            format_duration(m)
+        );
+    }
+    if let Err(e) = held.release().await {
+        eprintln!("dlock: releasing failed ({e}); the lock expires by its TTL");
+    }
+}
+
+/// Names checked, sorted, de-duplicated: the order every multi-lock takes them in.
+fn canonical(names: &[String]) -> Result<Vec<LockName>, LockError> {
+    let mut out = names
+        .iter()
+        .map(|n| LockName::new(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    out.dedup();
+    Ok(out)
 }
 
 /// The lock this run takes: NAME's plain lock, a permit of its semaphore, or one side
@@ -102,15 +161,35 @@ async fn connect(url: &str, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, 
     Ok(Arc::new(Instrumented::new(lock)))
 }
 
-/// Takes the lock, reporting the holder while waiting. `Err` carries the exit code.
-async fn take(
-    backend: &Arc<dyn DistributedLock>,
+/// Takes every name in canonical order, reporting the holder of the one it waits
+/// for; on any failure what was taken is released. `Err` carries the exit code.
+async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<MultiGuard, ExitCode> {
+    let deadline = dlock_any::Deadline::after(args.wait);
+    let mut guards = Vec::with_capacity(names.len());
+    for name in names {
+        match take_one(locker, name, deadline, args).await {
+            Ok(g) => guards.push(g),
+            Err(code) => {
+                for g in guards {
+                    let _ = g.release().await;
+                }
+                return Err(code);
+            }
+        }
+    }
+    Ok(MultiGuard::new(guards))
+}
+
+async fn take_one(
+    locker: &Locker,
     name: &LockName,
+    deadline: dlock_any::Deadline,
     args: &RunArgs,
-) -> Result<Lease, ExitCode> {
+) -> Result<LockGuard, ExitCode> {
+    let backend = locker.backend();
     if args.wait.is_zero() {
-        return match backend.try_acquire(name, args.ttl).await {
-            Ok(Some(lease)) => Ok(lease),
+        return match locker.try_lock(name.as_str()).await {
+            Ok(Some(g)) => Ok(g),
             Ok(None) => {
                 let holder = match backend.inspect(name).await {
                     Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
@@ -122,92 +201,16 @@ async fn take(
             Err(e) => Err(exit::fail(&e)),
         };
     }
-    let acquire = backend.acquire(name, args.ttl, args.wait);
+    let acquire = locker.lock_within(name.as_str(), deadline.remaining());
     let report = progress::report_holder(Arc::clone(backend), name.clone(), args.quiet);
     tokio::select! {
         r = acquire => r.map_err(|e| match e {
             LockError::Timeout { .. } => {
-                eprintln!("dlock: gave up waiting for {name} after {}", dlock_any::format_duration(args.wait));
+                eprintln!("dlock: gave up waiting for {name} after {}", format_duration(args.wait));
                 ExitCode::from(exit::TIMEOUT)
             }
             e => exit::fail(&e),
         }),
         never = report => match never {},
-    }
-}
-
-/// Waits for the command, forwarding SIGINT/SIGTERM/SIGHUP to it, and stops it if the
-/// lease is lost.
-async fn supervise(
-    mut child: Child,
-    guard: LockGuard,
-    signals: Signals,
-    args: &RunArgs,
-) -> ExitCode {
-    let pid = child
-        .id()
-        .and_then(|p| i32::try_from(p).ok())
-        .map(Pid::from_raw);
-    let Signals {
-        mut term,
-        mut int,
-        mut hup,
-    } = signals;
-    let lost = guard.lost();
-    tokio::pin!(lost);
-    loop {
-        tokio::select! {
-            status = child.wait() => {
-                let name = guard.lease().name().clone();
-                if let Err(e) = guard.release().await {
-                    eprintln!("dlock: releasing {name} failed ({e}); it expires by its TTL");
-                }
-                return match status {
-                    Ok(s) => ExitCode::from(exit_code(s)),
-                    Err(e) => {
-                        eprintln!("dlock: waiting for the command failed: {e}");
-                        ExitCode::from(exit::BACKEND)
-                    }
-                };
-            }
-            () = &mut lost => {
-                eprintln!("dlock: lease on {} lost; stopping the command", guard.lease().name());
-                stop(&mut child, pid, args.on_lost, args.grace).await;
-                return ExitCode::from(exit::LEASE_LOST);
-            }
-            _ = term.recv() => forward(pid, Signal::SIGTERM),
-            _ = int.recv() => forward(pid, Signal::SIGINT),
-            _ = hup.recv() => forward(pid, Signal::SIGHUP),
-        }
-    }
-}
-
-fn forward(pid: Option<Pid>, sig: Signal) {
-    if let Some(pid) = pid {
-        let _ = kill(pid, sig);
-    }
-}
-
-async fn stop(child: &mut Child, pid: Option<Pid>, how: OnLost, grace: Duration) {
-    if how == OnLost::Term {
-        forward(pid, Signal::SIGTERM);
-        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
-            return;
-        }
-        eprintln!(
-            "dlock: the command ignored SIGTERM for {}; killing it",
-            dlock_any::format_duration(grace)
-        );
-    }
-    let _ = child.start_kill();
-    let _ = child.wait().await;
-}
-
-/// The command's exit status as ours: its code, or 128+N when signal N killed it.
-fn exit_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
-        (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(1),
-        _ => 1,
     }
 }

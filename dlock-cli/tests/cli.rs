@@ -1,12 +1,15 @@
 //! The `dlock` binary as a user runs it: real processes, real signals, real servers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::required_env;
+
+mod common;
+use common::{alive, output, scratch, spawn, unique, wait_exit, wait_for_file};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -16,68 +19,6 @@ const LEASE_LOST: i32 = 75;
 const UNAVAILABLE: i32 = 69;
 const USAGE: i32 = 2;
 const CANNOT_EXEC: i32 = 127;
-
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("dlock-cli-{:016x}", dlock_any::random_u64()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn unique(case: &str) -> String {
-    format!("cli/{case}/{:016x}", dlock_any::random_u64())
-}
-
-fn dlock(url: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dlock"));
-    c.env("DLOCK_URL", url).env(
-        "XDG_STATE_HOME",
-        std::env::temp_dir().join("dlock-cli-state"),
-    );
-    c
-}
-
-fn output(url: &str, args: &[&str]) -> Output {
-    dlock(url).args(args).output().unwrap()
-}
-
-fn spawn(url: &str, args: &[&str]) -> Child {
-    dlock(url)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_for_file(p: &Path, within: Duration) -> String {
-    let end = Instant::now() + within;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(p)
-            && s.ends_with('\n')
-        {
-            return s.trim().to_owned();
-        }
-        assert!(Instant::now() < end, "{} never appeared", p.display());
-        sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> i32 {
-    let end = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code().expect("dlock exits, it is not killed");
-        }
-        assert!(Instant::now() < end, "dlock did not exit within {within:?}");
-        sleep(Duration::from_millis(20));
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    // a zombie still answers kill(0); its state in /proc says Z
-    kill(Pid::from_raw(pid), None).is_ok()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
-}
 
 fn token_of(url: &str, name: &str) -> u64 {
     let out = output(url, &["run", name, "--", "sh", "-c", "echo $DLOCK_TOKEN"]);

@@ -80,7 +80,9 @@ impl Shared {
     /// How long a release now must keep the name blocked ([`HoldPolicy::min_hold`]).
     fn linger(&self) -> Duration {
         self.policy.min_hold.map_or(Duration::ZERO, |m| {
-            (self.acquired + m).saturating_duration_since(Instant::now())
+            self.acquired
+                .checked_add(m)
+                .map_or(m, |end| end.saturating_duration_since(Instant::now()))
         })
     }
 
@@ -296,7 +298,10 @@ impl std::fmt::Debug for LockGuard {
 /// failed attempt makes the guard suspect and is retried; a refusal, or reaching
 /// `valid_until`, makes it lost.
 async fn watchdog(lock: Arc<dyn DistributedLock>, shared: Arc<Shared>, grid: bool) {
-    let cap = shared.policy.max_hold.map(|m| shared.acquired + m);
+    let cap = shared
+        .policy
+        .max_hold
+        .and_then(|m| shared.acquired.checked_add(m));
     let stop = async {
         match cap {
             Some(cap) => tokio::time::sleep_until(cap).await,

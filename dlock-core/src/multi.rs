@@ -5,9 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use tokio::time::Instant;
-
-use crate::{FencingToken, LockError, LockGuard, LockName, Locker};
+use crate::{Deadline, FencingToken, LockError, LockGuard, LockName, Locker};
 
 /// Guards on several names at once, from [`Locker::lock_all`]: held while every part
 /// is held; [`MultiGuard::lost`] fires when any part is lost.
@@ -19,6 +17,13 @@ pub struct MultiGuard {
 type Lost = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl MultiGuard {
+    /// Guards taken one by one, as one: give them in the canonical (sorted) order of
+    /// their names, as [`Locker::lock_all`] takes them.
+    #[must_use]
+    pub fn new(guards: Vec<LockGuard>) -> Self {
+        Self { guards }
+    }
+
     /// Each name with its fencing token, in the canonical (sorted) order.
     #[must_use]
     pub fn tokens(&self) -> Vec<(LockName, FencingToken)> {
@@ -124,11 +129,10 @@ impl Locker {
         S: AsRef<str>,
     {
         let names = canonical(names)?;
-        let end = Instant::now() + self.wait_limit();
+        let deadline = Deadline::after(self.wait_limit());
         let mut guards = Vec::with_capacity(names.len());
         for name in &names {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lock_within(name.as_str(), left).await {
+            match self.lock_within(name.as_str(), deadline.remaining()).await {
                 Ok(g) => guards.push(g),
                 Err(e) => {
                     release_all(guards).await;

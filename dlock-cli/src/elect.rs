@@ -1,0 +1,131 @@
+//! `dlock elect`: run a command only while leading an election.
+
+use std::convert::Infallible;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use dlock_any::{Election, Leader};
+
+use crate::child::{self, Ended, Signals, Stop};
+use crate::cli::ElectArgs;
+use crate::{exit, url};
+
+pub async fn elect(args: ElectArgs) -> ExitCode {
+    let value = args.value.clone().unwrap_or_else(default_value);
+    let backend = match url::resolve(args.backend.url.as_deref()) {
+        Ok(u) => match dlock_any::connect(&u).await {
+            Ok(b) => b,
+            Err(e) => return exit::fail(&e),
+        },
+        Err(e) => return exit::fail(&e),
+    };
+    let election = match Election::new(backend, &args.name) {
+        Ok(e) => e.with_ttl(args.ttl),
+        Err(e) => return exit::fail(&e),
+    };
+    let report = report_standby(election.clone(), args.quiet);
+    let leadership = tokio::select! {
+        r = election.campaign(&value) => match r {
+            Ok(l) => l,
+            Err(e) => return exit::fail(&e),
+        },
+        never = report => match never {},
+    };
+    if !args.quiet {
+        eprintln!(
+            "dlock: leading {} as {value:?} (epoch {})",
+            args.name,
+            leadership.epoch()
+        );
+    }
+    let Some(signals) = Signals::install() else {
+        eprintln!("dlock: cannot install signal handlers");
+        let _ = leadership.resign().await;
+        return ExitCode::from(exit::BACKEND);
+    };
+    let lease = leadership.guard().lease();
+    let env = [
+        ("DLOCK_NAME", args.name.clone()),
+        ("DLOCK_EPOCH", leadership.epoch().to_string()),
+        ("DLOCK_TOKEN", leadership.epoch().to_string()),
+        ("DLOCK_VALUE", value.clone()),
+        ("DLOCK_OWNER", lease.owner().to_string()),
+    ];
+    let child = match child::spawn(&args.command, &env) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dlock: cannot start {:?}: {e}", args.command[0]);
+            let _ = leadership.resign().await;
+            return ExitCode::from(exit::CANNOT_EXEC);
+        }
+    };
+    let stop = Stop {
+        how: args.on_lost,
+        grace: args.grace,
+    };
+    match child::supervise(child, leadership.lost(), signals, stop).await {
+        Ended::Exited(status) => {
+            if let Err(e) = leadership.resign().await {
+                eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
+            }
+            match status {
+                Ok(s) => ExitCode::from(child::exit_code(s)),
+                Err(e) => {
+                    eprintln!("dlock: waiting for the command failed: {e}");
+                    ExitCode::from(exit::BACKEND)
+                }
+            }
+        }
+        Ended::Lost => {
+            eprintln!(
+                "dlock: leadership of {} lost; stopped the command",
+                args.name
+            );
+            ExitCode::from(exit::LEASE_LOST)
+        }
+    }
+}
+
+/// Says who leads each time it changes while this candidate stands by. Never returns;
+/// drop it when the campaign ends.
+async fn report_standby(election: Election, quiet: bool) -> Infallible {
+    let mut changes = election.observe();
+    loop {
+        match changes.next().await {
+            Ok(Some(l)) if !quiet => eprintln!(
+                "dlock: standing by for {}: {}",
+                election.name(),
+                describe(&l)
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                if !quiet {
+                    eprintln!(
+                        "dlock: standing by for {}: cannot see the leader: {e}",
+                        election.name()
+                    );
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// A leader in words.
+pub fn describe(l: &Leader) -> String {
+    match &l.value {
+        Some(v) => format!("led by {v:?} (epoch {})", l.epoch),
+        None => format!("held without a value (epoch {})", l.epoch),
+    }
+}
+
+/// HOST:PID: which process leads, at a glance.
+fn default_value() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}

@@ -1,0 +1,72 @@
+//! What the CLI tests share: scratch directories, unique names, running `dlock`.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+
+pub fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dlock-cli-{:016x}", dlock_any::random_u64()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn unique(case: &str) -> String {
+    format!("cli/{case}/{:016x}", dlock_any::random_u64())
+}
+
+pub fn dlock(url: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dlock"));
+    c.env("DLOCK_URL", url).env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join("dlock-cli-state"),
+    );
+    c
+}
+
+pub fn output(url: &str, args: &[&str]) -> Output {
+    dlock(url).args(args).output().unwrap()
+}
+
+pub fn spawn(url: &str, args: &[&str]) -> Child {
+    dlock(url)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+pub fn wait_for_file(p: &Path, within: Duration) -> String {
+    let end = Instant::now() + within;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(p)
+            && s.ends_with('\n')
+        {
+            return s.trim().to_owned();
+        }
+        assert!(Instant::now() < end, "{} never appeared", p.display());
+        sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn wait_exit(child: &mut Child, within: Duration) -> i32 {
+    let end = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code().expect("dlock exits, it is not killed");
+        }
+        assert!(Instant::now() < end, "dlock did not exit within {within:?}");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn alive(pid: i32) -> bool {
+    // a zombie still answers kill(0); its state in /proc says Z
+    kill(Pid::from_raw(pid), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}

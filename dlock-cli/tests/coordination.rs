@@ -1,0 +1,362 @@
+//! `dlock elect`, `dlock leader`, several names in one `dlock run`, and the hold
+//! limits: real processes, real signals, real servers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use dlock_conformance::required_env;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+mod common;
+use common::{dlock, output, scratch, spawn, unique, wait_exit, wait_for_file};
+
+const BUSY: i32 = 73;
+const MAX_HOLD: i32 = 76;
+
+fn code(url: &str, args: &[&str]) -> i32 {
+    let out = output(url, args);
+    out.status
+        .code()
+        .unwrap_or_else(|| panic!("dlock killed: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// `kill -9` of the leading `dlock elect`: the standby runs its command within the
+/// TTL + 1 s, with a higher epoch; `dlock leader` names the leader meanwhile.
+fn elect_standby_takes_over_after_kill(url: &str) {
+    let dir = scratch();
+    let name = unique("elect");
+    let (a_pid, a_epoch, b_epoch) = (dir.join("a.pid"), dir.join("a.epoch"), dir.join("b.epoch"));
+    let script = |pid: &str, epoch: &std::path::Path| {
+        format!(
+            "echo $$ > {pid}; echo $DLOCK_EPOCH > {}; exec sleep 60",
+            epoch.display()
+        )
+    };
+    let mut a = spawn(
+        url,
+        &[
+            "elect",
+            "--ttl",
+            "2s",
+            "--value",
+            "host-a:1",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &script(&a_pid.display().to_string(), &a_epoch),
+        ],
+    );
+    let epoch_a: u64 = wait_for_file(&a_epoch, Duration::from_secs(15))
+        .parse()
+        .unwrap();
+    let b_pid = dir.join("b.pid");
+    let mut b = spawn(
+        url,
+        &[
+            "elect",
+            "--ttl",
+            "2s",
+            "--value",
+            "host-b:2",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &script(&b_pid.display().to_string(), &b_epoch),
+        ],
+    );
+    sleep(Duration::from_millis(700));
+    assert!(!b_epoch.exists(), "the standby ran while a leader led");
+    let shown = output(url, &["leader", &name]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("host-a:1") && shown.contains(&format!("epoch {epoch_a}")),
+        "{shown}"
+    );
+
+    let a_child: i32 = wait_for_file(&a_pid, Duration::from_secs(5))
+        .parse()
+        .unwrap();
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let killed = Instant::now();
+    let epoch_b: u64 = wait_for_file(&b_epoch, Duration::from_secs(15))
+        .parse()
+        .unwrap();
+    let took = killed.elapsed();
+    let _ = kill(Pid::from_raw(a_child), Signal::SIGKILL);
+    assert!(
+        took <= Duration::from_secs(3),
+        "the standby took over after {took:?}"
+    );
+    assert!(epoch_b > epoch_a, "{epoch_a} then {epoch_b}");
+
+    // SIGTERM goes to the command; when it exits, dlock resigns
+    kill(
+        Pid::from_raw(i32::try_from(b.id()).unwrap()),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(wait_exit(&mut b, Duration::from_secs(10)), 128 + 15);
+    let after = output(url, &["leader", &name]);
+    assert!(String::from_utf8_lossy(&after.stdout).contains("no leader"));
+}
+
+/// `dlock leader --watch` prints the vacancy, each leader with its epoch, and the next
+/// one after the first resigns; SIGTERM ends it cleanly.
+fn leader_watch_follows_changes(url: &str) {
+    let name = unique("watch");
+    let mut watcher = dlock(url)
+        .args(["leader", "--watch", "--json", &name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(15))
+            .expect("a line from the watcher")
+    };
+    assert_eq!(next(), format!("{{\"name\":\"{name}\",\"leader\":null}}"));
+    for v in ["first", "second"] {
+        assert_eq!(
+            code(url, &["elect", "--value", v, &name, "--", "sleep", "0.3"]),
+            0
+        );
+    }
+    let mut epochs = Vec::new();
+    let end = Instant::now() + Duration::from_secs(15);
+    while epochs.len() < 2 && Instant::now() < end {
+        let line = next();
+        for (i, v) in ["first", "second"].iter().enumerate() {
+            if line.contains(&format!("\"value\":\"{v}\"")) && epochs.len() == i {
+                let epoch: u64 = line
+                    .rsplit("\"epoch\":")
+                    .next()
+                    .and_then(|e| e.trim_end_matches("}}").parse().ok())
+                    .unwrap_or_else(|| panic!("{line}"));
+                epochs.push(epoch);
+            }
+        }
+    }
+    assert_eq!(epochs.len(), 2, "the watcher saw both leaders: {epochs:?}");
+    assert!(epochs[0] < epochs[1]);
+    kill(
+        Pid::from_raw(i32::try_from(watcher.id()).unwrap()),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(wait_exit(&mut watcher, Duration::from_secs(10)), 0);
+}
+
+/// `dlock run N2 N1 -- cmd` holds both (in sorted order, listed to the command); a run
+/// that cannot have all of its names takes none of them.
+fn several_names_are_held_as_one(url: &str) {
+    let dir = scratch();
+    let base = unique("multi");
+    let (n1, n2, n3) = (
+        format!("{base}/1"),
+        format!("{base}/2"),
+        format!("{base}/3"),
+    );
+    let listed = dir.join("names");
+    let mut holder = spawn(
+        url,
+        &[
+            "run",
+            &n2,
+            &n1,
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "printf '%s\\n' \"$DLOCK_NAMES\" \"$DLOCK_TOKENS\" > {}; exec sleep 30",
+                listed.display()
+            ),
+        ],
+    );
+    let text = wait_for_file(&listed, Duration::from_secs(15));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(&lines[..2], [n1.as_str(), n2.as_str()], "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    for n in [&n1, &n2] {
+        assert_eq!(code(url, &["run", "--wait", "0", n, "--", "true"]), BUSY);
+    }
+    // n3 is free but n1 is not: nothing is kept
+    assert_eq!(
+        code(url, &["run", "--wait", "0", &n3, &n1, "--", "true"]),
+        BUSY
+    );
+    assert_eq!(code(url, &["run", "--wait", "0", &n3, "--", "true"]), 0);
+    kill(
+        Pid::from_raw(i32::try_from(holder.id()).unwrap()),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 128 + 15);
+    assert_eq!(
+        code(url, &["run", "--wait", "0", &n1, &n2, "--", "true"]),
+        0
+    );
+}
+
+/// `--max-hold` stops the command and frees the name; `--min-hold` keeps the name
+/// blocked after a quick run and after a `kill -9`, until it has passed.
+fn hold_limits(url: &str) {
+    let dir = scratch();
+    let name = unique("maxhold");
+    let t = Instant::now();
+    assert_eq!(
+        code(
+            url,
+            &["run", "--max-hold", "500ms", &name, "--", "sleep", "30"]
+        ),
+        MAX_HOLD
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert_eq!(code(url, &["run", "--wait", "0", &name, "--", "true"]), 0);
+
+    // the run ends at once; its name stays blocked until 2 s after it was taken (a
+    // backend that cannot cut a lease on the server keeps dlock running until then)
+    let min_hold = Duration::from_secs(2);
+    let name = unique("minhold");
+    let ready = dir.join("ready");
+    let t = Instant::now();
+    let mut quick = spawn(
+        url,
+        &[
+            "run",
+            "--ttl",
+            "5s",
+            "--min-hold",
+            "2s",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo > {}", ready.display()),
+        ],
+    );
+    wait_for_file(&ready, Duration::from_secs(15));
+    let mut busy = 0;
+    loop {
+        match code(url, &["run", "--wait", "0", &name, "--", "true"]) {
+            BUSY => busy += 1,
+            0 => break,
+            other => panic!("exit {other}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never freed");
+        sleep(Duration::from_millis(100));
+    }
+    assert!(busy > 0, "the name was never seen blocked");
+    assert!(t.elapsed() >= min_hold, "freed after {:?}", t.elapsed());
+    assert_eq!(wait_exit(&mut quick, Duration::from_secs(10)), 0);
+
+    let name = unique("minhold-kill9");
+    let pidfile = dir.join("child.pid");
+    let mut holder = spawn(
+        url,
+        &[
+            "run",
+            "--ttl",
+            "5s",
+            "--min-hold",
+            "3s",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $$ > {}; exec sleep 30", pidfile.display()),
+        ],
+    );
+    let child: i32 = wait_for_file(&pidfile, Duration::from_secs(15))
+        .parse()
+        .unwrap();
+    let started = Instant::now();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+    assert_eq!(
+        code(url, &["run", "--wait", "30s", "-q", &name, "--", "true"]),
+        0
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(3) - Duration::from_millis(100),
+        "freed {:?} after a kill -9, before --min-hold",
+        started.elapsed()
+    );
+}
+
+macro_rules! per_backend {
+    ($backend:ident, $url:expr) => {
+        per_backend!($backend, $url, all());
+    };
+    ($backend:ident, $url:expr, $cfg:meta) => {
+        #[cfg($cfg)]
+        mod $backend {
+            fn url() -> String {
+                $url
+            }
+            #[test]
+            fn elect_standby_takes_over_after_kill() {
+                super::elect_standby_takes_over_after_kill(&url());
+            }
+            #[test]
+            fn leader_watch_follows_changes() {
+                super::leader_watch_follows_changes(&url());
+            }
+            #[test]
+            fn several_names_are_held_as_one() {
+                super::several_names_are_held_as_one(&url());
+            }
+            #[test]
+            fn hold_limits() {
+                super::hold_limits(&url());
+            }
+        }
+    };
+}
+
+per_backend!(
+    sqlite,
+    format!("sqlite://{}/locks.sqlite", super::scratch().display())
+);
+per_backend!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
+per_backend!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
+per_backend!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
+per_backend!(
+    etcd,
+    format!(
+        "etcd://{}",
+        super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
+    ),
+    feature = "etcd"
+);
+// a session per TTL: a TTL of 5 s is a 5 s session (a 3 s lease), 2 s a 2 s one
+per_backend!(
+    zookeeper,
+    format!("zk://{}", super::required_env("DLOCK_TEST_ZK_ADDR")),
+    feature = "zookeeper"
+);
+per_backend!(
+    redlock,
+    format!(
+        "redlock://{}",
+        super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
+    )
+);
