@@ -24,13 +24,17 @@ pub struct Verdict {
     pub fence_rejections: u64,
     /// Accepted writes that did not add exactly one to the value they replaced.
     pub lost_increments: u64,
+    /// Leader changes the workers' election observers reported.
+    pub observed: u64,
+    /// Observer reports whose epoch was not above the same observer's previous one.
+    pub observed_backwards: u64,
 }
 
 impl Verdict {
-    /// No overlap and no stale write accepted.
+    /// No overlap, no stale write accepted, no observer going back in epoch.
     #[must_use]
     pub fn safe(&self) -> bool {
-        self.overlaps == 0 && self.stale_accepted == 0
+        self.overlaps == 0 && self.stale_accepted == 0 && self.observed_backwards == 0
     }
 
     /// [`Verdict::safe`], or, under a fault that no lease can survive (see
@@ -40,7 +44,7 @@ impl Verdict {
         if nemesis.exclusion_expected() {
             self.safe()
         } else {
-            self.stale_accepted == 0
+            self.stale_accepted == 0 && self.observed_backwards == 0
         }
     }
 }
@@ -68,7 +72,18 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
                     w.1 = w.1.min(e.at);
                 }
             }
-            Kind::Read | Kind::Write => {}
+            Kind::Read | Kind::Write | Kind::Observed => {}
+        }
+    }
+    // every observer's epochs, in the order it reported them
+    let mut last_seen: HashMap<u32, u64> = HashMap::new();
+    for e in log.iter().filter(|e| e.kind == Kind::Observed) {
+        v.observed += 1;
+        if last_seen
+            .insert(e.worker, e.token)
+            .is_some_and(|prev| e.token <= prev)
+        {
+            v.observed_backwards += 1;
         }
     }
     // reads and writes, in the order the store served them (the log's order)
@@ -200,6 +215,19 @@ mod tests {
             (1, 1, 1),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn an_observer_going_back_in_epoch_is_unsafe() {
+        let obs = |ms, w, epoch| ev(ms, w, Kind::Observed, epoch, 0, true);
+        let forward = vec![obs(0, 1, 3), obs(1, 2, 3), obs(2, 1, 5), obs(3, 2, 5)];
+        let v = check_as(&forward, Workload::Election);
+        assert_eq!((v.observed, v.observed_backwards), (4, 0));
+        assert!(v.safe());
+        let back = vec![obs(0, 1, 5), obs(1, 1, 3)];
+        let v = check_as(&back, Workload::Election);
+        assert_eq!(v.observed_backwards, 1);
+        assert!(!v.safe());
     }
 
     #[test]

@@ -65,4 +65,36 @@ pub fn add(sum: &mut Verdict, v: &Verdict) {
     sum.stale_accepted += v.stale_accepted;
     sum.fence_rejections += v.fence_rejections;
     sum.lost_increments += v.lost_increments;
+    sum.observed += v.observed;
+    sum.observed_backwards += v.observed_backwards;
+}
+
+/// A Markdown table of election rows: leaderships for ops, and what the observers saw.
+#[must_use]
+pub fn election_table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| backend | fault | leaderships | overlapping leaderships | stale writes accepted | fence rejections | leader changes observed | observed epochs going back | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let mut rec = r.recoveries.clone();
+        rec.sort();
+        let recovery = match (rec.get(rec.len().saturating_sub(1) / 2), rec.last()) {
+            (Some(p50), Some(max)) => format!("{} / {}", ms(*p50), ms(*max)),
+            _ => "–".into(),
+        };
+        let v = &r.verdict;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {recovery} |",
+            r.backend,
+            r.nemesis,
+            v.ops,
+            v.overlaps,
+            v.stale_accepted,
+            v.fence_rejections,
+            v.observed,
+            v.observed_backwards
+        );
+    }
+    out
 }

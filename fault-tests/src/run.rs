@@ -110,7 +110,8 @@ fn signal(w: &Worker, sig: Signal) {
 /// Each worker's latest step in the store's log.
 fn last_steps(store: &FencedStore) -> std::collections::BTreeMap<u32, (Kind, bool)> {
     let mut last = std::collections::BTreeMap::new();
-    for e in store.log() {
+    // an observer's report says nothing about its worker's hold
+    for e in store.log().into_iter().filter(|e| e.kind != Kind::Observed) {
         last.insert(e.worker, (e.kind, e.accepted));
     }
     last

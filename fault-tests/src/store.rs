@@ -30,6 +30,8 @@ pub enum Kind {
     Write,
     /// Called release at `at` (worker's stamp).
     Released,
+    /// The worker's election observer reported leader epoch `token` at `at`.
+    Observed,
 }
 
 /// One logged request.
@@ -48,7 +50,7 @@ pub struct Event {
     /// Whether the store accepted it (reads and writes can be fenced off).
     pub accepted: bool,
     /// For `Acquired`: how the lock is held — `x` mutex, `p` permit, `r` read, `w`
-    /// write.
+    /// write, `l` leadership.
     pub access: char,
 }
 
@@ -140,7 +142,7 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 .unwrap_or(0)
         };
         // ACQ id token at_ns valid_until_ns [access] | REL id token at_ns | READ id token
-        // | WRITE id token value
+        // | WRITE id token value | OBS id epoch at_ns
         let (worker, token, n) = (u32::try_from(num(1)).unwrap_or(0), num(2), num(3));
         let reply = {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -150,6 +152,7 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
             let (kind, accepted, reply, at) = match parts.first().copied() {
                 Some("ACQ") => (Kind::Acquired, true, "OK".to_owned(), stamped),
                 Some("REL") => (Kind::Released, true, "OK".to_owned(), stamped),
+                Some("OBS") => (Kind::Observed, true, "OK".to_owned(), stamped),
                 Some("READ") if stale(false) => (Kind::Read, false, "REJ".to_owned(), served),
                 Some("READ") => {
                     s.fence.record(token, false);

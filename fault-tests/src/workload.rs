@@ -10,6 +10,9 @@ pub enum Workload {
     Semaphore(u32),
     /// A read-write lock: each acquisition a writer one time in four, else a reader.
     ReadWrite,
+    /// Leader election: every worker campaigns, leads briefly, resigns, and observes
+    /// the leadership all along; at most one leader, epochs only forward.
+    Election,
 }
 
 impl Workload {
@@ -20,6 +23,7 @@ impl Workload {
             Self::Mutex => "mutex".into(),
             Self::Semaphore(n) => format!("permits:{n}"),
             Self::ReadWrite => "rw".into(),
+            Self::Election => "election".into(),
         }
     }
 
@@ -29,6 +33,7 @@ impl Workload {
         match s {
             "mutex" => Some(Self::Mutex),
             "rw" => Some(Self::ReadWrite),
+            "election" => Some(Self::Election),
             _ => s
                 .strip_prefix("permits:")
                 .and_then(|n| n.parse().ok())
@@ -44,6 +49,7 @@ impl Workload {
             Self::Mutex => String::new(),
             Self::Semaphore(n) => format!(" [semaphore, {n} permits]"),
             Self::ReadWrite => " [read-write]".into(),
+            Self::Election => " [election]".into(),
         }
     }
 
@@ -54,13 +60,14 @@ impl Workload {
             Self::Mutex => 3,
             Self::Semaphore(n) => n + 2,
             Self::ReadWrite => 4,
+            Self::Election => 3,
         }
     }
 }
 
 /// The check a store protected by the workload makes, from the tokens of the reads and
 /// writes it accepted:
-/// - mutex: a token below the highest seen is stale;
+/// - mutex and election: a token (an epoch) below the highest seen is stale;
 /// - semaphore of N: a token below the N-th highest seen is refused — conservative: N
 ///   newer grants have been seen, so the permit may be gone (it may also be a slow
 ///   holder still within its lease, which then counts as a fence rejection; the checker
@@ -138,9 +145,8 @@ mod tests {
         assert!(!rw.admits(5, true), "a writer older than a reader is stale");
         rw.record(8, true);
         assert!(!rw.admits(7, false) && rw.admits(9, false));
-        assert_eq!(
-            Workload::parse(&Workload::Semaphore(3).arg()),
-            Some(Workload::Semaphore(3))
-        );
+        for w in [Workload::Semaphore(3), Workload::Election] {
+            assert_eq!(Workload::parse(&w.arg()), Some(w));
+        }
     }
 }

@@ -113,6 +113,37 @@ async fn run_all(b: Backend) {
             }
         }
     }
+    // Leader election (3 candidates, each observing) under a crashed and a paused
+    // leader: never two leaders inside validity windows, no deposed leader's write
+    // accepted, no observer going back in epoch — on every backend, Redlock included.
+    for nemesis in [Nemesis::KillHolder, Nemesis::PauseHolder] {
+        let o = run(&plan_for(true, Workload::Election), &b, nemesis)
+            .await
+            .unwrap();
+        let v = &o.verdict;
+        let what = format!("{}{}", nemesis.label(), Workload::Election.label());
+        rows.push(Row {
+            backend: label.into(),
+            nemesis: what.clone(),
+            verdict: v.clone(),
+            recoveries: o.recovery.into_iter().collect(),
+            not_applied: u32::from(!o.applied),
+        });
+        assert!(o.applied, "{label}: {what} could not be applied");
+        assert!(v.safe_under(nemesis), "{label} / {what}: {v:?}");
+        assert_eq!(v.lost_increments, 0, "{label} / {what}: {v:?}");
+        assert!(
+            v.ops > 0 && v.observed > 0,
+            "{label} / {what}: no progress: {v:?}"
+        );
+        if nemesis == Nemesis::KillHolder {
+            let r = o.recovery.expect("a standby took over");
+            assert!(
+                r <= TTL + Duration::from_secs(1),
+                "{label}: a standby led {r:?} after the leader's kill -9"
+            );
+        }
+    }
     // Without the fence, a holder paused between its read and its write must corrupt
     // the counter: otherwise this nemesis is not biting.
     let o = run(&plan(false), &b, Nemesis::PauseHolder).await.unwrap();

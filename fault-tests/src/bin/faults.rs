@@ -4,15 +4,16 @@
 //! `dlock-faults [--runs N] [--seconds S] [--only LABEL,...] [--workloads W,...]`
 //! (start the servers first: `eval "$(scripts/services up --cluster)"`). `--only`
 //! keeps the backends whose label starts with one of the given prefixes (e.g. `--only
-//! redis,etcd×3`); `--workloads` picks among `mutex` (the default), `permits:3` and
-//! `rw` (the shared ones under the holder faults, on backends that offer them).
+//! redis,etcd×3`); `--workloads` picks among `mutex` (the default), `permits:3`, `rw`
+//! and `election` (the others under the holder faults and partitions, the shared ones
+//! on backends that offer them; election rows get a table of their own).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use dlock_faults::backends::{Backend, from_env};
-use dlock_faults::report::{Row, add, table};
+use dlock_faults::report::{Row, add, election_table, table};
 use dlock_faults::run::{Plan, run};
 use dlock_faults::{Nemesis, Verdict, Workload};
 
@@ -73,7 +74,7 @@ async fn main() -> ExitCode {
                 let mut c: Vec<_> = backend.nemeses().into_iter().map(|n| (n, true)).collect();
                 c.push((Nemesis::PauseHolder, false));
                 c
-            } else if backend.label.starts_with("redlock") {
+            } else if backend.label.starts_with("redlock") && workload != Workload::Election {
                 Vec::new() // no semaphores or read-write locks on Redlock
             } else {
                 backend
@@ -120,7 +121,14 @@ async fn main() -> ExitCode {
             }
         }
     }
-    let report = table(&rows);
+    let (elections, others): (Vec<Row>, Vec<Row>) = rows
+        .into_iter()
+        .partition(|r| r.nemesis.ends_with(&Workload::Election.label()));
+    let mut report = table(&others);
+    if !elections.is_empty() {
+        report.push('\n');
+        report.push_str(&election_table(&elections));
+    }
     if std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes()).is_err() {
         return ExitCode::FAILURE;
     }

@@ -3,14 +3,16 @@
 //! fault runner as a separate process, so a kill is a real process kill.
 //!
 //! `dlock-fault-worker URL NAME STORE_ADDR WORKER_ID TTL_MS HOLD_MS [WORKLOAD]`
-//! (`mutex`, `permits:N`, `rw`; readers of a read-write lock only read).
+//! (`mutex`, `permits:N`, `rw`, `election`; readers of a read-write lock only read; an
+//! election worker campaigns, leads for one update, resigns, and reports every leader
+//! change its observer sees).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use std::sync::Arc;
 
-use dlock_any::{DistributedLock, LockError, LockName, SharedLock};
+use dlock_any::{DistributedLock, Election, Lease, LockError, LockName, SharedLock};
 use dlock_faults::Workload;
 use dlock_faults::store::mono;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -22,6 +24,44 @@ struct Store {
 }
 
 impl Store {
+    async fn connect(addr: &str) -> Option<Self> {
+        let (r, w) = TcpStream::connect(addr).await.ok()?.into_split();
+        Some(Self {
+            lines: BufReader::new(r).lines(),
+            w,
+        })
+    }
+
+    /// One critical section under `lease`, reported step by step: acquired (with its
+    /// validity), read, hold, write (unless reading), released. `false` when the
+    /// runner is gone.
+    async fn update(&mut self, id: &str, lease: &Lease, access: char, hold: u64) -> bool {
+        let now = mono();
+        let t = lease.token();
+        let valid_until = nanos(now + lease.remaining());
+        let acquired = format!("ACQ {id} {t} {} {valid_until} {access}", nanos(now));
+        if self.ask(acquired).await.is_none() {
+            return false;
+        }
+        // The worker never checks its own lease before writing: catching a stale
+        // holder is the fence's job, and the unfenced runs show what happens without it.
+        if let Some(reply) = self.ask(format!("READ {id} {t} 0")).await
+            && let Some(v) = reply
+                .strip_prefix("VAL ")
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            tokio::time::sleep(Duration::from_millis(hold)).await;
+            if access != 'r' {
+                let _ = self.ask(format!("WRITE {id} {t} {}", v + 1)).await;
+            }
+        }
+        // Report the end of the critical section before releasing: a worker killed
+        // between the two must not leave a window open after others could take over.
+        let done = mono();
+        let _ = self.ask(format!("REL {id} {t} {}", nanos(done))).await;
+        true
+    }
+
     async fn ask(&mut self, msg: String) -> Option<String> {
         self.w.write_all(format!("{msg}\n").as_bytes()).await.ok()?;
         self.lines.next_line().await.ok()?
@@ -55,14 +95,9 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let ttl = Duration::from_millis(ttl);
-    let Ok(conn) = TcpStream::connect(store).await else {
+    let Some(mut store) = Store::connect(store).await else {
         eprintln!("cannot reach the store at {store}");
         return ExitCode::from(1);
-    };
-    let (r, w) = conn.into_split();
-    let mut store = Store {
-        lines: BufReader::new(r).lines(),
-        w,
     };
     let (lock, reads) = loop {
         match locks(url, workload).await {
@@ -73,6 +108,12 @@ async fn main() -> ExitCode {
             }
         }
     };
+    if workload == Workload::Election {
+        let Some(observed) = Store::connect(&args[3]).await else {
+            return ExitCode::from(1);
+        };
+        return lead(lock, &name, store, observed, id, ttl, hold).await;
+    }
     loop {
         // a read-write worker reads three times in four
         let (lock, access) = match &reads {
@@ -89,36 +130,59 @@ async fn main() -> ExitCode {
                 continue;
             }
         };
-        let now = mono();
-        let t = lease.token();
-        let valid_until = nanos(now + lease.remaining());
-        if store
-            .ask(format!(
-                "ACQ {id} {t} {} {valid_until} {access}",
-                nanos(now)
-            ))
-            .await
-            .is_none()
-        {
+        if !store.update(id, &lease, access, hold).await {
             return ExitCode::SUCCESS; // the runner is gone
         }
-        // The worker never checks its own lease before writing: catching a stale
-        // holder is the fence's job, and the unfenced runs show what happens without it.
-        if let Some(reply) = store.ask(format!("READ {id} {t} 0")).await
-            && let Some(v) = reply
-                .strip_prefix("VAL ")
-                .and_then(|v| v.parse::<u64>().ok())
-        {
-            tokio::time::sleep(Duration::from_millis(hold)).await;
-            if access != 'r' {
-                let _ = store.ask(format!("WRITE {id} {t} {}", v + 1)).await;
+        let _ = lock.release(&lease).await;
+    }
+}
+
+/// The election worker: campaigns, makes one update as leader, resigns; meanwhile its
+/// observer reports every leader it sees on a connection of its own.
+async fn lead(
+    lock: Arc<dyn DistributedLock>,
+    name: &LockName,
+    mut store: Store,
+    mut observed: Store,
+    id: &str,
+    ttl: Duration,
+    hold: u64,
+) -> ExitCode {
+    let Ok(election) = Election::new(lock, name.as_str()) else {
+        return ExitCode::from(2);
+    };
+    let election = election.with_ttl(ttl);
+    let mut changes = election.observe();
+    let observer_id = id.to_owned();
+    tokio::spawn(async move {
+        loop {
+            match changes.next().await {
+                Ok(Some(l)) => {
+                    let msg = format!("OBS {observer_id} {} {}", l.epoch, nanos(mono()));
+                    if observed.ask(msg).await.is_none() {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
-        // Report the end of the critical section before releasing: a worker killed
-        // between the two must not leave a window open after others could take over.
-        let done = mono();
-        let _ = store.ask(format!("REL {id} {t} {}", nanos(done))).await;
-        let _ = lock.release(&lease).await;
+    });
+    let me = format!("worker-{id}");
+    loop {
+        let leadership = match election.campaign_for(&me, Duration::from_secs(5)).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("worker {id}: campaign failed: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let lease = leadership.guard().lease();
+        if !store.update(id, &lease, 'l', hold).await {
+            return ExitCode::SUCCESS;
+        }
+        let _ = leadership.resign().await;
     }
 }
 
@@ -128,7 +192,7 @@ async fn locks(
     url: &str,
     workload: Workload,
 ) -> Result<(Arc<dyn DistributedLock>, Option<Arc<dyn DistributedLock>>), LockError> {
-    if workload == Workload::Mutex {
+    if matches!(workload, Workload::Mutex | Workload::Election) {
         return Ok((dlock_any::connect(url).await?, None));
     }
     let backend = dlock_any::connect_coordination(url).await?;
