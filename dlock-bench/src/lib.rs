@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod election_runs;
 pub mod floor;
 mod floor_runs;
 pub mod floor_wait;

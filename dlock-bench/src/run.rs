@@ -11,7 +11,7 @@ use crate::floor_runs::{
     connect_many, floor_contended, floor_error, floor_handoff, floor_parallel,
 };
 use crate::stats::Samples;
-use crate::{floor, scenarios, server_requests, shared_runs};
+use crate::{election_runs, floor, scenarios, server_requests, shared_runs};
 
 /// The scenarios `run` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,11 +30,14 @@ pub enum Scenario {
     Semaphore,
     /// A read-write lock: read and write cycles against the mutex floor, a mixed load.
     RwLock,
+    /// Leader election: resignation to observer and to standby, against the hand-off
+    /// floor.
+    Election,
 }
 
 impl Scenario {
     /// Every scenario, in the order a run measures them.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Self::Uncontended,
         Self::Handoff,
         Self::Contended,
@@ -42,6 +45,7 @@ impl Scenario {
         Self::Held,
         Self::Semaphore,
         Self::RwLock,
+        Self::Election,
     ];
 
     /// The scenario's name on the command line and in reports.
@@ -55,6 +59,7 @@ impl Scenario {
             Self::Held => "held",
             Self::Semaphore => "semaphore",
             Self::RwLock => "rwlock",
+            Self::Election => "election",
         }
     }
 }
@@ -357,6 +362,9 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
             )
             .await?,
         );
+    }
+    if wants(Scenario::Election) {
+        figures.extend(election_runs::election(&url, args.floor, args.trials).await?);
     }
     Ok(Report {
         backend: lock.backend_name(),

@@ -230,7 +230,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub backend: Backend,
     /// Scenarios to run (default: all): uncontended, handoff, contended, parallel, held,
-    /// semaphore, rwlock (the last two where the backend offers them).
+    /// semaphore, rwlock (the last two where the backend offers them), election.
     #[arg(long, value_delimiter = ',', value_parser = scenario)]
     pub scenario: Vec<dlock_bench::Scenario>,
     /// Length of the contended and parallel runs.

@@ -602,6 +602,8 @@ fn bench_reports_every_scenario() {
         ("contended", "cycles/s"),
         ("parallel", "cycles/s"),
         ("held", "renewals/s"),
+        ("election", "observe p50 ms"),
+        ("election", "failover p50 ms"),
     ] {
         assert!(
             json.contains(&format!(
