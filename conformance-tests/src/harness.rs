@@ -231,8 +231,9 @@ impl DistributedLock for Crashable {
             .acquire_with_value(name, ttl, wait, value)
             .await
     }
+    // through the view, as a service's Locker over a SharedLock would
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        self.live()?.release_after(lease, linger).await
+        self.viewed_lock()?.release_after(lease, linger).await
     }
     async fn holder_changed(
         &self,

@@ -100,7 +100,9 @@ macro_rules! shared_as_mutex_suite {
                 a_release_wakes_one_waiter,
                 counter_workload,
                 awkward_names_are_distinct,
-                acquire_rides_out_a_short_outage
+                acquire_rides_out_a_short_outage,
+                min_hold_blocks_after_release,
+                min_hold_outlives_a_crash
             );
         }
         mod one_permit {
@@ -118,7 +120,8 @@ macro_rules! shared_as_mutex_suite {
                 waiters_are_served_fairly,
                 a_release_wakes_one_waiter,
                 counter_workload,
-                awkward_names_are_distinct
+                awkward_names_are_distinct,
+                min_hold_blocks_after_release
             );
         }
     };

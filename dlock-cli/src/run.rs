@@ -170,8 +170,9 @@ async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<Mul
         match take_one(locker, name, deadline, args).await {
             Ok(g) => guards.push(g),
             Err(code) => {
+                // nothing ran under them: no --min-hold delay
                 for g in guards {
-                    let _ = g.release().await;
+                    let _ = g.give_back().await;
                 }
                 return Err(code);
             }

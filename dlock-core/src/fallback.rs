@@ -1,5 +1,6 @@
 //! What to do when the lock service is down: a decorator, opt-in and loud.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -12,8 +13,9 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use crate::{
-    Access, Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore,
-    FencingToken, HolderValue, Holding, Lease, LockError, LockInfo, LockName, MemoryLock, OwnerId,
+    Access, Capabilities, Coordination, Deadline, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, FencingToken, HolderValue, Holding, Lease, LockError, LockInfo, LockName,
+    MemoryLock, OwnerId,
 };
 
 /// What [`FallbackLock`] does when an acquisition fails with
@@ -26,8 +28,7 @@ pub enum Fallback {
     FailFast,
     /// Take an in-process lock instead: exclusion among this process's callers only,
     /// right for a single-instance deployment. Its leases say so
-    /// ([`Lease::fallback`]), and their tokens restart from 1 (a fenced store that saw
-    /// real tokens refuses them).
+    /// ([`Lease::fallback`]) and carry token 0, which every fenced store refuses.
     Local,
     /// Hand out a lease that excludes nobody: the caller relies on its work being
     /// idempotent. Its leases say so ([`Lease::fallback`]) and carry token 0, which
@@ -76,6 +77,10 @@ pub const FALLBACK_TOTAL: &str = "dlock_fallback_total";
 /// [`FALLBACK_TOTAL`] count on every use. Everything else (renewals of real leases,
 /// `inspect`, other errors) passes through unchanged.
 ///
+/// Under [`Fallback::Local`] every acquisition takes the in-process lock first, real or
+/// not, so this process's callers exclude each other across an outage and its end: a
+/// caller holding a fallback lease keeps out one that finds the service back.
+///
 /// ```
 /// use std::{sync::Arc, time::Duration};
 /// use dlock_core::{DistributedLock, Fallback, FallbackLock, LockName, MemoryLock};
@@ -92,6 +97,9 @@ pub struct FallbackLock {
     next_attempt: Mutex<Instant>,
     policy: Fallback,
     local: MemoryLock,
+    /// Under `Local`: the in-process lease taken with each real one, by the real
+    /// lease's owner id, renewed and released with it.
+    companions: Mutex<HashMap<OwnerId, Lease>>,
 }
 
 /// Connects to the lock service (see [`FallbackLock::connecting`]).
@@ -104,17 +112,13 @@ pub type Connector = Arc<
 /// How often a [`FallbackLock`] that is not connected yet tries again.
 const CONNECT_RETRY: Duration = Duration::from_secs(1);
 
+type Taken = Result<Option<Lease>, LockError>;
+
 impl FallbackLock {
     /// `inner` with `policy` for its outages.
     #[must_use]
     pub fn new(inner: Arc<dyn Coordination>, policy: Fallback) -> Self {
-        Self {
-            connected: OnceCell::new_with(Some(inner)),
-            connect: None,
-            next_attempt: Mutex::new(Instant::now()),
-            policy,
-            local: MemoryLock::new(),
-        }
+        Self::with(OnceCell::new_with(Some(inner)), None, policy)
     }
 
     /// A lock service that could not be reached at start-up: `connect` is tried
@@ -122,13 +126,28 @@ impl FallbackLock {
     /// `policy` — so a service can start during an outage when its policy allows it.
     #[must_use]
     pub fn connecting(connect: Connector, policy: Fallback) -> Self {
+        Self::with(OnceCell::new(), Some(connect), policy)
+    }
+
+    fn with(
+        connected: OnceCell<Arc<dyn Coordination>>,
+        connect: Option<Connector>,
+        policy: Fallback,
+    ) -> Self {
         Self {
-            connected: OnceCell::new(),
-            connect: Some(connect),
+            connected,
+            connect,
             next_attempt: Mutex::new(Instant::now()),
             policy,
             local: MemoryLock::new(),
+            companions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The policy.
+    #[must_use]
+    pub fn policy(&self) -> Fallback {
+        self.policy
     }
 
     fn connected(&self) -> Option<&Arc<dyn Coordination>> {
@@ -160,32 +179,53 @@ impl FallbackLock {
         Ok(self.connected.get_or_init(|| async { inner }).await)
     }
 
-    /// The policy.
-    #[must_use]
-    pub fn policy(&self) -> Fallback {
-        self.policy
+    fn companions(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerId, Lease>> {
+        self.companions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `r`, or — when it is an outage and the policy says so — the fallback's lease.
-    async fn or_fallback<T, L>(
+    /// One acquisition within `wait`: under `Local` the in-process lock first
+    /// (`local`), then the service (`real`); on an outage, the policy's lease.
+    async fn take<R, RF, L, LF>(
         &self,
         name: &LockName,
         ttl: Duration,
-        r: Result<T, LockError>,
+        access: Access,
+        wait: Duration,
+        real: R,
         local: L,
-        proceed: impl FnOnce(Lease) -> T + Send,
-    ) -> Result<T, LockError>
+    ) -> Taken
     where
-        L: Future<Output = Result<T, LockError>> + Send,
-        T: Send,
+        R: FnOnce(Duration) -> RF + Send,
+        RF: Future<Output = Taken> + Send,
+        L: FnOnce(Duration) -> LF + Send,
+        LF: Future<Output = Taken> + Send,
     {
-        let error = match r {
-            Err(e @ LockError::Unavailable { .. }) => e,
-            other => return other,
+        let deadline = Deadline::after(wait);
+        let companion = if self.policy == Fallback::Local {
+            match local(deadline.remaining()).await? {
+                Some(l) => Some(l),
+                None => return Ok(None),
+            }
+        } else {
+            None
         };
-        if self.policy == Fallback::FailFast {
-            return Err(error);
-        }
+        let error = match real(deadline.remaining()).await {
+            Ok(Some(lease)) => {
+                if let Some(c) = companion {
+                    self.companions().insert(lease.owner().clone(), c);
+                }
+                return Ok(Some(lease));
+            }
+            Err(e @ LockError::Unavailable { .. }) if self.policy != Fallback::FailFast => e,
+            other => {
+                if let Some(c) = companion {
+                    let _ = self.local.release(&c).await;
+                }
+                return other;
+            }
+        };
         tracing::warn!(
             lock = %name,
             backend = self.backend_name(),
@@ -199,25 +239,62 @@ impl FallbackLock {
             "policy" => self.policy.as_str()
         )
         .increment(1);
-        match self.policy {
-            Fallback::Local => local.await,
-            _ => {
-                let lease = Lease::new(
-                    name.clone(),
-                    OwnerId::random()?,
-                    FencingToken::new(0),
-                    ttl,
-                    Instant::now(),
-                )
-                .with_fallback(Fallback::Proceed);
-                Ok(proceed(lease))
-            }
-        }
+        Ok(Some(match companion {
+            Some(c) => local_lease(c),
+            None => Lease::new(
+                name.clone(),
+                OwnerId::random()?,
+                FencingToken::new(0),
+                ttl,
+                Instant::now(),
+            )
+            .with_access(access)
+            .with_fallback(Fallback::Proceed),
+        }))
+    }
+
+    /// The in-process lease a real one was taken with, if any.
+    fn companion(&self, lease: &Lease) -> Option<Lease> {
+        self.companions().get(lease.owner()).cloned()
+    }
+
+    fn drop_companion(&self, lease: &Lease) -> Option<Lease> {
+        self.companions().remove(lease.owner())
     }
 }
 
-fn local(lease: Lease) -> Lease {
-    lease.with_fallback(Fallback::Local)
+/// What `acquire` returns when `take` came back empty: only a local wait can.
+fn timed_out(name: &LockName, wait: Duration) -> LockError {
+    LockError::Timeout {
+        name: name.to_string(),
+        waited: wait,
+    }
+}
+
+/// A fallback lease over an in-process one: token 0, which every fenced store refuses
+/// (in-process tokens would collide with the service's own), marked
+/// [`Fallback::Local`], the in-process lease inside for renewing and releasing.
+fn local_lease(inner: Lease) -> Lease {
+    let ttl = inner.ttl();
+    let sent = inner
+        .valid_until()
+        .checked_sub(ttl.saturating_sub(crate::drift_margin(ttl)))
+        .unwrap_or_else(Instant::now);
+    Lease::new(
+        inner.name().clone(),
+        inner.owner().clone(),
+        FencingToken::new(0),
+        ttl,
+        sent,
+    )
+    .with_access(inner.access())
+    .with_fallback(Fallback::Local)
+    .with_backend_data(Arc::new(inner))
+}
+
+/// The in-process lease inside a local fallback lease.
+fn inside(lease: &Lease) -> Result<&Lease, LockError> {
+    lease.renewable_data::<Lease>()
 }
 
 #[async_trait]
@@ -227,9 +304,15 @@ impl DistributedLock for FallbackLock {
         name: &LockName,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        let r = async { self.inner().await?.try_acquire(name, ttl).await }.await;
-        let local = async { Ok(self.local.try_acquire(name, ttl).await?.map(local)) };
-        self.or_fallback(name, ttl, r, local, Some).await
+        self.take(
+            name,
+            ttl,
+            Access::Exclusive,
+            Duration::ZERO,
+            |_| async { self.inner().await?.try_acquire(name, ttl).await },
+            |_| self.local.try_acquire(name, ttl),
+        )
+        .await
     }
 
     async fn acquire(
@@ -238,9 +321,16 @@ impl DistributedLock for FallbackLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        let r = async { self.inner().await?.acquire(name, ttl, wait).await }.await;
-        let local = async { self.local.acquire(name, ttl, wait).await.map(local) };
-        self.or_fallback(name, ttl, r, local, |l| l).await
+        self.take(
+            name,
+            ttl,
+            Access::Exclusive,
+            wait,
+            |left| async move { self.inner().await?.acquire(name, ttl, left).await.map(Some) },
+            |left| async move { self.local.acquire(name, ttl, left).await.map(Some) },
+        )
+        .await?
+        .ok_or_else(|| timed_out(name, wait))
     }
 
     async fn try_acquire_with_value(
@@ -249,21 +339,20 @@ impl DistributedLock for FallbackLock {
         ttl: Duration,
         value: &HolderValue,
     ) -> Result<Option<Lease>, LockError> {
-        let r = async {
-            self.inner()
-                .await?
-                .try_acquire_with_value(name, ttl, value)
-                .await
-        }
-        .await;
-        let local = async {
-            Ok(self
-                .local
-                .try_acquire_with_value(name, ttl, value)
-                .await?
-                .map(local))
-        };
-        self.or_fallback(name, ttl, r, local, Some).await
+        self.take(
+            name,
+            ttl,
+            Access::Exclusive,
+            Duration::ZERO,
+            |_| async {
+                self.inner()
+                    .await?
+                    .try_acquire_with_value(name, ttl, value)
+                    .await
+            },
+            |_| self.local.try_acquire_with_value(name, ttl, value),
+        )
+        .await
     }
 
     async fn acquire_with_value(
@@ -273,43 +362,79 @@ impl DistributedLock for FallbackLock {
         wait: Duration,
         value: &HolderValue,
     ) -> Result<Lease, LockError> {
-        let r = async {
-            self.inner()
-                .await?
-                .acquire_with_value(name, ttl, wait, value)
-                .await
-        }
-        .await;
-        let local = async {
-            self.local
-                .acquire_with_value(name, ttl, wait, value)
-                .await
-                .map(local)
-        };
-        self.or_fallback(name, ttl, r, local, |l| l).await
+        self.take(
+            name,
+            ttl,
+            Access::Exclusive,
+            wait,
+            |left| async move {
+                self.inner()
+                    .await?
+                    .acquire_with_value(name, ttl, left, value)
+                    .await
+                    .map(Some)
+            },
+            |left| async move {
+                self.local
+                    .acquire_with_value(name, ttl, left, value)
+                    .await
+                    .map(Some)
+            },
+        )
+        .await?
+        .ok_or_else(|| timed_out(name, wait))
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         match lease.fallback() {
-            Some(Fallback::Local) => self.local.renew(lease).await,
+            Some(Fallback::Local) => Ok(local_lease(self.local.renew(inside(lease)?).await?)),
             Some(_) => Ok(lease.renewed(lease.ttl(), Instant::now())),
-            None => self.inner().await?.renew(lease).await,
+            None => {
+                let renewed = self.inner().await?.renew(lease).await;
+                if let Some(c) = self.companion(lease) {
+                    match &renewed {
+                        Ok(_) => {
+                            if let Ok(c) = self.local.renew(&c).await {
+                                self.companions().insert(lease.owner().clone(), c);
+                            }
+                        }
+                        Err(LockError::LeaseLost { .. }) => {
+                            self.drop_companion(lease);
+                            let _ = self.local.release(&c).await;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                renewed
+            }
         }
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
         match lease.fallback() {
-            Some(Fallback::Local) => self.local.release(lease).await,
+            Some(Fallback::Local) => self.local.release(inside(lease)?).await,
             Some(_) => Ok(true),
-            None => self.inner().await?.release(lease).await,
+            None => {
+                let released = self.inner().await?.release(lease).await;
+                if let Some(c) = self.drop_companion(lease) {
+                    let _ = self.local.release(&c).await;
+                }
+                released
+            }
         }
     }
 
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         match lease.fallback() {
-            Some(Fallback::Local) => self.local.release_after(lease, linger).await,
+            Some(Fallback::Local) => self.local.release_after(inside(lease)?, linger).await,
             Some(_) => Ok(true),
-            None => self.inner().await?.release_after(lease, linger).await,
+            None => {
+                let released = self.inner().await?.release_after(lease, linger).await;
+                if let Some(c) = self.drop_companion(lease) {
+                    let _ = self.local.release_after(&c, linger).await;
+                }
+                released
+            }
         }
     }
 
@@ -344,23 +469,20 @@ impl DistributedSemaphore for FallbackLock {
         permits: u32,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        let r = async {
-            self.inner()
-                .await?
-                .try_acquire_permit(name, permits, ttl)
-                .await
-        }
-        .await;
-        let local = async {
-            Ok(self
-                .local
-                .try_acquire_permit(name, permits, ttl)
-                .await?
-                .map(local))
-        };
-        let access = Access::Permit(permits);
-        self.or_fallback(name, ttl, r, local, |l| Some(l.with_access(access)))
-            .await
+        self.take(
+            name,
+            ttl,
+            Access::Permit(permits),
+            Duration::ZERO,
+            |_| async {
+                self.inner()
+                    .await?
+                    .try_acquire_permit(name, permits, ttl)
+                    .await
+            },
+            |_| self.local.try_acquire_permit(name, permits, ttl),
+        )
+        .await
     }
 
     async fn acquire_permit(
@@ -370,22 +492,27 @@ impl DistributedSemaphore for FallbackLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        let r = async {
-            self.inner()
-                .await?
-                .acquire_permit(name, permits, ttl, wait)
-                .await
-        }
-        .await;
-        let local = async {
-            self.local
-                .acquire_permit(name, permits, ttl, wait)
-                .await
-                .map(local)
-        };
-        let access = Access::Permit(permits);
-        self.or_fallback(name, ttl, r, local, |l| l.with_access(access))
-            .await
+        self.take(
+            name,
+            ttl,
+            Access::Permit(permits),
+            wait,
+            |left| async move {
+                self.inner()
+                    .await?
+                    .acquire_permit(name, permits, ttl, left)
+                    .await
+                    .map(Some)
+            },
+            |left| async move {
+                self.local
+                    .acquire_permit(name, permits, ttl, left)
+                    .await
+                    .map(Some)
+            },
+        )
+        .await?
+        .ok_or_else(|| timed_out(name, wait))
     }
 
     async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
@@ -396,10 +523,15 @@ impl DistributedSemaphore for FallbackLock {
 #[async_trait]
 impl DistributedRwLock for FallbackLock {
     async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        let r = async { self.inner().await?.try_read(name, ttl).await }.await;
-        let local = async { Ok(self.local.try_read(name, ttl).await?.map(local)) };
-        self.or_fallback(name, ttl, r, local, |l| Some(l.with_access(Access::Read)))
-            .await
+        self.take(
+            name,
+            ttl,
+            Access::Read,
+            Duration::ZERO,
+            |_| async { self.inner().await?.try_read(name, ttl).await },
+            |_| self.local.try_read(name, ttl),
+        )
+        .await
     }
 
     async fn read(
@@ -408,17 +540,28 @@ impl DistributedRwLock for FallbackLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        let r = async { self.inner().await?.read(name, ttl, wait).await }.await;
-        let local = async { self.local.read(name, ttl, wait).await.map(local) };
-        self.or_fallback(name, ttl, r, local, |l| l.with_access(Access::Read))
-            .await
+        self.take(
+            name,
+            ttl,
+            Access::Read,
+            wait,
+            |left| async move { self.inner().await?.read(name, ttl, left).await.map(Some) },
+            |left| async move { self.local.read(name, ttl, left).await.map(Some) },
+        )
+        .await?
+        .ok_or_else(|| timed_out(name, wait))
     }
 
     async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        let r = async { self.inner().await?.try_write(name, ttl).await }.await;
-        let local = async { Ok(self.local.try_write(name, ttl).await?.map(local)) };
-        self.or_fallback(name, ttl, r, local, |l| Some(l.with_access(Access::Write)))
-            .await
+        self.take(
+            name,
+            ttl,
+            Access::Write,
+            Duration::ZERO,
+            |_| async { self.inner().await?.try_write(name, ttl).await },
+            |_| self.local.try_write(name, ttl),
+        )
+        .await
     }
 
     async fn write(
@@ -427,10 +570,16 @@ impl DistributedRwLock for FallbackLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        let r = async { self.inner().await?.write(name, ttl, wait).await }.await;
-        let local = async { self.local.write(name, ttl, wait).await.map(local) };
-        self.or_fallback(name, ttl, r, local, |l| l.with_access(Access::Write))
-            .await
+        self.take(
+            name,
+            ttl,
+            Access::Write,
+            wait,
+            |left| async move { self.inner().await?.write(name, ttl, left).await.map(Some) },
+            |left| async move { self.local.write(name, ttl, left).await.map(Some) },
+        )
+        .await?
+        .ok_or_else(|| timed_out(name, wait))
     }
 
     async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {

@@ -244,12 +244,20 @@ impl LockGuard {
         self.watchdog.abort();
         let lease = self.shared.lease();
         let _ = self.shared.set_state(GuardState::Released);
-        let linger = self.shared.linger();
-        if linger.is_zero() {
-            self.lock.release(&lease).await
-        } else {
-            self.lock.release_after(&lease, linger).await
-        }
+        release(&*self.lock, &lease, self.shared.linger()).await
+    }
+
+    /// Releases at once, without the [`HoldPolicy::min_hold`] delay: for a hold that
+    /// did no work — one part of a multi-lock that could not take every name.
+    ///
+    /// # Errors
+    /// As [`LockGuard::release`].
+    pub async fn give_back(mut self) -> Result<bool, LockError> {
+        self.finished = true;
+        self.watchdog.abort();
+        let lease = self.shared.lease();
+        let _ = self.shared.set_state(GuardState::Released);
+        self.lock.release(&lease).await
     }
 
     /// The hold limits this guard keeps.
@@ -276,7 +284,7 @@ impl Drop for LockGuard {
         let linger = self.shared.linger();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                if let Err(e) = lock.release_after(&lease, linger).await {
+                if let Err(e) = release(&*lock, &lease, linger).await {
                     tracing::warn!(lock = %lease.name(), error = %e, "release of a dropped guard failed; the lease will expire by its TTL");
                 }
             });
@@ -290,6 +298,19 @@ impl std::fmt::Debug for LockGuard {
             .field("lease", &self.shared.lease())
             .field("state", &self.state())
             .finish_non_exhaustive()
+    }
+}
+
+/// A release, kept blocked for `linger` more when there is any.
+async fn release(
+    lock: &dyn DistributedLock,
+    lease: &Lease,
+    linger: Duration,
+) -> Result<bool, LockError> {
+    if linger.is_zero() {
+        lock.release(lease).await
+    } else {
+        lock.release_after(lease, linger).await
     }
 }
 

@@ -13,11 +13,16 @@ use crate::LockError;
 /// The longest holder value, in bytes.
 pub const MAX_HOLDER_VALUE: usize = 128;
 
+/// The longest encoded value: with the 32 hex digits and the separator, an owner id
+/// stays within 255 bytes, the narrowest owner column (MySQL's `VARCHAR(255)`).
+const MAX_ENCODED: usize = 200;
+
 /// Separates the random part of an owner id from the encoded holder value.
 const SEPARATOR: char = '.';
 
 /// A holder's self-description: 1 to [`MAX_HOLDER_VALUE`] bytes of UTF-8 without
-/// control characters, e.g. `10.0.0.7:8080` or `worker-3`.
+/// control characters, at most 200 bytes once encoded (each byte other than letters,
+/// digits and `.:_@+=,~[]` takes three), e.g. `10.0.0.7:8080` or `worker-3`.
 ///
 /// ```
 /// use dlock_core::HolderValue;
@@ -47,6 +52,12 @@ impl HolderValue {
             return Err(LockError::InvalidArgument(
                 "a holder value must not contain control characters".into(),
             ));
+        }
+        let encoded: usize = value.bytes().map(|b| if is_plain(b) { 1 } else { 3 }).sum();
+        if encoded > MAX_ENCODED {
+            return Err(LockError::InvalidArgument(format!(
+                "a holder value must fit {MAX_ENCODED} bytes once encoded (letters, digits and .:_@+=,~[] take one byte, others three); this one takes {encoded}"
+            )));
         }
         Ok(Self(value.to_owned()))
     }
@@ -145,5 +156,8 @@ mod tests {
         assert!(HolderValue::new(&"x".repeat(MAX_HOLDER_VALUE + 1)).is_err());
         assert!(HolderValue::new("tab\there").is_err());
         assert!(HolderValue::new(&"x".repeat(MAX_HOLDER_VALUE)).is_ok());
+        // 67 dashes take 201 bytes encoded: more than an owner column holds
+        assert!(HolderValue::new(&"-".repeat(67)).is_err());
+        assert!(HolderValue::new(&"-".repeat(66)).is_ok());
     }
 }

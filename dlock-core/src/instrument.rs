@@ -74,6 +74,21 @@ pub struct Instrumented<L> {
 }
 
 impl<L: DistributedLock> Instrumented<L> {
+    /// Counts a release (plain or lingering) by its outcome.
+    fn count_release(&self, span: &tracing::Span, lease: &Lease, r: &Result<bool, LockError>) {
+        let outcome = match r {
+            Ok(true) => "released",
+            Ok(false) => "not_held",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
+        metrics::counter!(
+            names::RELEASE_TOTAL,
+            with(self.labels(lease.name()), "outcome", outcome)
+        )
+        .increment(1);
+    }
+
     /// Instruments `inner`.
     pub fn new(inner: L) -> Self {
         Self {
@@ -188,17 +203,7 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
         let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), outcome = tracing::field::Empty);
         let r = self.inner.release(lease).instrument(span.clone()).await;
-        let outcome = match &r {
-            Ok(true) => "released",
-            Ok(false) => "not_held",
-            Err(_) => "error",
-        };
-        span.record("outcome", outcome);
-        metrics::counter!(
-            names::RELEASE_TOTAL,
-            with(self.labels(lease.name()), "outcome", outcome)
-        )
-        .increment(1);
+        self.count_release(&span, lease, &r);
         r
     }
 
@@ -223,7 +228,14 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
         self.inner.acquire_with_value(name, ttl, wait, value).await
     }
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        self.inner.release_after(lease, linger).await
+        let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), linger_ms = u64::try_from(linger.as_millis()).unwrap_or(u64::MAX), outcome = tracing::field::Empty);
+        let r = self
+            .inner
+            .release_after(lease, linger)
+            .instrument(span.clone())
+            .await;
+        self.count_release(&span, lease, &r);
+        r
     }
     async fn holder_changed(
         &self,

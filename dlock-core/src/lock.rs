@@ -157,11 +157,12 @@ pub trait DistributedLock: Send + Sync {
     /// # Cancel safety
     /// Dropping it leaves the lease held until its TTL at the latest.
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        if linger < MIN_TTL {
+        if linger.is_zero() {
             return self.release(lease).await;
         }
+        // a lease is never shorter than MIN_TTL: holding a few ms longer is safe
         match self
-            .renew(&lease.renewed(linger, tokio::time::Instant::now()))
+            .renew(&lease.renewed(linger.max(MIN_TTL), tokio::time::Instant::now()))
             .await
         {
             Ok(_) => Ok(true),

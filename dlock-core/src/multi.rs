@@ -212,9 +212,11 @@ impl Locker {
     }
 }
 
+/// Gives back the parts of a multi-lock that could not be completed: at once, without
+/// a `min_hold` delay — no work was done under them.
 async fn release_all(guards: Vec<LockGuard>) {
     for g in guards {
-        let _ = g.release().await;
+        let _ = g.give_back().await;
     }
 }
 

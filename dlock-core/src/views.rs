@@ -111,6 +111,13 @@ impl DistributedLock for SharedLock {
         self.backend.release(lease).await
     }
 
+    // The backend knows how to cut its own leases (a permit's or a reader's too).
+    // `holder_changed` keeps the provided polling: the backend's watches follow the
+    // mutex's holder, not this side's.
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        self.backend.release_after(lease, linger).await
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let mut holders = match self.access {
             Access::Permit(_) => self.backend.permit_holders(name).await?,

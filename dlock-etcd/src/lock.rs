@@ -289,7 +289,7 @@ impl Backend for EtcdLock {
         let Some(held) = lease.backend_data::<Held>() else {
             return Ok(false);
         };
-        if linger < dlock_core::MIN_TTL {
+        if linger.is_zero() {
             return Backend::release(self, lease).await;
         }
         let (id, rev, key) = (held.lease_id, revision(lease), self.holder_key(lease));

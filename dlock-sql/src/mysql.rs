@@ -81,7 +81,7 @@ impl MySql {
 
 impl MySql {
     /// Tables created before holder values (dlock 0.1) kept owners in 64 bytes; an
-    /// owner id with a value needs up to 233. Widening an ASCII VARCHAR below 256
+    /// owner id with a value needs up to 233 (`HolderValue` bounds its encoding). Widening an ASCII VARCHAR below 256
     /// bytes is an in-place change of the column's metadata, done once.
     async fn widen_owner(&self) -> Result<(), sqlx::Error> {
         let width: Option<i64> = sqlx::query_scalar(

@@ -11,16 +11,26 @@ use crate::path::{owner_of, queue_dir};
 
 impl ZkLock {
     /// An ephemeral node lives exactly as long as its session, so there is no TTL to
-    /// cut: the node is kept for `linger` and deleted then. Should this process die
-    /// meanwhile, the session's timeout (the lease's TTL, which a lock-delay never
-    /// exceeds) keeps the name blocked instead.
+    /// cut: the node is kept for `linger` and deleted then, by a task of its own — a
+    /// caller that stops waiting for the release (a timeout, a `select!`) still gets
+    /// its node deleted on time, never kept for the session's life. Should this
+    /// process die meanwhile, the session's timeout (the lease's TTL, which a
+    /// lock-delay never exceeds) keeps the name blocked instead; should it shut its
+    /// runtime down cleanly meanwhile, the session closes and the name frees early —
+    /// so `dlock run` waits for the release before it exits.
     pub(crate) async fn release_lingering(
         &self,
         lease: &Lease,
         linger: Duration,
     ) -> Result<bool, LockError> {
-        tokio::time::sleep(linger).await;
-        dlock_core::backend::Backend::release(self, lease).await
+        let (lock, lease) = (self.clone(), lease.clone());
+        let delete = tokio::spawn(async move {
+            tokio::time::sleep(linger).await;
+            dlock_core::backend::Backend::release(&lock, &lease).await
+        });
+        delete
+            .await
+            .map_err(|e| LockError::backend_msg(format!("lingering release failed: {e}")))?
     }
 
     /// Waits until `holder`'s node in `name`'s queue is deleted (released, or its

@@ -47,6 +47,7 @@ pub async fn fallback_serves_an_outage(h: &impl Harness) {
     .expect("acquisitions give up on the cut server within the bound");
     let l = l.expect("local fallback").expect("the local lock is free");
     assert_eq!(l.fallback(), Some(Fallback::Local));
+    assert_eq!(l.token().get(), 0, "a local lease must fail every fence");
     let p = p.expect("proceed fallback").expect("proceed always grants");
     assert_eq!(p.fallback(), Some(Fallback::Proceed));
     assert_eq!(p.token().get(), 0, "a proceed lease must fail every fence");
@@ -56,16 +57,21 @@ pub async fn fallback_serves_an_outage(h: &impl Harness) {
         .expect("gives up")
         .expect("local fallback");
     assert!(again.is_none(), "the local fallback still excludes");
-    assert!(
-        local.renew(&l).await.is_ok(),
-        "a local lease renews locally"
-    );
-    assert!(local.release(&l).await.expect("release"));
+    let l = local.renew(&l).await.expect("a local lease renews locally");
+    assert_eq!(l.fallback(), Some(Fallback::Local));
     assert!(proceed.release(&p).await.expect("release"));
 
     link.heal().await;
     let local: Arc<dyn DistributedLock> = Arc::new(local);
     let end = Instant::now() + Duration::from_secs(20) + ttl + h.expiry_slack();
+    // the service is back, but this process's fallback holder still excludes its
+    // other callers: the in-process lock is taken first, real lease or not
+    let r = local.try_acquire(&held_locally, LONG_TTL).await;
+    assert!(
+        matches!(r, Ok(None)),
+        "a fallback holder's name was taken again: {r:?}"
+    );
+    assert!(local.release(&l).await.expect("release"));
     let real = loop {
         match local.try_acquire(&name, LONG_TTL).await {
             Ok(Some(lease)) if lease.fallback().is_none() => break lease,

@@ -59,6 +59,29 @@ pub async fn multi_lock_never_deadlocks(h: &impl Harness) {
             .expect("a client failed");
     }
 
+    // a multi-lock that cannot have every name gives back what it took at once, its
+    // min_hold notwithstanding: nothing ran under it
+    let blocker = h.client().await;
+    let held = super::take(
+        &*blocker,
+        &LockName::new(&names[1]).expect("name"),
+        LONG_TTL,
+    )
+    .await;
+    let first = LockName::new(&names[0]).expect("name");
+    let granted = granted_ttl(&blocker, &first, LONG_TTL).await;
+    let delayed = Locker::new(h.client().await.lock())
+        .with_ttl(LONG_TTL)
+        .with_min_hold(granted);
+    let none = delayed
+        .try_lock_all([&names[0], &names[1]])
+        .await
+        .expect("try_lock_all");
+    assert!(none.is_none(), "a held name cannot be had");
+    let again = super::take(&*blocker, &first, LONG_TTL).await;
+    assert!(blocker.release(&again).await.expect("release"));
+    assert!(blocker.release(&held).await.expect("release"));
+
     // cancelled at random points: whatever they took is given back
     let ttl = h.short_ttl();
     let mut clients = Vec::new();

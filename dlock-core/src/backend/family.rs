@@ -47,10 +47,12 @@ pub trait Backend: Send + Sync {
     /// As [`DistributedLock::release_after`]: by default a renewal with a TTL of
     /// `linger`, for backends whose renewal sets the lease's TTL.
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        if linger < crate::MIN_TTL {
+        if linger.is_zero() {
             return self.release(lease).await;
         }
-        match self.renew(&lease.renewed(linger, Instant::now())).await {
+        // a lease is never shorter than MIN_TTL: holding a few ms longer is safe
+        let ttl = linger.max(crate::MIN_TTL);
+        match self.renew(&lease.renewed(ttl, Instant::now())).await {
             Ok(_) => Ok(true),
             Err(LockError::LeaseLost { .. }) => Ok(false),
             Err(e) => Err(e),

@@ -103,7 +103,9 @@ impl Election {
     /// out (with a warning). Cancel it by dropping the future.
     ///
     /// # Errors
-    /// [`LockError::InvalidArgument`] for a bad value or TTL;
+    /// [`LockError::InvalidArgument`] for a bad value or TTL; never a lease from a
+    /// [`crate::FallbackLock`] (an outage is waited out: a fallback cannot choose one
+    /// leader among hosts);
     /// [`LockError::Unsupported`] where the backend cannot store a value; any error
     /// that retrying cannot cure.
     ///
@@ -136,6 +138,14 @@ impl Election {
             .lock
             .acquire_with_value(&self.name, self.ttl, wait, &value)
             .await?;
+        if lease.fallback().is_some() {
+            // a fallback excludes this process's callers at most: every host would lead
+            let _ = self.lock.release(&lease).await;
+            return Err(LockError::transient(format!(
+                "no leader of {} can be chosen while the lock service is unreachable",
+                self.name
+            )));
+        }
         let locker = Locker::new(Arc::clone(&self.lock)).with_ttl(self.ttl);
         Ok(Leadership::new(locker.guard(lease).await?, value))
     }

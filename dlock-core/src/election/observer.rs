@@ -13,8 +13,8 @@ use crate::{DistributedLock, FencingToken, LockError, LockInfo, LockName};
 ///
 /// Woken by the backend's notifications where it has them
 /// ([`DistributedLock::holder_changed`]); while the leadership is vacant it looks
-/// again after 5 ms, doubling to 100 ms. A leader whose epoch is not above the newest
-/// one reported is never reported.
+/// again after 5 ms, doubling to 100 ms. A leader whose epoch is below the newest one
+/// reported is never reported (the newest one again only after a vacancy).
 pub struct Observer {
     lock: Arc<dyn DistributedLock>,
     name: LockName,
@@ -89,9 +89,12 @@ impl Observer {
     fn judge(&mut self, now: Option<LockInfo>, first: bool) -> Option<Option<Leader>> {
         match now {
             Some(h) => {
-                if self.newest.is_some_and(|n| h.token <= n) {
-                    // the same leader, or a stale read of an older one
-                    if self.last.as_ref().is_some_and(|l| l.token == h.token) {
+                let newest = self.newest.unwrap_or(FencingToken::new(0));
+                let same = self.last.as_ref().is_some_and(|l| l.token == h.token);
+                // a stale read of an older leader is never reported; the newest one
+                // again only after a vacancy was reported (a read that missed it)
+                if self.newest.is_some() && (h.token < newest || (h.token == newest && same)) {
+                    if same {
                         self.last = Some(h);
                     }
                     return None;
