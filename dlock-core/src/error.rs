@@ -48,6 +48,17 @@ pub enum LockError {
         /// The cap.
         max_hold: Duration,
     },
+    /// A fenced write carried a token below one already used on its resource: a later
+    /// holder has written there, so this holder's lease is stale. Nothing was written.
+    #[error("stale fencing token {offered} on {resource:?}: {} was already used there", seen.map_or_else(|| "a higher one".to_owned(), |s| s.to_string()))]
+    StaleToken {
+        /// The resource written to.
+        resource: String,
+        /// The highest token used there, where the store says.
+        seen: Option<u64>,
+        /// The token this write carried.
+        offered: u64,
+    },
     /// The server could not be reached, or did not answer in time. The outcome of the
     /// operation is unknown.
     #[error("backend unavailable: {message}")]
@@ -144,6 +155,16 @@ impl LockError {
         Self::Unsupported {
             backend,
             what: what.to_owned(),
+        }
+    }
+
+    /// A [`LockError::StaleToken`].
+    #[must_use]
+    pub fn stale_token(resource: &str, seen: Option<u64>, offered: crate::FencingToken) -> Self {
+        Self::StaleToken {
+            resource: resource.to_owned(),
+            seen,
+            offered: offered.get(),
         }
     }
 

@@ -61,6 +61,7 @@
 
 mod client;
 mod errors;
+mod guarded;
 mod keys;
 mod linger;
 mod lock;
@@ -73,6 +74,8 @@ mod url;
 use std::sync::Arc;
 
 pub use client::{DEFAULT_PREFIX, EtcdLockBuilder};
+/// The etcd client library, for the operations of [`EtcdLock::guarded_txn`].
+pub use etcd_client;
 
 /// A distributed lock on an etcd v3 cluster. Cheap to clone.
 #[derive(Clone)]

@@ -343,7 +343,7 @@ fn revision(lease: &Lease) -> i64 {
 
 impl EtcdLock {
     /// The queue key of the lease's holder.
-    fn holder_key(&self, lease: &Lease) -> String {
+    pub(crate) fn holder_key(&self, lease: &Lease) -> String {
         let dir = dir_for(&self.opts.prefix, lease.name(), lease.access());
         format!("{dir}{}", lease.owner())
     }

@@ -35,6 +35,7 @@
 
 mod builder;
 mod errors;
+mod fence;
 mod keys;
 mod node;
 mod options;
@@ -48,6 +49,7 @@ mod url;
 mod wakeups;
 
 pub use builder::{Builder, RedisLockBuilder, RedlockBuilder};
+pub use fence::RedisFence;
 pub use options::DEFAULT_PREFIX;
 pub use redlock::Redlock;
 pub use single::RedisLock;

@@ -26,8 +26,8 @@ use crate::shared::{SharedAttempt, SharedKeys};
 /// cannot repeat a token — keeps such a double grant from corrupting a fenced resource.
 #[derive(Clone)]
 pub struct RedisLock {
-    node: Arc<Node>,
-    opts: Arc<Options>,
+    pub(crate) node: Arc<Node>,
+    pub(crate) opts: Arc<Options>,
 }
 
 impl std::fmt::Debug for RedisLock {

@@ -57,6 +57,7 @@ compile_error!("dlock-sql needs at least one of the features postgres, mysql, sq
 
 mod connect;
 mod errors;
+pub mod fence;
 #[macro_use]
 mod shared;
 #[cfg(feature = "mysql")]

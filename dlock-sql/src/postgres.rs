@@ -203,6 +203,14 @@ impl Store for Postgres {
         Some(self.wakeups().await?.hub.join(name, None).0)
     }
 
+    async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let stored =
+            crate::fence::raise_postgres(&mut tx, &self.shared.table, resource, token).await?;
+        tx.commit().await?;
+        Ok(stored)
+    }
+
     fn kind(&self) -> &'static str {
         "postgres"
     }

@@ -137,6 +137,14 @@ impl Store for Sqlite {
         .transpose()
     }
 
+    async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let stored =
+            crate::fence::raise_sqlite(&mut tx, &self.shared.table, resource, token).await?;
+        tx.commit().await?;
+        Ok(stored)
+    }
+
     fn kind(&self) -> &'static str {
         "sqlite"
     }

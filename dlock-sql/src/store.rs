@@ -68,6 +68,9 @@ pub(crate) trait Store: SharedStore {
     async fn subscribe(&self, _name: &str) -> Option<Subscription> {
         None
     }
+    /// Raises `resource`'s fence to `token` in a transaction of its own; the mark
+    /// after it (above `token`: stale).
+    async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error>;
     /// `"postgres"`, `"mysql"` or `"sqlite"`.
     fn kind(&self) -> &'static str;
 }

@@ -45,6 +45,7 @@
 //! ZooKeeper users cannot delete them.
 
 mod errors;
+mod guarded;
 mod linger;
 mod lock;
 mod path;
@@ -54,6 +55,9 @@ mod session;
 mod sessions;
 mod shared;
 mod url;
+
+/// The ZooKeeper client library, for the operations of [`ZkLock::guarded_multi`].
+pub use zookeeper_client;
 
 use std::sync::Arc;
 use std::time::Duration;

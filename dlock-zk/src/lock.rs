@@ -23,8 +23,8 @@ use crate::shared::stand;
 /// What a ZooKeeper lease carries inside a [`Lease`]: the node, and the session it
 /// lives on.
 pub(crate) struct Held {
-    path: String,
-    slot: Arc<Slot>,
+    pub(crate) path: String,
+    pub(crate) slot: Arc<Slot>,
 }
 
 /// Round trips: `try_acquire` one (the create and the listing sent back to back on one

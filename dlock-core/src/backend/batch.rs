@@ -186,6 +186,15 @@ impl LockError {
                 waited: *waited,
             },
             Self::LeaseLost { name } => Self::LeaseLost { name: name.clone() },
+            Self::StaleToken {
+                resource,
+                seen,
+                offered,
+            } => Self::StaleToken {
+                resource: resource.clone(),
+                seen: *seen,
+                offered: *offered,
+            },
             Self::HoldExpired { name, max_hold } => Self::HoldExpired {
                 name: name.clone(),
                 max_hold: *max_hold,

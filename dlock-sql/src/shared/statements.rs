@@ -43,6 +43,8 @@ impl Dialect {
 
 /// Every statement of the shared tables for one dialect and table name.
 pub(crate) struct SharedSql {
+    /// The lock table these tables go with.
+    pub table: String,
     pub create: Vec<String>,
     /// Run on the connection before `BEGIN` (MySQL: READ COMMITTED, so the holder
     /// table's deletes and inserts take no gap locks that could deadlock acquisitions of
@@ -70,7 +72,7 @@ impl SharedSql {
             format!("{table}_holders"),
             dialect.now_ms(),
         );
-        let create = match dialect {
+        let mut create = match dialect {
             Dialect::Postgres => vec![
                 format!(
                     "CREATE TABLE IF NOT EXISTS {s} (name TEXT PRIMARY KEY,
@@ -112,6 +114,7 @@ impl SharedSql {
                 ),
             ],
         };
+        create.push(crate::fence::create(dialect, table));
         // A write first, so the row lock (SQLite: the write lock) is taken before
         // anything is read: no upgrade from a read snapshot can fail later.
         let head = match dialect {
@@ -138,6 +141,7 @@ impl SharedSql {
         };
         let n = |sql: String| dialect.number(&sql);
         Self {
+            table: table.to_owned(),
             create,
             before_begin: (dialect == Dialect::MySql)
                 .then(|| "SET TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned()),

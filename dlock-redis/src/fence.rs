@@ -1,0 +1,180 @@
+//! Fenced writes on Redis: the value and its fence change in one script, or neither.
+
+use std::sync::{Arc, LazyLock};
+
+use async_trait::async_trait;
+use dlock_core::{Fence, FencingToken, LockError};
+use redis::Script;
+
+use crate::RedisLock;
+use crate::keys::escape;
+use crate::node::Node;
+
+/// KEYS: value key, fence key. ARGV: value, token. Writes the value and raises the
+/// fence when the token is at least the fence; `{1, token}`, else `{0, fence}`.
+static FENCED_SET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+local t = tonumber(ARGV[2])
+if t < cur then return {0, cur} end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1])
+return {1, t}
+",
+    )
+});
+
+/// KEYS: hash. ARGV: field, value, token, fence field. As `FENCED_SET`, for one
+/// field of a hash, its fence kept in the same hash.
+static FENCED_HSET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[4]) or '0')
+local t = tonumber(ARGV[3])
+if t < cur then return {0, cur} end
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[3], ARGV[1], ARGV[2])
+return {1, t}
+",
+    )
+});
+
+/// KEYS: fence key. ARGV: token. Raises the fence alone.
+static RAISE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local t = tonumber(ARGV[1])
+if t < cur then return {0, cur} end
+redis.call('SET', KEYS[1], ARGV[1])
+return {1, t}
+",
+    )
+});
+
+/// Fenced writes on the lock's Redis server: [`RedisFence::set`] and
+/// [`RedisFence::hset`] write only under a token at least as high as every token that
+/// wrote there before, value and fence in one script (no crash can separate them);
+/// the [`Fence`] trait raises named marks alone.
+///
+/// ```no_run
+/// use dlock_core::{FencingToken, LockError};
+/// # async fn restock(lock: dlock_redis::RedisLock, token: FencingToken) -> Result<(), LockError> {
+/// let fence = lock.fence();
+/// fence.set("stock:sku-123", "41", token).await?; // StaleToken if a later holder wrote
+/// fence.hset("cart:7", "total", "99.50", token).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisFence {
+    node: Arc<Node>,
+    prefix: String,
+}
+
+impl std::fmt::Debug for RedisFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisFence")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisLock {
+    /// Fenced writes on this lock's server.
+    #[must_use]
+    pub fn fence(&self) -> RedisFence {
+        RedisFence {
+            node: Arc::clone(&self.node),
+            prefix: self.opts.prefix.clone(),
+        }
+    }
+}
+
+/// The fence key of a value key, in the value key's Redis Cluster slot: next to its own
+/// hash tag if it has one, else with the whole key as the tag.
+fn fence_key_of(key: &str) -> String {
+    let tagged = key
+        .find('{')
+        .and_then(|open| key[open + 1..].find('}').map(|len| len > 0))
+        .unwrap_or(false);
+    if tagged {
+        format!("{key}:dlock-fence")
+    } else {
+        format!("{{{key}}}:dlock-fence")
+    }
+}
+
+fn judge(resource: &str, token: FencingToken, (ok, n): (i64, i64)) -> Result<(), LockError> {
+    if ok == 1 {
+        Ok(())
+    } else {
+        Err(LockError::stale_token(
+            resource,
+            u64::try_from(n).ok(),
+            token,
+        ))
+    }
+}
+
+impl RedisFence {
+    /// Sets `key` to `value` if `token` is at least `key`'s fence, and raises the fence
+    /// (kept in a key beside it, `{key}:dlock-fence`, in the same cluster slot).
+    ///
+    /// # Errors
+    /// [`LockError::StaleToken`] (nothing written); a server error.
+    pub async fn set(&self, key: &str, value: &str, token: FencingToken) -> Result<(), LockError> {
+        let mut call = FENCED_SET.prepare_invoke();
+        call.key(key)
+            .key(fence_key_of(key))
+            .arg(value)
+            .arg(token.get());
+        let answer = self.node.invoke("fenced set", call).await?;
+        judge(key, token, answer)
+    }
+
+    /// Sets `field` of hash `key` to `value` if `token` is at least that field's fence
+    /// (kept in the same hash, field `dlock-fence:<field>`), and raises it.
+    ///
+    /// # Errors
+    /// As [`RedisFence::set`].
+    pub async fn hset(
+        &self,
+        key: &str,
+        field: &str,
+        value: &str,
+        token: FencingToken,
+    ) -> Result<(), LockError> {
+        let mut call = FENCED_HSET.prepare_invoke();
+        call.key(key)
+            .arg(field)
+            .arg(value)
+            .arg(token.get())
+            .arg(format!("dlock-fence:{field}"));
+        let answer = self.node.invoke("fenced hset", call).await?;
+        judge(&format!("{key}#{field}"), token, answer)
+    }
+}
+
+#[async_trait]
+impl Fence for RedisFence {
+    /// Raises the mark `PREFIXfence:{resource}`.
+    async fn check_and_raise(&self, resource: &str, token: FencingToken) -> Result<(), LockError> {
+        let key = format!("{}fence:{{{}}}", self.prefix, escape(resource));
+        let mut call = RAISE.prepare_invoke();
+        call.key(key).arg(token.get());
+        let answer = self.node.invoke("fence", call).await?;
+        judge(resource, token, answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fence_key_of;
+
+    #[test]
+    fn fence_keys_share_the_value_keys_slot() {
+        assert_eq!(fence_key_of("stock:1"), "{stock:1}:dlock-fence");
+        assert_eq!(fence_key_of("user:{42}:x"), "user:{42}:x:dlock-fence");
+        assert_eq!(fence_key_of("odd:{}:x"), "{odd:{}:x}:dlock-fence");
+    }
+}

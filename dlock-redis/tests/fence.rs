@@ -1,0 +1,76 @@
+//! Fenced writes on Redis with real lock tokens: a stale token is refused with
+//! `StaleToken` and writes nothing; value and fence change in one script.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{redis, redis_url};
+use dlock_core::{DistributedLock, Fence, LockError, LockName, random_u64};
+use redis::AsyncCommands;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writes_refuse_stale_tokens() {
+    let lock = redis(&redis_url()).await;
+    let name = LockName::new(&format!("fence/{:016x}", random_u64())).unwrap();
+    let older = lock
+        .try_acquire(&name, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(lock.release(&older).await.unwrap());
+    let newer = lock
+        .try_acquire(&name, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(newer.token() > older.token());
+
+    let fence = lock.fence();
+    let key = format!("fence-test:{:016x}", random_u64());
+    fence.set(&key, "new", newer.token()).await.unwrap();
+    fence.set(&key, "new again", newer.token()).await.unwrap(); // the same holder
+    let stale = fence.set(&key, "old", older.token()).await;
+    assert!(
+        matches!(&stale, Err(LockError::StaleToken { seen: Some(s), .. }) if *s == newer.token().get()),
+        "{stale:?}"
+    );
+    let mut conn = redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let v: String = conn.get(&key).await.unwrap();
+    assert_eq!(v, "new again", "a refused write changes nothing");
+
+    let hash = format!("fence-hash:{:016x}", random_u64());
+    fence
+        .hset(&hash, "total", "10", newer.token())
+        .await
+        .unwrap();
+    let stale = fence.hset(&hash, "total", "5", older.token()).await;
+    assert!(
+        matches!(stale, Err(LockError::StaleToken { .. })),
+        "{stale:?}"
+    );
+    // fences are per field
+    fence
+        .hset(&hash, "other", "1", older.token())
+        .await
+        .unwrap();
+    let total: String = conn.hget(&hash, "total").await.unwrap();
+    assert_eq!(total, "10");
+
+    let resource = format!("res-{:016x}", random_u64());
+    fence
+        .check_and_raise(&resource, newer.token())
+        .await
+        .unwrap();
+    let stale = fence.check_and_raise(&resource, older.token()).await;
+    assert!(
+        matches!(stale, Err(LockError::StaleToken { .. })),
+        "{stale:?}"
+    );
+    assert!(lock.release(&newer).await.unwrap());
+}

@@ -1,0 +1,229 @@
+//! Fences in the database, on each dialect: a stale token is refused with
+//! `StaleToken`, an equal or higher one admitted; inside a transaction the fence and
+//! the caller's write commit together or not at all; a concurrent lower token waits for
+//! the higher one's transaction and is then refused.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{connect, mysql_url, postgres_url, sqlite_url};
+use dlock_core::{Fence, FencingToken, LockError, random_u64};
+use dlock_sql::fence::{fence_table, updated_or_stale};
+
+fn resource() -> String {
+    format!("fence-test/{:016x}", random_u64())
+}
+
+fn t(n: u64) -> FencingToken {
+    FencingToken::new(n)
+}
+
+fn is_stale(r: &Result<(), LockError>, seen: Option<u64>, offered: u64) -> bool {
+    matches!(r, Err(LockError::StaleToken { seen: s, offered: o, .. }) if *s == seen && *o == offered)
+}
+
+/// The `Fence` trait on the lock's own pool.
+async fn trait_fence(url: &str) {
+    let lock = connect(url).await;
+    let fence = lock.fence();
+    let r = resource();
+    fence.check_and_raise(&r, t(5)).await.unwrap();
+    fence.check_and_raise(&r, t(5)).await.unwrap(); // the same holder again
+    let stale = fence.check_and_raise(&r, t(4)).await;
+    assert!(is_stale(&stale, Some(5), 4), "{stale:?}");
+    fence.check_and_raise(&r, t(9)).await.unwrap();
+    let stale = fence.check_and_raise(&r, t(5)).await;
+    assert!(is_stale(&stale, Some(9), 5), "{stale:?}");
+    // resources are independent
+    fence.check_and_raise(&resource(), t(1)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_fence() {
+    let url = postgres_url();
+    trait_fence(&url).await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let demo = format!("fence_demo_{:x}", random_u64() >> 8);
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE {demo} (id BIGINT PRIMARY KEY, v TEXT NOT NULL, fence BIGINT NOT NULL)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let r = resource();
+    let write = |v: &'static str, id: i64| {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {demo} (id, v, fence) VALUES ({id}, '{v}', 0)"
+        )))
+    };
+    // token 7 fences and writes in one transaction: both commit
+    let mut tx7 = pool.begin().await.unwrap();
+    dlock_sql::fence::fence_postgres(&mut tx7, "dlock_locks", &r, t(7))
+        .await
+        .unwrap();
+    write("seven", 1).execute(&mut *tx7).await.unwrap();
+    // meanwhile token 6 waits for 7's row lock, then is refused
+    let (pool2, r2) = (pool.clone(), r.clone());
+    let six = tokio::spawn(async move {
+        let mut tx6 = pool2.begin().await.unwrap();
+        let f = dlock_sql::fence::fence_postgres(&mut tx6, "dlock_locks", &r2, t(6)).await;
+        tx6.rollback().await.unwrap();
+        f
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !six.is_finished(),
+        "the lower token must wait for the higher one's transaction"
+    );
+    tx7.commit().await.unwrap();
+    let f6 = six.await.unwrap();
+    assert!(is_stale(&f6, Some(7), 6), "{f6:?}");
+    // a stale transaction's write is rolled back with it
+    let mut tx5 = pool.begin().await.unwrap();
+    write("five", 2).execute(&mut *tx5).await.unwrap();
+    let f5 = dlock_sql::fence::fence_postgres(&mut tx5, "dlock_locks", &r, t(5)).await;
+    assert!(is_stale(&f5, Some(7), 5), "{f5:?}");
+    tx5.rollback().await.unwrap();
+    let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT v FROM {demo} ORDER BY id"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, ["seven"]);
+    // the one-statement form on your own table
+    let upd = |tok: i64| {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {demo} SET v = 'updated', fence = $1 WHERE id = 1 AND fence <= $1"
+        )))
+        .bind(tok)
+    };
+    let done = upd(8).execute(&pool).await.unwrap().rows_affected();
+    updated_or_stale(done, "demo/1", t(8)).unwrap();
+    let late = upd(3).execute(&pool).await.unwrap().rows_affected();
+    assert!(is_stale(&updated_or_stale(late, "demo/1", t(3)), None, 3));
+    let mark: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT token FROM {} WHERE resource = $1",
+        fence_table("dlock_locks")
+    )))
+    .bind(&r)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(mark, 7, "a refused token never lowers the mark");
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {demo}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_fence() {
+    let url = mysql_url();
+    trait_fence(&url).await;
+    let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+    let demo = format!("fence_demo_{:x}", random_u64() >> 8);
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE {demo} (id BIGINT PRIMARY KEY, v TEXT NOT NULL, fence BIGINT NOT NULL) ENGINE=InnoDB"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let r = resource();
+    let mut tx7 = pool.begin().await.unwrap();
+    dlock_sql::fence::fence_mysql(&mut tx7, "dlock_locks", &r, t(7))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {demo} (id, v, fence) VALUES (1, 'seven', 0)"
+    )))
+    .execute(&mut *tx7)
+    .await
+    .unwrap();
+    let (pool2, r2) = (pool.clone(), r.clone());
+    let six = tokio::spawn(async move {
+        let mut tx6 = pool2.begin().await.unwrap();
+        let f = dlock_sql::fence::fence_mysql(&mut tx6, "dlock_locks", &r2, t(6)).await;
+        tx6.rollback().await.unwrap();
+        f
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !six.is_finished(),
+        "the lower token must wait for the higher one's transaction"
+    );
+    tx7.commit().await.unwrap();
+    let f6 = six.await.unwrap();
+    assert!(is_stale(&f6, Some(7), 6), "{f6:?}");
+    let mut tx5 = pool.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {demo} (id, v, fence) VALUES (2, 'five', 0)"
+    )))
+    .execute(&mut *tx5)
+    .await
+    .unwrap();
+    let f5 = dlock_sql::fence::fence_mysql(&mut tx5, "dlock_locks", &r, t(5)).await;
+    assert!(is_stale(&f5, Some(7), 5), "{f5:?}");
+    tx5.rollback().await.unwrap();
+    let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT v FROM {demo} ORDER BY id"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, ["seven"]);
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {demo}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_fence() {
+    let url = sqlite_url();
+    trait_fence(&url).await; // creates the file and the tables
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query(
+        "CREATE TABLE demo (id INTEGER PRIMARY KEY, v TEXT NOT NULL, fence INTEGER NOT NULL)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let r = resource();
+    let mut tx7 = pool.begin().await.unwrap();
+    dlock_sql::fence::fence_sqlite(&mut tx7, "dlock_locks", &r, t(7))
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO demo (id, v, fence) VALUES (1, 'seven', 0)")
+        .execute(&mut *tx7)
+        .await
+        .unwrap();
+    tx7.commit().await.unwrap();
+    let mut tx5 = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO demo (id, v, fence) VALUES (2, 'five', 0)")
+        .execute(&mut *tx5)
+        .await
+        .unwrap();
+    let f5 = dlock_sql::fence::fence_sqlite(&mut tx5, "dlock_locks", &r, t(5)).await;
+    assert!(is_stale(&f5, Some(7), 5), "{f5:?}");
+    tx5.rollback().await.unwrap();
+    let rows: Vec<String> = sqlx::query_scalar("SELECT v FROM demo ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, ["seven"]);
+    let upd = |tok: i64| {
+        sqlx::query("UPDATE demo SET v = 'updated', fence = ?1 WHERE id = 1 AND fence <= ?1")
+            .bind(tok)
+    };
+    updated_or_stale(
+        upd(8).execute(&pool).await.unwrap().rows_affected(),
+        "demo/1",
+        t(8),
+    )
+    .unwrap();
+    let late = upd(3).execute(&pool).await.unwrap().rows_affected();
+    assert!(is_stale(&updated_or_stale(late, "demo/1", t(3)), None, 3));
+}
