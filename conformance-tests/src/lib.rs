@@ -43,6 +43,7 @@ mod ensemble;
 mod etcd_cluster;
 mod fenced;
 mod harness;
+pub mod idempotency;
 mod late;
 mod mutex_only;
 mod proxy;

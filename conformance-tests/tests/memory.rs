@@ -42,3 +42,21 @@ async fn harness() -> Memory {
 
 dlock_conformance::conformance_suite!(harness);
 dlock_conformance::shared_as_mutex_suite!(harness);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_on_memory() {
+    use std::sync::Arc;
+    let (lock, results) = (
+        dlock_core::MemoryLock::new(),
+        Arc::new(dlock_core::MemoryResults::new()),
+    );
+    let side = |l: &dlock_core::MemoryLock| -> dlock_conformance::idempotency::Side {
+        (Arc::new(l.clone()), results.clone())
+    };
+    dlock_conformance::idempotency::idempotency_suite(
+        side(&lock),
+        side(&lock),
+        std::time::Duration::from_millis(300),
+    )
+    .await;
+}

@@ -14,12 +14,18 @@ use crate::{DistributedLock, FencingToken, LockError, LockGuard, LockName};
 /// Where [`Idempotent`] keeps finished requests' results, fenced by the runner's token.
 #[async_trait]
 pub trait ResultStore: Send + Sync {
-    /// Marks `request` as being run under `token`: from now on a lower token can no
-    /// longer record a result for it.
+    /// Marks `request` as being run under `token`, kept at least `retain`: from now on
+    /// a lower token can no longer record a result for it. A result still retained
+    /// stays (the caller looks for it next).
     ///
     /// # Errors
     /// [`LockError::StaleToken`] when a higher token has begun already; a backend error.
-    async fn begin(&self, request: &str, token: FencingToken) -> Result<(), LockError>;
+    async fn begin(
+        &self,
+        request: &str,
+        token: FencingToken,
+        retain: Duration,
+    ) -> Result<(), LockError>;
 
     /// Records `result` for `request`, kept for `retain` — only if no higher token has
     /// begun or recorded since (a crashed runner's late write is refused).
@@ -167,12 +173,13 @@ impl Idempotent {
         F: FnOnce(FencingToken) -> Fut,
         Fut: Future<Output = Result<Vec<u8>, E>>,
     {
-        // a run may have finished between the first look and this lease
+        // From here no earlier runner can record; one may have finished between the
+        // first look and this lease, so look again.
+        let token = guard.token();
+        self.results.begin(request, token, self.retain).await?;
         if let Some(done) = self.results.result(request).await? {
             return Ok(Outcome::Done(done));
         }
-        let token = guard.token();
-        self.results.begin(request, token).await?;
         let lost = guard.lost();
         let out = tokio::select! {
             biased;
@@ -216,7 +223,12 @@ impl MemoryResults {
 
 #[async_trait]
 impl ResultStore for MemoryResults {
-    async fn begin(&self, request: &str, token: FencingToken) -> Result<(), LockError> {
+    async fn begin(
+        &self,
+        request: &str,
+        token: FencingToken,
+        _retain: Duration,
+    ) -> Result<(), LockError> {
         let mut records = self.records();
         let r = records.entry(request.to_owned()).or_insert(Record {
             token: 0,

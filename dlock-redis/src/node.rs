@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::wakeups::Wakeups;
 
 pub(crate) struct Node {
-    conn: ConnectionManager,
+    pub(crate) conn: ConnectionManager,
     wakeups: Arc<Wakeups>,
     renewals: Renewals,
     timeout: Duration,
@@ -74,7 +74,7 @@ impl Node {
         })
     }
 
-    async fn run<T>(
+    pub(crate) async fn run<T>(
         &self,
         what: &str,
         f: impl Future<Output = redis::RedisResult<T>>,

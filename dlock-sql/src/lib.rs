@@ -59,6 +59,8 @@ mod connect;
 mod errors;
 pub mod fence;
 #[macro_use]
+pub mod results;
+#[macro_use]
 mod shared;
 #[cfg(feature = "mysql")]
 mod mysql;

@@ -200,3 +200,5 @@ impl Store for MySql {
 }
 
 shared_store!(MySql, sqlx::mysql::MySqlPool, |_this| None);
+
+result_rows!(MySql);

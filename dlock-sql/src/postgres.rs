@@ -275,3 +275,5 @@ shared_store!(Postgres, sqlx::postgres::PgPool, |this| if this.listen {
 } else {
     None
 });
+
+result_rows!(Postgres);

@@ -151,3 +151,5 @@ impl Store for Sqlite {
 }
 
 shared_store!(Sqlite, sqlx::sqlite::SqlitePool, |_this| None);
+
+result_rows!(Sqlite);

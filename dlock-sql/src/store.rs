@@ -46,7 +46,7 @@ pub(crate) trait SharedStore: Send + Sync {
 /// One dialect's statements. Each is a single statement, so it is atomic on its own
 /// and works through a transaction-mode connection pooler.
 #[async_trait]
-pub(crate) trait Store: SharedStore {
+pub(crate) trait Store: SharedStore + ResultRows {
     /// Creates the tables (the lock table and the shared ones) if they are missing;
     /// safe when several processes start at once.
     async fn migrate(&self) -> Result<(), sqlx::Error>;
@@ -73,4 +73,29 @@ pub(crate) trait Store: SharedStore {
     async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error>;
     /// `"postgres"`, `"mysql"` or `"sqlite"`.
     fn kind(&self) -> &'static str;
+}
+
+/// Idempotency records (see [`crate::results`]), implemented for each dialect by the
+/// `result_rows!` macro.
+#[async_trait]
+pub(crate) trait ResultRows: Send + Sync {
+    /// Marks a request as begun under `token` (see `dlock_sql::results`); the
+    /// request's token after it (above `token`: stale).
+    async fn begin_request(
+        &self,
+        request: &str,
+        token: i64,
+        retain_ms: i64,
+    ) -> Result<i64, sqlx::Error>;
+    /// Records a request's result if no higher token holds it; whether it did, and the
+    /// token seen when it did not.
+    async fn record_result(
+        &self,
+        request: &str,
+        token: i64,
+        result: &[u8],
+        retain_ms: i64,
+    ) -> Result<(bool, Option<i64>), sqlx::Error>;
+    /// A request's retained result.
+    async fn request_result(&self, request: &str) -> Result<Option<Vec<u8>>, sqlx::Error>;
 }

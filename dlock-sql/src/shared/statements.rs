@@ -12,7 +12,7 @@ pub(crate) enum Dialect {
 impl Dialect {
     /// The database clock in milliseconds since the epoch, independent of any session
     /// time zone.
-    fn now_ms(self) -> &'static str {
+    pub(crate) fn now_ms(self) -> &'static str {
         match self {
             Self::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
             Self::MySql => {
@@ -23,7 +23,7 @@ impl Dialect {
     }
 
     /// `?` placeholders as the dialect wants them (`$1`, `$2`, … for PostgreSQL).
-    fn number(self, sql: &str) -> String {
+    pub(crate) fn number(self, sql: &str) -> String {
         if self != Self::Postgres {
             return sql.to_owned();
         }
@@ -45,6 +45,8 @@ impl Dialect {
 pub(crate) struct SharedSql {
     /// The lock table these tables go with.
     pub table: String,
+    /// The idempotency records' statements.
+    pub results: crate::results::ResultSql,
     pub create: Vec<String>,
     /// Run on the connection before `BEGIN` (MySQL: READ COMMITTED, so the holder
     /// table's deletes and inserts take no gap locks that could deadlock acquisitions of
@@ -115,6 +117,8 @@ impl SharedSql {
             ],
         };
         create.push(crate::fence::create(dialect, table));
+        let results = crate::results::ResultSql::new(dialect, table);
+        create.push(results.create.clone());
         // A write first, so the row lock (SQLite: the write lock) is taken before
         // anything is read: no upgrade from a read snapshot can fail later.
         let head = match dialect {
@@ -142,6 +146,7 @@ impl SharedSql {
         let n = |sql: String| dialect.number(&sql);
         Self {
             table: table.to_owned(),
+            results,
             create,
             before_begin: (dialect == Dialect::MySql)
                 .then(|| "SET TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned()),
