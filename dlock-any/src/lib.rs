@@ -59,9 +59,9 @@ pub use dlock_core::*;
 #[cfg(feature = "etcd")]
 pub use dlock_etcd::EtcdLock;
 #[cfg(feature = "redis")]
-pub use dlock_redis::{RedisLock, Redlock};
+pub use dlock_redis::{RedisFence, RedisLock, RedisResults, Redlock};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use dlock_sql::{SqlLock, SqlLockBuilder};
+pub use dlock_sql::{SqlFence, SqlLock, SqlLockBuilder, SqlResults, fence as sql_fence};
 #[cfg(feature = "zookeeper")]
 pub use dlock_zk::ZkLock;
 

@@ -85,7 +85,9 @@ use dlock_core::{
 use tokio::time::Instant;
 
 pub use connect::SqlLockBuilder;
+pub use fence::SqlFence;
 pub use options::{DEFAULT_TABLE, validate_table_name};
+pub use results::SqlResults;
 
 use options::Options;
 use store::{Store, Taken};
