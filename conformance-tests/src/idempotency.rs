@@ -141,7 +141,7 @@ async fn late_runner_is_fenced_off((lock_a, results_a): &Side, b: &Side, short_t
 /// After its retention a result is forgotten and the request runs again.
 async fn results_expire_after_retention((lock, results): &Side) {
     let once = Idempotent::new(Arc::clone(lock), Arc::clone(results))
-        .with_retention(Duration::from_millis(300));
+        .with_retention(Duration::from_millis(1500));
     let id = request("retention");
     let work = |_| async { Ok::<_, String>(b"r".to_vec()) };
     assert!(matches!(
@@ -152,7 +152,7 @@ async fn results_expire_after_retention((lock, results): &Side) {
         once.run_once(&id, work).await.expect("run"),
         Outcome::Done(_)
     ));
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     assert!(matches!(
         once.run_once(&id, work).await.expect("run"),
         Outcome::Ran(_)

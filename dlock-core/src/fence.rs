@@ -25,6 +25,8 @@ use crate::{FencingToken, LockError};
 /// fence.check_and_raise("invoice/7", FencingToken::new(8)).await.unwrap(); // same holder
 /// let late = fence.check_and_raise("invoice/7", FencingToken::new(5)).await;
 /// assert!(matches!(late, Err(LockError::StaleToken { seen: Some(8), offered: 5, .. })));
+/// // token 0 (a fallback's lease) passes no fence, even a fresh one
+/// assert!(fence.check_and_raise("invoice/8", FencingToken::new(0)).await.is_err());
 /// # }
 /// ```
 #[async_trait]
@@ -35,6 +37,19 @@ pub trait Fence: Send + Sync {
     /// # Errors
     /// [`LockError::StaleToken`] when a higher token was admitted; a backend error.
     async fn check_and_raise(&self, resource: &str, token: FencingToken) -> Result<(), LockError>;
+}
+
+/// Refuses token 0 on `resource`: no lock service grants it — a
+/// [`crate::FallbackLock`]'s leases carry it precisely so that every fence refuses
+/// them. Every fence and result store in dlock calls this first.
+///
+/// # Errors
+/// [`LockError::StaleToken`] for token 0.
+pub fn require_real_token(resource: &str, token: FencingToken) -> Result<(), LockError> {
+    if token.get() == 0 {
+        return Err(LockError::stale_token(resource, None, token));
+    }
+    Ok(())
 }
 
 /// A fence in this process's memory: for tests, and as the pattern to copy.
@@ -54,6 +69,7 @@ impl MemoryFence {
 #[async_trait]
 impl Fence for MemoryFence {
     async fn check_and_raise(&self, resource: &str, token: FencingToken) -> Result<(), LockError> {
+        require_real_token(resource, token)?;
         let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
         let mark = marks.entry(resource.to_owned()).or_insert(0);
         if token.get() < *mark {

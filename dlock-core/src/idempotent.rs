@@ -126,12 +126,15 @@ impl Idempotent {
     }
 
     /// Runs `work` for `request` unless it ran already (its recorded result is
-    /// returned) or runs now elsewhere. `work` gets the run's fencing token; if the
-    /// runner's lease is lost while it works, the work is cancelled.
+    /// returned) or runs now elsewhere. `work` gets the run's fencing token — pass it
+    /// to the stores the work writes to. The work is never cancelled halfway; if the
+    /// runner's lease ran out meanwhile and another runner took over, this run's
+    /// result is refused ([`LockError::StaleToken`]).
     ///
     /// # Errors
     /// [`LockError::InvalidName`] for an id that makes no lock name;
-    /// [`LockError::LeaseLost`] when the lease was lost during the work;
+    /// [`LockError::Unavailable`] when the lock service is down (a fallback lease is
+    /// never used: it cannot exclude other hosts);
     /// [`LockError::StaleToken`] when another runner took the request over meanwhile
     /// (its result stands, this one is not recorded); a backend error.
     pub async fn run_once<F, Fut, E>(&self, request: &str, work: F) -> Result<Outcome<E>, LockError>
@@ -155,6 +158,13 @@ impl Idempotent {
                 Err(e) => return Err(e),
             }
         };
+        if lease.fallback().is_some() {
+            // a fallback excludes this process at most: other hosts would run it too
+            let _ = self.lock.release(&lease).await;
+            return Err(LockError::transient(format!(
+                "{request} cannot be run exactly once while the lock service is unreachable"
+            )));
+        }
         let guard = LockGuard::new(Arc::clone(&self.lock), lease);
         let ran = self.run(request, &guard, work).await;
         if let Err(e) = guard.release().await {
@@ -180,21 +190,46 @@ impl Idempotent {
         if let Some(done) = self.results.result(request).await? {
             return Ok(Outcome::Done(done));
         }
-        let lost = guard.lost();
-        let out = tokio::select! {
-            biased;
-            () = lost => return Err(LockError::lease_lost(guard.lease().name())),
-            out = work(token) => out,
-        };
-        match out {
+        // The work is not cancelled when the lease is lost: stopping it halfway (a
+        // charge sent, its answer not yet read) would leave a done effect unrecorded.
+        // Its result is recorded under its token regardless — refused, with
+        // StaleToken, only if another runner took the request over meanwhile.
+        match work(token).await {
             Ok(result) => {
-                self.results
-                    .record(request, token, &result, self.retain)
-                    .await?;
+                self.record(request, token, &result).await?;
                 Ok(Outcome::Ran(result))
             }
             Err(e) => Ok(Outcome::Failed(e)),
         }
+    }
+}
+
+impl Idempotent {
+    /// Records a run's result, retrying an outage a few times: the same token may
+    /// record again, so a retry after an unanswered attempt is harmless.
+    async fn record(
+        &self,
+        request: &str,
+        token: FencingToken,
+        result: &[u8],
+    ) -> Result<(), LockError> {
+        let mut pause = Duration::from_millis(50);
+        for _ in 0..4 {
+            match self
+                .results
+                .record(request, token, result, self.retain)
+                .await
+            {
+                Err(LockError::Unavailable { .. }) => {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                done => return done,
+            }
+        }
+        self.results
+            .record(request, token, result, self.retain)
+            .await
     }
 }
 
@@ -229,6 +264,7 @@ impl ResultStore for MemoryResults {
         token: FencingToken,
         _retain: Duration,
     ) -> Result<(), LockError> {
+        crate::require_real_token(request, token)?;
         let mut records = self.records();
         let r = records.entry(request.to_owned()).or_insert(Record {
             token: 0,
@@ -248,6 +284,7 @@ impl ResultStore for MemoryResults {
         result: &[u8],
         retain: Duration,
     ) -> Result<(), LockError> {
+        crate::require_real_token(request, token)?;
         let mut records = self.records();
         let r = records.entry(request.to_owned()).or_insert(Record {
             token: 0,

@@ -56,7 +56,7 @@ pub use duration::{format_duration, parse_duration};
 pub use election::{Election, Leader, Leadership, Observer};
 pub use error::{BoxError, LockError, redact_url};
 pub use fallback::{Connector, FALLBACK_TOTAL, Fallback, FallbackLock};
-pub use fence::{Fence, MemoryFence};
+pub use fence::{Fence, MemoryFence, require_real_token};
 pub use guard::{GuardState, HoldPolicy, LockGuard};
 pub use holder_value::{HolderValue, MAX_HOLDER_VALUE};
 pub use idempotent::{Idempotent, MemoryResults, Outcome, ResultStore};

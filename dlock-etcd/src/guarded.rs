@@ -23,28 +23,37 @@ impl EtcdLock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::LeaseLost`] when the guard failed (nothing written); a server
-    /// error.
+    /// [`LockError::LeaseLost`] when the guard failed (nothing written);
+    /// [`LockError::Unavailable`] when an unanswered attempt was retried and the guard
+    /// then failed (the first may have committed); a server error.
     pub async fn guarded_txn(
         &self,
         lease: &Lease,
         ops: Vec<TxnOp>,
     ) -> Result<TxnResponse, LockError> {
+        // token 0 is no lease of etcd's (a fallback's): a missing key's create
+        // revision is 0, so the compare below would pass
+        let rev = i64::try_from(lease.token().get())
+            .ok()
+            .filter(|r| *r > 0)
+            .ok_or_else(|| LockError::lease_lost(lease.name()))?;
         let key = self.holder_key(lease);
-        let rev =
-            i64::try_from(lease.token().get()).map_err(|_| LockError::lease_lost(lease.name()))?;
-        let resp = self
-            .rpc("guarded txn", |mut c| {
+        let (resp, first) = self
+            .rpc_attempts("guarded txn", |mut c| {
                 let txn = Txn::new()
                     .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
                     .and_then(ops.clone());
                 async move { c.txn(txn).await }
             })
             .await?;
-        if resp.succeeded() {
-            Ok(resp)
-        } else {
-            Err(LockError::lease_lost(lease.name()))
+        match (resp.succeeded(), first) {
+            (true, _) => Ok(resp),
+            (false, true) => Err(LockError::lease_lost(lease.name())),
+            // an earlier attempt may have committed before the lease went
+            (false, false) => Err(LockError::transient(format!(
+                "guarded txn on {}: an unanswered attempt may have committed before the lease went",
+                lease.name()
+            ))),
         }
     }
 }

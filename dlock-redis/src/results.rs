@@ -100,6 +100,7 @@ impl ResultStore for RedisResults {
         token: FencingToken,
         retain: Duration,
     ) -> Result<(), LockError> {
+        dlock_core::require_real_token(request, token)?;
         let mut call = BEGIN.prepare_invoke();
         call.key(self.key(request))
             .arg(token.get())
@@ -118,6 +119,7 @@ impl ResultStore for RedisResults {
         result: &[u8],
         retain: Duration,
     ) -> Result<(), LockError> {
+        dlock_core::require_real_token(request, token)?;
         let mut call = RECORD.prepare_invoke();
         call.key(self.key(request))
             .arg(token.get())

@@ -62,6 +62,17 @@ async fn fenced_writes_refuse_stale_tokens() {
     let total: String = conn.hget(&hash, "total").await.unwrap();
     assert_eq!(total, "10");
 
+    let zero = fence
+        .set(
+            &format!("fresh:{:016x}", random_u64()),
+            "x",
+            dlock_core::FencingToken::new(0),
+        )
+        .await;
+    assert!(
+        matches!(zero, Err(LockError::StaleToken { .. })),
+        "{zero:?}"
+    );
     let resource = format!("res-{:016x}", random_u64());
     fence
         .check_and_raise(&resource, newer.token())

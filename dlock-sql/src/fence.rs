@@ -12,11 +12,11 @@
 //!   SET token = GREATEST(dlock_locks_fences.token, EXCLUDED.token)
 //!   RETURNING token;                         -- above $2: stale, roll back
 //! -- MySQL / MariaDB
-//! CREATE TABLE dlock_locks_fences (resource VARCHAR(512) CHARACTER SET utf8mb4
-//!   COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB;
+//! CREATE TABLE dlock_locks_fences (resource VARBINARY(1024) NOT NULL PRIMARY KEY,
+//!   token BIGINT NOT NULL) ENGINE=InnoDB;
 //! INSERT INTO dlock_locks_fences (resource, token) VALUES (?, ?)
 //!   ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token));
-//! SELECT token FROM dlock_locks_fences WHERE resource = ?;   -- above ?: stale
+//! SELECT token FROM dlock_locks_fences WHERE resource = ? FOR UPDATE; -- above ?: stale
 //! -- SQLite
 //! CREATE TABLE dlock_locks_fences (resource TEXT PRIMARY KEY, token INTEGER NOT NULL) STRICT;
 //! INSERT INTO dlock_locks_fences (resource, token) VALUES (?1, ?2)
@@ -56,8 +56,9 @@ pub(crate) fn create(dialect: crate::shared::Dialect, lock_table: &str) -> Strin
             "CREATE TABLE IF NOT EXISTS {t} (resource TEXT PRIMARY KEY, token BIGINT NOT NULL)"
         ),
         crate::shared::Dialect::MySql => format!(
-            "CREATE TABLE IF NOT EXISTS {t} (resource VARCHAR(512) CHARACTER SET utf8mb4
-             COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB"
+            // VARBINARY: byte for byte, as lock names (a _bin collation pads spaces)
+            "CREATE TABLE IF NOT EXISTS {t} (resource VARBINARY(1024) NOT NULL PRIMARY KEY,
+             token BIGINT NOT NULL) ENGINE=InnoDB"
         ),
         crate::shared::Dialect::Sqlite => format!(
             "CREATE TABLE IF NOT EXISTS {t} (resource TEXT PRIMARY KEY, token INTEGER NOT NULL) STRICT"
@@ -65,8 +66,10 @@ pub(crate) fn create(dialect: crate::shared::Dialect, lock_table: &str) -> Strin
     }
 }
 
-/// A token as the `BIGINT` it is stored as.
+/// A token as the `BIGINT` it is stored as; token 0 (a fallback's lease, which no lock
+/// service granted) is refused outright.
 fn as_i64(resource: &str, token: FencingToken) -> Result<i64, LockError> {
+    dlock_core::require_real_token(resource, token)?;
     i64::try_from(token.get()).map_err(|_| {
         LockError::InvalidArgument(format!("token {token} on {resource} exceeds a BIGINT"))
     })
@@ -166,13 +169,15 @@ pub(crate) async fn raise_mysql(
          ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))"
     );
     sqlx::query(AssertSqlSafe(upsert))
-        .bind(resource)
+        .bind(resource.as_bytes())
         .bind(token)
         .execute(&mut *conn)
         .await?;
-    let read = format!("SELECT token FROM {t} WHERE resource = ?");
+    // a locking read: the latest committed mark, never the transaction's snapshot
+    // (an upsert that changed nothing leaves no version of its own to read)
+    let read = format!("SELECT token FROM {t} WHERE resource = ? FOR UPDATE");
     sqlx::query_scalar(AssertSqlSafe(read))
-        .bind(resource)
+        .bind(resource.as_bytes())
         .fetch_one(conn)
         .await
 }

@@ -41,10 +41,11 @@ impl ResultSql {
                 "CREATE TABLE IF NOT EXISTS {t} (request TEXT PRIMARY KEY,
                  token BIGINT NOT NULL, result BYTEA, expires_at BIGINT NOT NULL)"
             ),
+            // VARBINARY: byte for byte, as lock names (a _bin collation pads spaces)
             Dialect::MySql => format!(
-                "CREATE TABLE IF NOT EXISTS {t} (request VARCHAR(512) CHARACTER SET utf8mb4
-                 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, token BIGINT NOT NULL,
-                 result LONGBLOB NULL, expires_at BIGINT NOT NULL) ENGINE=InnoDB"
+                "CREATE TABLE IF NOT EXISTS {t} (request VARBINARY(1024) NOT NULL PRIMARY KEY,
+                 token BIGINT NOT NULL, result LONGBLOB NULL, expires_at BIGINT NOT NULL)
+                 ENGINE=InnoDB"
             ),
             Dialect::Sqlite => format!(
                 "CREATE TABLE IF NOT EXISTS {t} (request TEXT PRIMARY KEY,
@@ -123,6 +124,7 @@ impl SqlLock {
 }
 
 fn as_i64(request: &str, token: FencingToken) -> Result<i64, LockError> {
+    dlock_core::require_real_token(request, token)?;
     i64::try_from(token.get()).map_err(|_| {
         LockError::InvalidArgument(format!("token {token} on {request} exceeds a BIGINT"))
     })

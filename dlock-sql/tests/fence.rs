@@ -38,6 +38,12 @@ async fn trait_fence(url: &str) {
     assert!(is_stale(&stale, Some(9), 5), "{stale:?}");
     // resources are independent
     fence.check_and_raise(&resource(), t(1)).await.unwrap();
+    // token 0 (a fallback's lease) passes no fence, even on a fresh resource
+    let zero = fence.check_and_raise(&resource(), t(0)).await;
+    assert!(
+        matches!(zero, Err(LockError::StaleToken { .. })),
+        "{zero:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,12 +72,15 @@ async fn postgres_fence() {
     write("seven", 1).execute(&mut *tx7).await.unwrap();
     // meanwhile token 6 waits for 7's row lock, then is refused
     let (pool2, r2) = (pool.clone(), r.clone());
+    let (began, begun) = tokio::sync::oneshot::channel();
     let six = tokio::spawn(async move {
         let mut tx6 = pool2.begin().await.unwrap();
+        let _ = began.send(());
         let f = dlock_sql::fence::fence_postgres(&mut tx6, "dlock_locks", &r2, t(6)).await;
         tx6.rollback().await.unwrap();
         f
     });
+    begun.await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !six.is_finished(),
@@ -143,12 +152,15 @@ async fn mysql_fence() {
     .await
     .unwrap();
     let (pool2, r2) = (pool.clone(), r.clone());
+    let (began, begun) = tokio::sync::oneshot::channel();
     let six = tokio::spawn(async move {
         let mut tx6 = pool2.begin().await.unwrap();
+        let _ = began.send(());
         let f = dlock_sql::fence::fence_mysql(&mut tx6, "dlock_locks", &r2, t(6)).await;
         tx6.rollback().await.unwrap();
         f
     });
+    begun.await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !six.is_finished(),
@@ -174,6 +186,30 @@ async fn mysql_fence() {
     .await
     .unwrap();
     assert_eq!(rows, ["seven"]);
+    // a transaction that read (and so took its snapshot) before a higher holder
+    // committed must still see that holder's mark when it fences
+    let mut tx8 = pool.begin().await.unwrap();
+    let _: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {demo}")))
+        .fetch_one(&mut *tx8)
+        .await
+        .unwrap();
+    let mut tx9 = pool.begin().await.unwrap();
+    dlock_sql::fence::fence_mysql(&mut tx9, "dlock_locks", &r, t(9))
+        .await
+        .unwrap();
+    tx9.commit().await.unwrap();
+    let f8 = dlock_sql::fence::fence_mysql(&mut tx8, "dlock_locks", &r, t(8)).await;
+    assert!(is_stale(&f8, Some(9), 8), "{f8:?}");
+    tx8.rollback().await.unwrap();
+    let mark: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT token FROM {} WHERE resource = ?",
+        fence_table("dlock_locks")
+    )))
+    .bind(r.as_bytes())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(mark, 9, "a refused token never lowers the mark");
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {demo}")))
         .execute(&pool)
         .await
