@@ -39,6 +39,24 @@ return {1, t}
     )
 });
 
+/// KEYS: value key, fence key. ARGV: token. Raises the fence and reads the value when
+/// the token is at least the fence: `{1, token, 1, value}` (`{1, token, 0, ''}` when
+/// the key is missing), else `{0, fence, 0, ''}`. Reads first: a key of the wrong type
+/// fails the script before anything is written.
+static FENCED_GET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local v = redis.call('GET', KEYS[1])
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+local t = tonumber(ARGV[1])
+if t < cur then return {0, cur, 0, ''} end
+redis.call('SET', KEYS[2], ARGV[1])
+if v then return {1, t, 1, v} end
+return {1, t, 0, ''}
+",
+    )
+});
+
 /// KEYS: fence key. ARGV: token. Raises the fence alone.
 static RAISE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -61,7 +79,9 @@ return {1, t}
 /// use dlock_core::{FencingToken, LockError};
 /// # async fn restock(lock: dlock_redis::RedisLock, token: FencingToken) -> Result<(), LockError> {
 /// let fence = lock.fence();
-/// fence.set("stock:sku-123", "41", token).await?; // StaleToken if a later holder wrote
+/// let stock = fence.get("stock:sku-123", token).await?; // a later holder's read fences us off
+/// let left = stock.and_then(|s| s.parse::<u32>().ok()).unwrap_or(0).saturating_sub(1);
+/// fence.set("stock:sku-123", &left.to_string(), token).await?; // StaleToken if a later holder came
 /// fence.hset("cart:7", "total", "99.50", token).await?;
 /// # Ok(()) }
 /// ```
@@ -131,6 +151,23 @@ impl RedisFence {
             .arg(token.get());
         let answer = self.node.invoke("fenced set", call).await?;
         judge(key, token, answer)
+    }
+
+    /// Reads `key` under `token`, raising its fence as [`RedisFence::set`] would: once
+    /// a holder has read, an older holder can no longer write what it computed from an
+    /// earlier read. Read with this at the start of a read-modify-write, then write
+    /// with [`RedisFence::set`]: a stale holder that paused in between is refused.
+    ///
+    /// # Errors
+    /// [`LockError::StaleToken`] (the fence is not raised); a server error.
+    pub async fn get(&self, key: &str, token: FencingToken) -> Result<Option<String>, LockError> {
+        dlock_core::require_real_token(key, token)?;
+        let mut call = FENCED_GET.prepare_invoke();
+        call.key(key).key(fence_key_of(key)).arg(token.get());
+        let (ok, n, present, value): (i64, i64, i64, String) =
+            self.node.invoke("fenced get", call).await?;
+        judge(key, token, (ok, n))?;
+        Ok((present == 1).then_some(value))
     }
 
     /// Sets `field` of hash `key` to `value` if `token` is at least that field's fence

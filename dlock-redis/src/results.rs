@@ -48,7 +48,8 @@ return {1, t}
     )
 });
 
-/// The lock's server as a [`ResultStore`]: see the [module](self).
+/// The lock's server as a [`ResultStore`]: one hash per request id (`PREFIXresult:{id}`),
+/// its token and result, written by scripts that compare the token first.
 #[derive(Clone)]
 pub struct RedisResults {
     node: Arc<Node>,

@@ -73,6 +73,25 @@ async fn fenced_writes_refuse_stale_tokens() {
         matches!(zero, Err(LockError::StaleToken { .. })),
         "{zero:?}"
     );
+    // a fenced read raises the fence: an older holder cannot write after it
+    let counter = format!("fence-counter:{:016x}", random_u64());
+    assert_eq!(fence.get(&counter, older.token()).await.unwrap(), None);
+    assert_eq!(fence.get(&counter, newer.token()).await.unwrap(), None);
+    let late = fence.set(&counter, "1", older.token()).await;
+    assert!(
+        matches!(&late, Err(LockError::StaleToken { seen: Some(s), .. }) if *s == newer.token().get()),
+        "{late:?}"
+    );
+    let late = fence.get(&counter, older.token()).await;
+    assert!(
+        matches!(late, Err(LockError::StaleToken { .. })),
+        "{late:?}"
+    );
+    fence.set(&counter, "1", newer.token()).await.unwrap();
+    assert_eq!(
+        fence.get(&counter, newer.token()).await.unwrap().as_deref(),
+        Some("1")
+    );
     let resource = format!("res-{:016x}", random_u64());
     fence
         .check_and_raise(&resource, newer.token())

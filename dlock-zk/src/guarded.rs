@@ -25,7 +25,8 @@ impl ZkLock {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::LeaseLost`] when the lease's node is gone (nothing written);
+    /// [`LockError::LeaseLost`] when the lease's node or its session is gone (nothing
+    /// written);
     /// [`LockError::InvalidArgument`] when `ops` refuses (a bad path); the multi's
     /// error otherwise.
     pub async fn guarded_multi<F>(
@@ -55,6 +56,11 @@ impl ZkLock {
                 &format!("guarded multi, operation {index}"),
                 source,
             )),
+            // the lease's node was ephemeral to that session: it is gone with it, and a
+            // request refused for an expired session was not applied
+            Err(zk::MultiWriteError::RequestFailed {
+                source: zk::Error::SessionExpired,
+            }) => Err(LockError::lease_lost(lease.name())),
             Err(zk::MultiWriteError::RequestFailed { source }) => {
                 Err(from_zk("guarded multi", source))
             }

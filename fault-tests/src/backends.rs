@@ -116,6 +116,21 @@ impl Backend {
         n
     }
 
+    /// Whether workers can run `workload` here: Redlock has no semaphores, read-write
+    /// locks or fence helpers; only the SQL databases and Redis keep idempotency
+    /// results.
+    #[must_use]
+    pub fn runs(&self, workload: crate::Workload) -> bool {
+        use crate::Workload;
+        use crate::own_store::OwnStore;
+        match workload {
+            Workload::Mutex | Workload::Election => true,
+            Workload::Semaphore(_) | Workload::ReadWrite => !self.label.starts_with("redlock"),
+            Workload::OwnStore => OwnStore::supports(&self.url),
+            Workload::Once => OwnStore::keeps_results(&self.url),
+        }
+    }
+
     /// The URL worker `id` connects with.
     #[must_use]
     pub fn url_for(&self, id: u32) -> String {

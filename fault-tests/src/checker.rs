@@ -1,7 +1,9 @@
 //! What the log says about safety.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
+
+use crate::own_store::counter::Counter;
 
 use crate::store::{Event, Kind};
 use crate::workload::{Fence, Workload};
@@ -28,13 +30,25 @@ pub struct Verdict {
     pub observed: u64,
     /// Observer reports whose epoch was below the same observer's previous one.
     pub observed_backwards: u64,
+    /// Idempotency: distinct request ids called.
+    pub requests: u64,
+    /// Idempotency: effects beyond the first of a request — in the store (its ledger
+    /// rows) or as the runners reported them.
+    pub duplicate_effects: u64,
+    /// Idempotency: requests whose callers got different results, or a result other
+    /// than the effect the store holds.
+    pub results_disagreeing: u64,
 }
 
 impl Verdict {
     /// No overlap, no stale write accepted, no observer going back in epoch.
     #[must_use]
     pub fn safe(&self) -> bool {
-        self.overlaps == 0 && self.stale_accepted == 0 && self.observed_backwards == 0
+        self.overlaps == 0
+            && self.stale_accepted == 0
+            && self.observed_backwards == 0
+            && self.duplicate_effects == 0
+            && self.results_disagreeing == 0
     }
 
     /// [`Verdict::safe`], or, under a fault that no lease can survive (see
@@ -44,7 +58,10 @@ impl Verdict {
         if nemesis.exclusion_expected() {
             self.safe()
         } else {
-            self.stale_accepted == 0 && self.observed_backwards == 0
+            self.stale_accepted == 0
+                && self.observed_backwards == 0
+                && self.duplicate_effects == 0
+                && self.results_disagreeing == 0
         }
     }
 }
@@ -58,6 +75,10 @@ pub fn check(log: &[Event]) -> Verdict {
 /// Checks a log of `workload`.
 #[must_use]
 pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
+    if workload == Workload::Once {
+        // requests are locks of their own: their tokens and windows do not compare
+        return check_once(log, &HashMap::new());
+    }
     let mut v = Verdict::default();
     // validity windows per (worker, token): acquired .. min(valid_until, release called)
     let mut windows: HashMap<(u32, u64), (Duration, Duration, char)> = HashMap::new();
@@ -72,7 +93,7 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
                     w.1 = w.1.min(e.at);
                 }
             }
-            Kind::Read | Kind::Write | Kind::Observed => {}
+            Kind::Read | Kind::Write | Kind::Observed | Kind::Effect | Kind::Result => {}
         }
     }
     // every observer's epochs, in the order it reported them
@@ -98,6 +119,13 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
             continue;
         }
         let write = e.kind == Kind::Write;
+        if workload == Workload::OwnStore {
+            // a worker reports its write after the store committed it — perhaps much
+            // later, when it was paused in between — so the log's order is not the
+            // store's: the store's own history judges (see `check_history`)
+            v.ops += u64::from(write);
+            continue;
+        }
         let stale = match workload {
             // holders overlap by design: an operation is stale when it is served after
             // its own holder's validity window (token order proves nothing here)
@@ -142,6 +170,92 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
             pairs
         }
     };
+    v
+}
+
+/// Adds what the backend's own store says to a verdict on the counter it holds:
+/// - its history (the tokens of the writes it holds, in order) must rise — a token below
+///   an earlier one, or equal to one before the last, is a stale write it accepted;
+/// - it must hold every write: one a worker saw accepted that is missing, or a count of
+///   writes (where the store keeps one) above the history's length, is a write
+///   overwritten by a stale one — an increment lost.
+///
+/// Writes in the history that no worker reported are fine: a worker killed between its
+/// commit and its report, or a reply lost to a fault.
+pub fn check_history(v: &mut Verdict, log: &[Event], counter: &Counter) {
+    let history = &counter.history;
+    let mut highest = 0;
+    let mut previous = None;
+    for &t in history {
+        // the same holder may write twice under one token; an older one may not
+        if t < highest || (t == highest && previous != Some(t)) {
+            v.stale_accepted += 1;
+        }
+        highest = highest.max(t);
+        previous = Some(t);
+    }
+    let kept: HashSet<u64> = history.iter().copied().collect();
+    let missing = log
+        .iter()
+        .filter(|e| e.kind == Kind::Write && e.accepted && !kept.contains(&e.token))
+        .count() as u64;
+    let uncounted = counter
+        .writes
+        .map_or(0, |w| w.saturating_sub(history.len() as u64));
+    v.lost_increments += missing.max(uncounted);
+}
+
+/// Checks an idempotency run: the log's effects and results per request number, and
+/// `stored`, each request's effects as the store holds them (the tokens of its ledger
+/// rows; of its one key on Redis, where a second effect overwrites the first — the
+/// runners' reports show it then).
+#[must_use]
+pub fn check_once(log: &[Event], stored: &HashMap<u64, Vec<u64>>) -> Verdict {
+    let mut v = Verdict::default();
+    let mut applied: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    let mut results: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for e in log {
+        // every request seen counts, whatever became of it
+        match e.kind {
+            Kind::Effect => {
+                let seen = applied.entry(e.n).or_default();
+                if !e.accepted {
+                    v.fence_rejections += 1;
+                } else if e.access == 'n' {
+                    seen.insert(e.token);
+                }
+            }
+            Kind::Result if !e.accepted => {
+                v.fence_rejections += 1;
+                results.entry(e.n).or_default();
+            }
+            Kind::Result => {
+                v.ops += u64::from(e.access == 'R');
+                results.entry(e.n).or_default().insert(e.token);
+            }
+            _ => {}
+        }
+    }
+    let requests: BTreeSet<u64> = applied
+        .keys()
+        .chain(results.keys())
+        .chain(stored.keys())
+        .copied()
+        .collect();
+    v.requests = requests.len() as u64;
+    for k in requests {
+        let rows = stored.get(&k).map_or(&[][..], Vec::as_slice);
+        let mut effects: BTreeSet<u64> = rows.iter().copied().collect();
+        effects.extend(applied.get(&k).into_iter().flatten());
+        let count = effects.len().max(rows.len()) as u64;
+        v.duplicate_effects += count.saturating_sub(1);
+        // every caller must have got the one effect the store holds
+        let told = results.get(&k).cloned().unwrap_or_default();
+        let held: BTreeSet<u64> = rows.iter().copied().collect();
+        if told.len() > 1 || (!held.is_empty() && !told.is_subset(&held)) {
+            v.results_disagreeing += 1;
+        }
+    }
     v
 }
 
@@ -235,6 +349,80 @@ mod tests {
         let v = check_as(&back, Workload::Election);
         assert_eq!(v.observed_backwards, 1);
         assert!(!v.safe());
+    }
+
+    #[test]
+    fn the_own_stores_history_must_rise_and_keep_every_accepted_write() {
+        let log = vec![
+            ev(1, 1, Kind::Write, 3, 1, true),
+            ev(2, 2, Kind::Write, 5, 2, true),
+            ev(3, 1, Kind::Write, 4, 3, false), // refused: not in the history
+        ];
+        let counter = |history: &[u64], writes| Counter {
+            history: history.to_vec(),
+            writes,
+        };
+        let mut v = Verdict::default();
+        check_history(&mut v, &log, &counter(&[3, 5], Some(2)));
+        assert!(v.safe() && v.lost_increments == 0, "{v:?}");
+        // the store took 4 after 5 and dropped 3
+        let mut v = Verdict::default();
+        check_history(&mut v, &log, &counter(&[5, 4], None));
+        assert_eq!((v.stale_accepted, v.lost_increments), (1, 1), "{v:?}");
+        // an unreported write overwritten: only the store's count shows it
+        let mut v = Verdict::default();
+        check_history(&mut v, &log, &counter(&[3, 5], Some(3)));
+        assert_eq!(v.lost_increments, 1, "{v:?}");
+        // one holder writing twice is fine; a token coming back later is not
+        let mut v = Verdict::default();
+        check_history(&mut v, &[], &counter(&[3, 3, 5], None));
+        assert!(v.safe(), "{v:?}");
+        check_history(&mut v, &[], &counter(&[3, 5, 3], None));
+        assert_eq!(v.stale_accepted, 1, "{v:?}");
+    }
+
+    #[test]
+    fn a_second_effect_or_a_differing_result_is_unsafe() {
+        let eff = |ms, w, t, k, a| Event {
+            access: a,
+            ..ev(ms, w, Kind::Effect, t, k, a != '-')
+        };
+        let res = |ms, w, t, k, a| Event {
+            access: a,
+            ..ev(ms, w, Kind::Result, t, k, a != 'S')
+        };
+        let log = vec![
+            eff(1, 1, 7, 1, 'n'),
+            res(2, 1, 7, 1, 'R'),
+            res(3, 2, 7, 1, 'D'),
+            eff(4, 3, 6, 2, '-'),
+            res(5, 3, 0, 2, 'S'),
+        ];
+        let stored = HashMap::from([(1, vec![7])]);
+        let v = check_once(&log, &stored);
+        assert!(v.safe(), "{v:?}");
+        assert_eq!((v.requests, v.ops, v.fence_rejections), (2, 1, 2));
+        // two ledger rows for request 1
+        let v = check_once(&log, &HashMap::from([(1, vec![7, 9])]));
+        assert_eq!(
+            (v.duplicate_effects, v.results_disagreeing),
+            (1, 0),
+            "{v:?}"
+        );
+        // a caller told of another effect than the one stored
+        let mut other = log.clone();
+        other.push(res(6, 4, 9, 1, 'D'));
+        let v = check_once(&other, &stored);
+        assert_eq!(v.results_disagreeing, 1, "{v:?}");
+        assert!(!v.safe());
+        // Redis: the key holds one effect, a runner reported another
+        let mut twice = log.clone();
+        twice.push(eff(7, 4, 9, 1, 'n'));
+        let v = check_once(&twice, &stored);
+        assert_eq!(v.duplicate_effects, 1, "{v:?}");
+        // a callers' result that is not the effect stored, alone
+        let v = check_once(&log, &HashMap::from([(1, vec![8])]));
+        assert_eq!(v.results_disagreeing, 1, "{v:?}");
     }
 
     #[test]

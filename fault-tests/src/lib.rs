@@ -16,6 +16,11 @@
 //! cargo run -p dlock-faults --bin dlock-faults -- --runs 3 --seconds 6 > FAULTS.md
 //! ```
 //!
+//! Two workloads leave the runner's store for the backend's own ([`own_store`]): a
+//! counter written through each backend's fence helper, judged by the history the store
+//! itself keeps, and exactly-once effects behind `Idempotent::run_once`.
+//! `DLOCK_FAULTS_DUMP=1` prints an unsafe own-store run's history and log.
+//!
 //! It lives in its own crate because it needs every adapter, while the conformance
 //! crate must stay free of them (the adapters' own tests depend on it).
 //!
@@ -27,6 +32,7 @@
 pub mod backends;
 pub mod checker;
 pub mod nemesis;
+pub mod own_store;
 pub mod replica;
 pub mod report;
 pub mod run;

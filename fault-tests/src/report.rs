@@ -31,28 +31,19 @@ pub fn table(rows: &[Row]) -> String {
         "| backend | fault | ops | overlaps | stale writes accepted | fence rejections | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
-        let mut rec = r.recoveries.clone();
-        rec.sort();
-        let recovery = match (rec.get(rec.len().saturating_sub(1) / 2), rec.last()) {
-            (Some(p50), Some(max)) => format!("{} / {}", ms(*p50), ms(*max)),
-            _ => "–".into(),
-        };
-        let note = if r.not_applied > 0 {
-            format!(" ({} not applied)", r.not_applied)
-        } else {
-            String::new()
-        };
         let v = &r.verdict;
         let _ = writeln!(
             out,
-            "| {} | {}{note} | {} | {} | {} | {} | {} | {recovery} |",
+            "| {} | {}{} | {} | {} | {} | {} | {} | {} |",
             r.backend,
             r.nemesis,
+            not_applied(r),
             v.ops,
             v.overlaps,
             v.stale_accepted,
             v.fence_rejections,
-            v.lost_increments
+            v.lost_increments,
+            recovery(r)
         );
     }
     out
@@ -67,6 +58,54 @@ pub fn add(sum: &mut Verdict, v: &Verdict) {
     sum.lost_increments += v.lost_increments;
     sum.observed += v.observed;
     sum.observed_backwards += v.observed_backwards;
+    sum.requests += v.requests;
+    sum.duplicate_effects += v.duplicate_effects;
+    sum.results_disagreeing += v.results_disagreeing;
+}
+
+/// The note on runs in which the fault could not be applied.
+fn not_applied(r: &Row) -> String {
+    if r.not_applied > 0 {
+        format!(" ({} not applied)", r.not_applied)
+    } else {
+        String::new()
+    }
+}
+
+/// The p50 / max of a row's recoveries.
+fn recovery(r: &Row) -> String {
+    let mut rec = r.recoveries.clone();
+    rec.sort();
+    match (rec.get(rec.len().saturating_sub(1) / 2), rec.last()) {
+        (Some(p50), Some(max)) => format!("{} / {}", ms(*p50), ms(*max)),
+        _ => "–".into(),
+    }
+}
+
+/// A Markdown table of idempotency rows: requests, runs, what the effects and results
+/// came to, and how soon a crashed or paused runner's request was finished by another.
+#[must_use]
+pub fn idempotency_table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| backend | fault | requests | runs recorded | duplicate effects | results disagreeing | runs refused by the fence | takeover p50 / max ms |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let v = &r.verdict;
+        let _ = writeln!(
+            out,
+            "| {} | {}{} | {} | {} | {} | {} | {} | {} |",
+            r.backend,
+            r.nemesis,
+            not_applied(r),
+            v.requests,
+            v.ops,
+            v.duplicate_effects,
+            v.results_disagreeing,
+            v.fence_rejections,
+            recovery(r)
+        );
+    }
+    out
 }
 
 /// A Markdown table of election rows: leaderships for ops, and what the observers saw.
@@ -76,24 +115,20 @@ pub fn election_table(rows: &[Row]) -> String {
         "| backend | fault | leaderships | overlapping leaderships | stale writes accepted | fence rejections | leader changes observed | observed epochs going back | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
-        let mut rec = r.recoveries.clone();
-        rec.sort();
-        let recovery = match (rec.get(rec.len().saturating_sub(1) / 2), rec.last()) {
-            (Some(p50), Some(max)) => format!("{} / {}", ms(*p50), ms(*max)),
-            _ => "–".into(),
-        };
         let v = &r.verdict;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {recovery} |",
+            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} |",
             r.backend,
             r.nemesis,
+            not_applied(r),
             v.ops,
             v.overlaps,
             v.stale_accepted,
             v.fence_rejections,
             v.observed,
-            v.observed_backwards
+            v.observed_backwards,
+            recovery(r)
         );
     }
     out

@@ -11,8 +11,10 @@ use tokio::process::{Child, Command};
 use tokio::time::sleep;
 
 use crate::backends::Backend;
-use crate::checker::{Verdict, check_as};
+use crate::checker::{Verdict, check_as, check_history, check_once};
 use crate::nemesis::{Nemesis, leader, redis_command, services};
+use crate::own_store::OwnStore;
+use crate::own_store::counter::counter_key;
 use crate::replica::LaggingReplica;
 use crate::store::{FencedStore, Kind};
 use crate::workload::Workload;
@@ -88,7 +90,7 @@ async fn spawn_worker(
             &id.to_string(),
             &plan.ttl.as_millis().to_string(),
             &plan.hold.as_millis().to_string(),
-            &plan.workload.arg(),
+            &worker_workload(plan),
         ])
         .stdout(std::process::Stdio::null())
         .stderr(if std::env::var_os("DLOCK_FAULTS_VERBOSE").is_some() {
@@ -101,6 +103,16 @@ async fn spawn_worker(
     Ok(Worker { child, proxies })
 }
 
+/// The workload as the worker takes it: the workers on the backend's own store do
+/// without the fence in the control runs (for the others the runner's store fences).
+fn worker_workload(plan: &Plan) -> String {
+    if matches!(plan.workload, Workload::OwnStore | Workload::Once) && !plan.fenced {
+        format!("{}:unfenced", plan.workload.arg())
+    } else {
+        plan.workload.arg()
+    }
+}
+
 fn signal(w: &Worker, sig: Signal) {
     if let Some(pid) = w.child.id().and_then(|p| i32::try_from(p).ok()) {
         let _ = kill(Pid::from_raw(pid), sig);
@@ -110,8 +122,12 @@ fn signal(w: &Worker, sig: Signal) {
 /// Each worker's latest step in the store's log.
 fn last_steps(store: &FencedStore) -> std::collections::BTreeMap<u32, (Kind, bool)> {
     let mut last = std::collections::BTreeMap::new();
-    // an observer's report says nothing about its worker's hold
-    for e in store.log().into_iter().filter(|e| e.kind != Kind::Observed) {
+    // an observer's report, or a caller's result, says nothing about its worker's hold
+    for e in store
+        .log()
+        .into_iter()
+        .filter(|e| !matches!(e.kind, Kind::Observed | Kind::Result))
+    {
         last.insert(e.worker, (e.kind, e.accepted));
     }
     last
@@ -141,6 +157,15 @@ fn mid_update(store: &FencedStore) -> Option<u32> {
         .map(|(w, _)| w)
 }
 
+/// The worker a holder fault strikes: a holder — for idempotency, a runner mid-work
+/// (between its look and its effect), where a fault matters to exactly-once.
+fn victim(plan: &Plan, store: &FencedStore) -> Option<u32> {
+    match plan.workload {
+        Workload::Once => mid_update(store),
+        _ => holder(store),
+    }
+}
+
 async fn wait_for(mut probe: impl FnMut() -> Option<u32>, within: Duration) -> Option<u32> {
     let end = tokio::time::Instant::now() + within;
     while tokio::time::Instant::now() < end {
@@ -160,6 +185,21 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
     let store = FencedStore::start(plan.fenced, plan.workload).await?;
     let started = store.now();
     let name = format!("faults/{}/{:016x}", backend.label, dlock_any::random_u64());
+    let own = match plan.workload {
+        Workload::OwnStore | Workload::Once => {
+            let own = Box::pin(OwnStore::connect(&backend.url))
+                .await
+                .map(Box::new)
+                .map_err(std::io::Error::other)?;
+            match plan.workload {
+                Workload::OwnStore => own.prepare_counter(&counter_key(&name)).await,
+                _ => own.prepare_effects().await,
+            }
+            .map_err(std::io::Error::other)?;
+            Some(own)
+        }
+        _ => None,
+    };
     let mut workers = Vec::new();
     for id in 0..plan.workers {
         workers.push(spawn_worker(plan, backend, &name, store.addr(), id).await?);
@@ -174,15 +214,64 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
         let _ = w.child.wait().await;
     }
     let log = store.log();
-    let recovery = log
-        .iter()
-        .find(|e| e.kind == Kind::Acquired && e.at > fault_at && Some(e.worker) != victim)
-        .map(|e| e.at - fault_at);
+    let recovery = if plan.workload == Workload::Once {
+        takeover(&log, fault_at, victim)
+    } else {
+        log.iter()
+            .find(|e| e.kind == Kind::Acquired && e.at > fault_at && Some(e.worker) != victim)
+            .map(|e| e.at - fault_at)
+    };
+    let verdict = match (&own, plan.workload) {
+        (Some(own), Workload::OwnStore) => {
+            let mut verdict = check_as(&log, plan.workload);
+            let counter = own
+                .counter(&counter_key(&name))
+                .await
+                .map_err(std::io::Error::other)?;
+            check_history(&mut verdict, &log, &counter);
+            if (!verdict.safe() || verdict.lost_increments > 0)
+                && std::env::var_os("DLOCK_FAULTS_DUMP").is_some()
+            {
+                eprintln!("{counter:?}\nfault at {fault_at:?} victim {victim:?}");
+                for e in &log {
+                    eprintln!("{e:?}");
+                }
+            }
+            verdict
+        }
+        (Some(own), Workload::Once) => {
+            let stored = own
+                .effects_of_run(&name)
+                .await
+                .map_err(std::io::Error::other)?;
+            check_once(&log, &stored)
+        }
+        _ => check_as(&log, plan.workload),
+    };
     Ok(Outcome {
-        verdict: check_as(&log, plan.workload),
+        verdict,
         recovery,
         applied,
     })
+}
+
+/// Idempotency: from the fault to the first result of the request its victim was
+/// working on (another runner finished it, or found it finished); none when the victim
+/// had not reached its work's hold (its request is not in the log yet).
+fn takeover(
+    log: &[crate::store::Event],
+    fault_at: Duration,
+    victim: Option<u32>,
+) -> Option<Duration> {
+    let last = log.iter().rev().find(|e| {
+        matches!(e.kind, Kind::Read | Kind::Acquired)
+            && Some(e.worker) == victim
+            && e.at <= fault_at
+    })?;
+    let k = (last.kind == Kind::Read).then_some(last.n)?;
+    log.iter()
+        .find(|e| e.kind == Kind::Result && e.accepted && e.n == k && e.at > fault_at)
+        .map(|e| e.at - fault_at)
 }
 
 /// Applies the fault; returns when it was applied, its victim, and whether it was.
@@ -197,7 +286,7 @@ async fn apply(
     let script: &Path = &plan.services;
     match nemesis {
         Nemesis::KillHolder => {
-            let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
+            let Some(v) = wait_for(|| victim(plan, store), Duration::from_secs(5)).await else {
                 return (store.now(), None, false);
             };
             let at = store.now();
@@ -225,7 +314,7 @@ async fn apply(
             (store.now(), None, false)
         }
         Nemesis::Partition => {
-            let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
+            let Some(v) = wait_for(|| victim(plan, store), Duration::from_secs(5)).await else {
                 return (store.now(), None, false);
             };
             let at = store.now();

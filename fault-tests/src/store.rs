@@ -32,6 +32,12 @@ pub enum Kind {
     Released,
     /// The worker's election observer reported leader epoch `token` at `at`.
     Observed,
+    /// A runner (`token`) of request number `n` applied its effect (`access` `n`),
+    /// found an earlier runner's (`f`), or was refused by the fence (not accepted).
+    Effect,
+    /// A caller of request number `n` got its result, the effect's token in `token`:
+    /// `access` `R` ran it, `D` found it done; `S` (not accepted) its run was refused.
+    Result,
 }
 
 /// One logged request.
@@ -142,7 +148,9 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 .unwrap_or(0)
         };
         // ACQ id token at_ns valid_until_ns [access] | REL id token at_ns | READ id token
-        // | WRITE id token value | OBS id epoch at_ns
+        // | WRITE id token value | OBS id epoch at_ns; what the backend's own store
+        // answered, logged as is: RREAD/RWRITE id token value 1|0 | EFF id token request
+        // n|f|- | RES id effect_token request R|D|S
         let (worker, token, n) = (u32::try_from(num(1)).unwrap_or(0), num(2), num(3));
         let reply = {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -153,6 +161,20 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 Some("ACQ") => (Kind::Acquired, true, "OK".to_owned(), stamped),
                 Some("REL") => (Kind::Released, true, "OK".to_owned(), stamped),
                 Some("OBS") => (Kind::Observed, true, "OK".to_owned(), stamped),
+                Some("RREAD") => (Kind::Read, num(4) == 1, "OK".to_owned(), served),
+                Some("RWRITE") => (Kind::Write, num(4) == 1, "OK".to_owned(), served),
+                Some("EFF") => (
+                    Kind::Effect,
+                    parts.get(4) != Some(&"-"),
+                    "OK".to_owned(),
+                    served,
+                ),
+                Some("RES") => (
+                    Kind::Result,
+                    parts.get(4) != Some(&"S"),
+                    "OK".to_owned(),
+                    served,
+                ),
                 Some("READ") if stale(false) => (Kind::Read, false, "REJ".to_owned(), served),
                 Some("READ") => {
                     s.fence.record(token, false);
@@ -166,13 +188,17 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 }
                 _ => continue,
             };
+            let own = matches!(parts.first().copied(), Some("RREAD" | "RWRITE"));
             let n = match kind {
-                Kind::Read if accepted => s.value,
+                Kind::Read if accepted && !own => s.value,
                 Kind::Acquired => num(4),
                 _ => n,
             };
             let access = match kind {
                 Kind::Acquired => parts.get(5).and_then(|a| a.chars().next()).unwrap_or('x'),
+                Kind::Effect | Kind::Result => {
+                    parts.get(4).and_then(|a| a.chars().next()).unwrap_or('x')
+                }
                 _ => 'x',
             };
             s.log.push(Event {

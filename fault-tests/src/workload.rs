@@ -13,6 +13,14 @@ pub enum Workload {
     /// Leader election: every worker campaigns, leads briefly, resigns, and observes
     /// the leadership all along; at most one leader, epochs only forward.
     Election,
+    /// The mutex, with the counter kept in the backend's own store and written through
+    /// its fence helper (SQL fenced transaction, Redis fenced script, etcd guarded
+    /// transaction, ZooKeeper guarded multi) instead of the runner's store.
+    OwnStore,
+    /// Exactly-once effects: every worker runs requests (ids repeated across workers
+    /// and over time) through `Idempotent::run_once`, whose work appends the request's
+    /// effect through the fence; at most one effect per request, one result for all.
+    Once,
 }
 
 impl Workload {
@@ -24,6 +32,8 @@ impl Workload {
             Self::Semaphore(n) => format!("permits:{n}"),
             Self::ReadWrite => "rw".into(),
             Self::Election => "election".into(),
+            Self::OwnStore => "own-store".into(),
+            Self::Once => "once".into(),
         }
     }
 
@@ -34,6 +44,8 @@ impl Workload {
             "mutex" => Some(Self::Mutex),
             "rw" => Some(Self::ReadWrite),
             "election" => Some(Self::Election),
+            "own-store" => Some(Self::OwnStore),
+            "once" => Some(Self::Once),
             _ => s
                 .strip_prefix("permits:")
                 .and_then(|n| n.parse().ok())
@@ -50,6 +62,8 @@ impl Workload {
             Self::Semaphore(n) => format!(" [semaphore, {n} permits]"),
             Self::ReadWrite => " [read-write]".into(),
             Self::Election => " [election]".into(),
+            Self::OwnStore => " [own store]".into(),
+            Self::Once => " [idempotency]".into(),
         }
     }
 
@@ -60,7 +74,8 @@ impl Workload {
             Self::Mutex => 3,
             Self::Semaphore(n) => n + 2,
             Self::ReadWrite => 4,
-            Self::Election => 3,
+            Self::Election | Self::OwnStore => 3,
+            Self::Once => 4,
         }
     }
 }
@@ -145,7 +160,12 @@ mod tests {
         assert!(!rw.admits(5, true), "a writer older than a reader is stale");
         rw.record(8, true);
         assert!(!rw.admits(7, false) && rw.admits(9, false));
-        for w in [Workload::Semaphore(3), Workload::Election] {
+        for w in [
+            Workload::Semaphore(3),
+            Workload::Election,
+            Workload::OwnStore,
+            Workload::Once,
+        ] {
             assert_eq!(Workload::parse(&w.arg()), Some(w));
         }
     }

@@ -4,16 +4,17 @@
 //! `dlock-faults [--runs N] [--seconds S] [--only LABEL,...] [--workloads W,...]`
 //! (start the servers first: `eval "$(scripts/services up --cluster)"`). `--only`
 //! keeps the backends whose label starts with one of the given prefixes (e.g. `--only
-//! redis,etcd×3`); `--workloads` picks among `mutex` (the default), `permits:3`, `rw`
-//! and `election` (the others under the holder faults and partitions, the shared ones
-//! on backends that offer them; election rows get a table of their own).
+//! redis,etcd×3`); `--workloads` picks among `mutex` (the default), `permits:3`, `rw`,
+//! `election`, `own-store` and `once` (the others under the holder faults and
+//! partitions, each on the backends that offer it; election and idempotency rows get
+//! tables of their own).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use dlock_faults::backends::{Backend, from_env};
-use dlock_faults::report::{Row, add, election_table, table};
+use dlock_faults::report::{Row, add, election_table, idempotency_table, table};
 use dlock_faults::run::{Plan, run};
 use dlock_faults::{Nemesis, Verdict, Workload};
 
@@ -74,9 +75,12 @@ async fn main() -> ExitCode {
                 let mut c: Vec<_> = backend.nemeses().into_iter().map(|n| (n, true)).collect();
                 c.push((Nemesis::PauseHolder, false));
                 c
-            } else if backend.label.starts_with("redlock") && workload != Workload::Election {
-                Vec::new() // no semaphores or read-write locks on Redlock
+            } else if !backend.runs(workload) {
+                Vec::new()
             } else {
+                // the workloads on the backend's own store have unfenced controls too
+                let control = matches!(workload, Workload::OwnStore | Workload::Once)
+                    .then_some((Nemesis::PauseHolder, false));
                 backend
                     .nemeses()
                     .into_iter()
@@ -87,6 +91,7 @@ async fn main() -> ExitCode {
                         )
                     })
                     .map(|n| (n, true))
+                    .chain(control)
                     .collect()
             };
             for (nemesis, fenced) in cases {
@@ -95,7 +100,7 @@ async fn main() -> ExitCode {
                     nemesis: if fenced {
                         format!("{}{}", nemesis.label(), workload.label())
                     } else {
-                        format!("{} (unfenced)", nemesis.label())
+                        format!("{}{} (unfenced)", nemesis.label(), workload.label())
                     },
                     verdict: Verdict::default(),
                     recoveries: Vec::new(),
@@ -110,6 +115,10 @@ async fn main() -> ExitCode {
                                 row.not_applied += 1;
                             }
                             if fenced && !o.verdict.safe_under(nemesis) {
+                                eprintln!(
+                                    "{} / {}: unsafe: {:?}",
+                                    backend.label, row.nemesis, o.verdict
+                                );
                                 unsafe_runs += 1;
                             }
                         }
@@ -124,10 +133,17 @@ async fn main() -> ExitCode {
     let (elections, others): (Vec<Row>, Vec<Row>) = rows
         .into_iter()
         .partition(|r| r.nemesis.ends_with(&Workload::Election.label()));
+    let (once, others): (Vec<Row>, Vec<Row>) = others
+        .into_iter()
+        .partition(|r| r.nemesis.contains(&Workload::Once.label()));
     let mut report = table(&others);
     if !elections.is_empty() {
         report.push('\n');
         report.push_str(&election_table(&elections));
+    }
+    if !once.is_empty() {
+        report.push('\n');
+        report.push_str(&idempotency_table(&once));
     }
     if std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes()).is_err() {
         return ExitCode::FAILURE;

@@ -3,9 +3,15 @@
 //! fault runner as a separate process, so a kill is a real process kill.
 //!
 //! `dlock-fault-worker URL NAME STORE_ADDR WORKER_ID TTL_MS HOLD_MS [WORKLOAD]`
-//! (`mutex`, `permits:N`, `rw`, `election`; readers of a read-write lock only read; an
-//! election worker campaigns, leads for one update, resigns, and reports every leader
-//! change its observer sees).
+//! (`mutex`, `permits:N`, `rw`, `election`, `own-store`, `once`; readers of a
+//! read-write lock only read; an election worker campaigns, leads for one update,
+//! resigns, and reports every leader change its observer sees; `own-store` and `once`
+//! write to the backend's own store instead, see `own.rs`).
+
+mod own;
+
+/// The suffix of a workload that runs without the fence (the control runs).
+const UNFENCED: &str = ":unfenced";
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -76,14 +82,19 @@ fn nanos(d: Duration) -> u64 {
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let (url, name, store, id, ttl_ms, hold_ms, workload) = match args.as_slice() {
-        [_, u, n, s, i, t, h] => (u, n, s, i, t, h, Some(Workload::Mutex)),
-        [_, u, n, s, i, t, h, w] => (u, n, s, i, t, h, Workload::parse(w)),
+        [_, u, n, s, i, t, h] => (u, n, s, i, t, h, "mutex"),
+        [_, u, n, s, i, t, h, w] => (u, n, s, i, t, h, w.as_str()),
         _ => {
             eprintln!(
                 "usage: dlock-fault-worker URL NAME STORE_ADDR WORKER_ID TTL_MS HOLD_MS [WORKLOAD]"
             );
             return ExitCode::from(2);
         }
+    };
+    // the workloads on the backend's own store can run without the fence (the controls)
+    let (workload, fenced) = match workload.strip_suffix(UNFENCED) {
+        Some(w) => (Workload::parse(w), false),
+        None => (Workload::parse(workload), true),
     };
     let (Ok(name), Ok(ttl), Ok(hold), Some(workload)) = (
         LockName::new(name),
@@ -99,6 +110,21 @@ async fn main() -> ExitCode {
         eprintln!("cannot reach the store at {store}");
         return ExitCode::from(1);
     };
+    if matches!(workload, Workload::OwnStore | Workload::Once) {
+        let hold = Duration::from_millis(hold);
+        let worker = own::Worker {
+            url,
+            name: &name,
+            id,
+            ttl,
+            hold,
+            fenced,
+        };
+        return match workload {
+            Workload::OwnStore => worker.counter(store).await,
+            _ => worker.once(store).await,
+        };
+    }
     let (lock, reads) = loop {
         match locks(url, workload).await {
             Ok(l) => break l,
