@@ -15,12 +15,16 @@
 //! | `etcd://[user:pw@]h1:2379,h2:2379` | etcd v3 cluster members | `etcd` (needs `protoc` to build) |
 //! | `zk://[user:pw@]h1:2181,h2:2181[/chroot]` (`zookeeper://`) | ZooKeeper ensemble | `zookeeper` |
 //!
-//! Redis URLs take `prefix` (default `dlock:`) and `timeout` (per command, e.g. `2s`;
-//! per node for Redlock, default 250 ms); etcd URLs take `prefix` (default `dlock/`) and
-//! `timeout` (per operation, retries included, default 3 s); ZooKeeper URLs take
-//! `session_timeout` (one session timeout for every lock; without it each TTL gets a
-//! session whose timeout is that TTL), `timeout` (per operation,
-//! default 5 s) and `root` (default `/dlock`), and digest credentials as user:password.
+//! Redis URLs take `prefix` (default `dlock:`), `layout` (`tagged`, the default, or
+//! `plain`: the lock key is the prefix plus the name, shared with the `SET NX` family of
+//! clients) and `timeout` (per command, e.g. `2s`; per node for Redlock, default
+//! 250 ms); etcd URLs take `prefix` (default `dlock/`; empty to share locks with
+//! `etcdctl lock`) and `timeout` (per operation, retries included, default 3 s);
+//! ZooKeeper URLs take `session_timeout` (one session timeout for every lock; without it
+//! each TTL gets a session whose timeout is that TTL), `timeout` (per operation, default
+//! 5 s), `root` (default `/dlock`) and `layout` (`dlock`, the default, or `curator`:
+//! nodes named as Curator's `InterProcessMutex` names them, one queue with it), and
+//! digest credentials as user:password.
 //!
 //! Each adapter reads its own URL (`SqlLock::connect`, `RedisLock::from_url`,
 //! `Redlock::from_url`, `EtcdLock::from_url`, `ZkLock::from_url`); [`connect`] only

@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_core::LockError;
 
 use crate::node::Node;
-use crate::options::{Options, take_url_options, validate_prefix};
+use crate::options::{KeyLayout, Options, take_url_options, validate_prefix};
 use crate::{RedisLock, Redlock};
 
 /// Builds a [`RedisLock`] or a [`Redlock`] (`L`) with a key prefix and a timeout; see
@@ -57,6 +57,16 @@ impl<L> Builder<L> {
         self
     }
 
+    /// How lock keys are named (default [`KeyLayout::Tagged`]; `layout=plain` in the
+    /// URL): [`KeyLayout::Plain`] shares locks with the `SET NX` family of clients
+    /// (redsync, rslock, redis-py's `Lock`, node-redlock) — with `prefix("")`, their
+    /// lock on `orders/42` and dlock's on `orders/42` exclude each other.
+    #[must_use]
+    pub fn layout(mut self, layout: KeyLayout) -> Self {
+        self.opts.layout = layout;
+        self
+    }
+
     /// How long one command (or connecting) may take before it fails with
     /// `Unavailable`: default 2 s on one server, 250 ms per node for Redlock — keep it
     /// small next to the TTL there, since the time spent waiting on slow nodes is taken
@@ -77,6 +87,10 @@ impl<L> Builder<L> {
         let mut plain = Vec::new();
         for u in &self.urls {
             plain.push(take_url_options(u, &mut opts)?);
+        }
+        if opts.layout == KeyLayout::Plain {
+            // the SET NX family releases without a message: look again every 100 ms
+            opts.policy.notify_fallback = opts.policy.notify_fallback.min(opts.policy.poll_max);
         }
         let mut nodes = Vec::new();
         for u in &plain {

@@ -2,6 +2,8 @@
 
 use dlock_core::LockName;
 
+use crate::options::{KeyLayout, Options};
+
 /// The keys and channel of one lock. All share one `{hash tag}` (the escaped name), so
 /// a script touching both keys stays in one Redis Cluster slot.
 #[derive(Clone, Debug)]
@@ -17,12 +19,26 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
-    pub(crate) fn new(prefix: &str, name: &LockName) -> Self {
-        let tag = escape(name.as_str());
-        Self {
-            lock: format!("{prefix}{{{tag}}}:lock"),
-            fence: format!("{prefix}{{{tag}}}:fence"),
-            channel: format!("{prefix}{{{tag}}}:released"),
+    pub(crate) fn new(opts: &Options, name: &LockName) -> Self {
+        let prefix = &opts.prefix;
+        match opts.layout {
+            KeyLayout::Tagged => {
+                let tag = escape(name.as_str());
+                Self {
+                    lock: format!("{prefix}{{{tag}}}:lock"),
+                    fence: format!("{prefix}{{{tag}}}:fence"),
+                    channel: format!("{prefix}{{{tag}}}:released"),
+                }
+            }
+            // the whole lock key as the others' hash tag: their slot is the lock key's
+            KeyLayout::Plain => {
+                let lock = format!("{prefix}{}", name.as_str());
+                Self {
+                    fence: format!("{{{lock}}}:token"),
+                    channel: format!("{{{lock}}}:released"),
+                    lock,
+                }
+            }
         }
     }
 }
@@ -48,7 +64,19 @@ mod tests {
     use super::*;
 
     fn k(n: &str) -> Keys {
-        Keys::new("dlock:", &LockName::new(n).unwrap())
+        let opts = Options::new(std::time::Duration::from_secs(1));
+        Keys::new(&opts, &LockName::new(n).unwrap())
+    }
+
+    #[test]
+    fn the_plain_layout_names_the_lock_key_as_the_set_nx_family_does() {
+        let mut opts = Options::new(std::time::Duration::from_secs(1));
+        opts.layout = KeyLayout::Plain;
+        opts.prefix = String::new();
+        let keys = Keys::new(&opts, &LockName::new("orders/42").unwrap());
+        assert_eq!(keys.lock, "orders/42");
+        assert_eq!(keys.fence, "{orders/42}:token");
+        assert_eq!(keys.channel, "{orders/42}:released");
     }
 
     #[test]

@@ -51,7 +51,7 @@ mod wakeups;
 
 pub use builder::{Builder, RedisLockBuilder, RedlockBuilder};
 pub use fence::RedisFence;
-pub use options::DEFAULT_PREFIX;
+pub use options::{DEFAULT_PREFIX, KeyLayout};
 pub use redlock::Redlock;
 pub use results::RedisResults;
 pub use single::RedisLock;

@@ -16,9 +16,41 @@ pub(crate) const CAPABILITIES: Capabilities = Capabilities::per_lease()
     .with_notify(true)
     .with_batched_renewals(true);
 
+/// How a lock's keys are named in Redis.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyLayout {
+    /// dlock's own: `PREFIX{name}:lock` beside its counter `PREFIX{name}:fence`, one
+    /// hash tag (the escaped name) for both. The default.
+    #[default]
+    Tagged,
+    /// The lock key is `PREFIXname` exactly — the layout of redsync, rslock, redis-py's
+    /// `Lock` and node-redlock, so that their `SET NX` and dlock's exclude each other —
+    /// and the counter `{PREFIXname}:token`, in the lock key's cluster slot (the release
+    /// channel: `{PREFIXname}:released`). Their holders get no fencing token, and a
+    /// name of the form `{x}:token` is the counter of `x`: do not use such names.
+    Plain,
+}
+
+impl std::str::FromStr for KeyLayout {
+    type Err = LockError;
+
+    fn from_str(s: &str) -> Result<Self, LockError> {
+        match s {
+            "tagged" => Ok(Self::Tagged),
+            "plain" => Ok(Self::Plain),
+            _ => Err(LockError::Config(format!(
+                "layout={s}: expected tagged (dlock's own) or plain (the SET NX family's)"
+            ))),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
     pub prefix: String,
+    /// How lock keys are named.
+    pub layout: KeyLayout,
     pub timeout: Duration,
     pub policy: WaitPolicy,
     /// A CA certificate (PEM) to trust for `rediss://` instead of the system roots.
@@ -29,6 +61,7 @@ impl Options {
     pub(crate) fn new(timeout: Duration) -> Self {
         Self {
             prefix: DEFAULT_PREFIX.into(),
+            layout: KeyLayout::Tagged,
             timeout,
             policy: WaitPolicy::default(),
             tls_ca: None,
@@ -47,7 +80,7 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-/// Takes dlock's own `prefix` and `timeout` query parameters off a Redis URL, leaving
+/// Takes dlock's own `prefix`, `layout` and `timeout` query parameters off a Redis URL, leaving
 /// the ones the redis crate reads; any other is refused rather than ignored, so a typo
 /// (`timout=`) is not a silent default.
 pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
@@ -59,10 +92,11 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                 opts.prefix = value.to_owned();
             }
             "timeout" => opts.timeout = parse_duration(value).map_err(|e| e.to_string())?,
+            "layout" => opts.layout = value.parse().map_err(|e: LockError| e.to_string())?,
             _ if client_keys.contains(&key) => return Ok(false),
             _ => {
                 return Err(format!(
-                    "unknown parameter: dlock reads prefix and timeout; the Redis client reads {}",
+                    "unknown parameter: dlock reads prefix, layout and timeout; the Redis client reads {}",
                     client_keys.join(", ")
                 ));
             }
@@ -99,6 +133,10 @@ mod tests {
         let msg = err.to_string();
         assert!(matches!(err, LockError::Config(_)), "{msg}");
         assert!(msg.contains("timout") && !msg.contains("pw"), "{msg}");
+        assert_eq!(o.layout, KeyLayout::Tagged);
+        take_url_options("redis://h:1?layout=plain", &mut o).unwrap();
+        assert_eq!(o.layout, KeyLayout::Plain);
+        assert!(take_url_options("redis://h:1?layout=flat", &mut o).is_err());
         assert!(take_url_options("redis+unix:///tmp/r.sock?db=2", &mut o).is_ok());
         assert!(take_url_options("redis://h:1?db=2", &mut o).is_err());
     }

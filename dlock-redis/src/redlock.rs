@@ -81,7 +81,7 @@ impl Backend for Redlock {
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
         let ttl = lease.ttl();
-        let key: Arc<str> = Keys::new(&self.opts.prefix, lease.name()).lock.into();
+        let key: Arc<str> = Keys::new(&self.opts, lease.name()).lock.into();
         let owner: Arc<str> = lease.owner().as_str().into();
         // Queued on every node before waiting on any: no task per node, and each node
         // sends it with the other renewals due now.
@@ -116,7 +116,7 @@ impl Backend for Redlock {
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        let keys = Keys::new(&self.opts.prefix, lease.name());
+        let keys = Keys::new(&self.opts, lease.name());
         let owner = lease.owner().as_str().to_owned();
         let round = self
             .tally_bool(move |n| {
@@ -131,7 +131,7 @@ impl Backend for Redlock {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let keys = Keys::new(&self.opts.prefix, name);
+        let keys = Keys::new(&self.opts, name);
         let results = self
             .on_all(move |n| {
                 let k = keys.clone();
@@ -203,7 +203,7 @@ impl ClaimDriver for Redlock {
             let _ = waits;
             return Err(LockError::unsupported(Backend::backend_name(self), access));
         }
-        let keys = Keys::new(&self.opts.prefix, name);
+        let keys = Keys::new(&self.opts, name);
         let mut undo = UndoOnDrop {
             lock: self.clone(),
             keys: keys.clone(),
@@ -217,8 +217,7 @@ impl ClaimDriver for Redlock {
 
     async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
         let _ = access;
-        self.subscribe_all(&Keys::new(&self.opts.prefix, name))
-            .await
+        self.subscribe_all(&Keys::new(&self.opts, name)).await
     }
 
     fn wait_policy(&self) -> WaitPolicy {

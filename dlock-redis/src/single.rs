@@ -76,7 +76,7 @@ impl ClaimDriver for RedisLock {
         waits: bool,
     ) -> Result<Claim, LockError> {
         if access == Access::Exclusive {
-            let keys = Keys::new(&self.opts.prefix, name);
+            let keys = Keys::new(&self.opts, name);
             return self.node.acquire(&keys, owner.as_str(), ttl, 0).await;
         }
         let keys = SharedKeys::new(&self.opts.prefix, name, access);
@@ -93,7 +93,7 @@ impl ClaimDriver for RedisLock {
 
     async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
         let channel = if access == Access::Exclusive {
-            Keys::new(&self.opts.prefix, name).channel
+            Keys::new(&self.opts, name).channel
         } else {
             SharedKeys::new(&self.opts.prefix, name, access).channel
         };
@@ -116,7 +116,7 @@ impl Backend for RedisLock {
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
         let renewed = if lease.access() == Access::Exclusive {
-            let keys = Keys::new(&self.opts.prefix, lease.name());
+            let keys = Keys::new(&self.opts, lease.name());
             let (key, owner) = (keys.lock.into(), lease.owner().as_str().into());
             self.node
                 .submit_renew(key, owner, lease.ttl())?
@@ -138,7 +138,7 @@ impl Backend for RedisLock {
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
         if lease.access() == Access::Exclusive {
-            let keys = Keys::new(&self.opts.prefix, lease.name());
+            let keys = Keys::new(&self.opts, lease.name());
             return self.node.release(&keys, lease.owner().as_str()).await;
         }
         let keys = SharedKeys::new(&self.opts.prefix, lease.name(), lease.access());
@@ -154,7 +154,7 @@ impl Backend for RedisLock {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let keys = Keys::new(&self.opts.prefix, name);
+        let keys = Keys::new(&self.opts, name);
         Ok(self
             .node
             .inspect(&keys)

@@ -57,6 +57,7 @@ mod shared;
 mod url;
 
 /// The ZooKeeper client library, for the operations of [`ZkLock::guarded_multi`].
+pub use path::NodeLayout;
 pub use zookeeper_client;
 
 use std::sync::Arc;
@@ -74,6 +75,7 @@ pub const DEFAULT_ROOT: &str = "/dlock";
 pub struct ZkLock {
     sessions: Arc<sessions::Sessions>,
     root: String,
+    layout: NodeLayout,
 }
 
 impl std::fmt::Debug for ZkLock {
@@ -94,6 +96,7 @@ pub struct ZkLockBuilder {
     pinned: bool,
     op_timeout: Duration,
     auth: Option<Vec<u8>>,
+    layout: NodeLayout,
 }
 
 impl std::fmt::Debug for ZkLockBuilder {
@@ -126,6 +129,18 @@ impl ZkLockBuilder {
     pub fn session_timeout(mut self, d: Duration) -> Self {
         self.session_timeout = d;
         self.pinned = true;
+        self
+    }
+
+    /// How the mutex's contender nodes are named (default [`NodeLayout::Dlock`];
+    /// `layout=curator` in the URL). [`NodeLayout::Curator`] shares locks with Apache
+    /// Curator's `InterProcessMutex` on the same path (`root` + `/` + name): one FIFO
+    /// queue, each side waiting for the other. Every client of a lock must use the same
+    /// layout — a dlock client on the default layout orders Curator's nodes correctly,
+    /// but Curator misorders dlock's own.
+    #[must_use]
+    pub fn layout(mut self, layout: NodeLayout) -> Self {
+        self.layout = layout;
         self
     }
 
@@ -168,6 +183,7 @@ impl ZkLockBuilder {
         let lock = ZkLock {
             sessions: Arc::new(sessions),
             root: format!("{}{}", self.chroot, self.root),
+            layout: self.layout,
         };
         let client = lock.sessions.first().session.get().await?;
         let mode = zookeeper_client::CreateMode::Persistent
@@ -208,6 +224,7 @@ impl ZkLock {
             pinned: false,
             op_timeout: Duration::from_secs(5),
             auth: None,
+            layout: NodeLayout::Dlock,
         }
     }
 }

@@ -29,24 +29,71 @@ pub(crate) fn queue_dir(root: &str, name: &LockName) -> String {
     out
 }
 
-/// The prefix of a contender's node name; ZooKeeper appends the sequence number.
-/// The owner id in the name lets a client find its node again after a lost reply.
-pub(crate) fn node_prefix(owner: &str) -> String {
-    format!("lock-{owner}-")
+/// How a mutex's contender nodes are named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeLayout {
+    /// dlock's own: `lock-<owner>-<sequence>`. The default.
+    #[default]
+    Dlock,
+    /// Apache Curator's (`InterProcessMutex`, `LeaderSelector`; zookeeper-client's
+    /// `LockPrefix::new_curator(dir, "lock-")`): `_c_<owner>-lock-<sequence>`, ordered
+    /// by the sequence after the last `lock-`, so that Curator's contenders and dlock's
+    /// form one queue on the same path.
+    Curator,
 }
 
-/// The sequence number at the end of a contender's node name.
+impl std::str::FromStr for NodeLayout {
+    type Err = dlock_core::LockError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "dlock" => Ok(Self::Dlock),
+            "curator" => Ok(Self::Curator),
+            _ => Err(dlock_core::LockError::Config(format!(
+                "layout={s}: expected dlock (the default) or curator"
+            ))),
+        }
+    }
+}
+
+impl NodeLayout {
+    /// The prefix of a contender's node name; ZooKeeper appends the sequence number.
+    /// The owner id in the name lets a client find its node again after a lost reply.
+    pub(crate) fn node_prefix(self, owner: &str) -> String {
+        match self {
+            Self::Dlock => format!("lock-{owner}-"),
+            Self::Curator => format!("_c_{owner}-lock-"),
+        }
+    }
+}
+
+/// The sequence number at the end of a contender's node name, in either layout (a
+/// queue is read the same way whichever layout wrote its nodes: Curator's contenders
+/// count whenever they share the path).
 ///
 /// ZooKeeper's sequence is a signed 32-bit counter of the parent's child changes,
 /// written as `%010d`: after 2³¹ changes it wraps to `-2147483648` and counts up from
-/// there. The owner id (hex) holds no `-`, so everything after the first `-` that
-/// follows it is the sequence, sign included.
+/// there. In dlock's layout the owner id (hex) holds no `-`, so everything after the
+/// first `-` that follows it is the sequence, sign included; in Curator's, everything
+/// after the last `lock-` (a `-` sign cannot be mistaken for it).
 pub(crate) fn sequence(node: &str) -> Option<i32> {
-    node.strip_prefix("lock-")?.split_once('-')?.1.parse().ok()
+    if let Some(seq) = node
+        .strip_prefix("lock-")
+        .and_then(|rest| rest.split_once('-'))
+        .and_then(|(_, seq)| seq.parse().ok())
+    {
+        return Some(seq);
+    }
+    node.rsplit_once("lock-")?.1.parse().ok()
 }
 
-/// The owner id inside a contender's node name.
+/// The owner id inside a contender's node name (in Curator's layout: the text between
+/// `_c_` and `-lock-`, a UUID for Curator's own contenders).
 pub(crate) fn owner_of(node: &str) -> Option<&str> {
+    if let Some(rest) = node.strip_prefix("_c_") {
+        return Some(rest.rsplit_once("-lock-")?.0);
+    }
     Some(node.strip_prefix("lock-")?.split_once('-')?.0)
 }
 
@@ -102,6 +149,36 @@ mod tests {
             .enumerate()
             .map(|(i, s)| format!("lock-{i:032x}-{s}"))
             .collect()
+    }
+
+    #[test]
+    fn curators_nodes_and_ours_order_in_one_queue() {
+        let ours = NodeLayout::Curator.node_prefix("ab12");
+        assert_eq!(ours, "_c_ab12-lock-");
+        let children = vec![
+            format!("{ours}0000000007"),
+            "_c_3f2a9c1e-55aa-4b1e-9d0e-1c2b3a4d5e6f-lock-0000000005".to_owned(),
+            "lock-0000000006".to_owned(), // Curator without protection
+            format!("{}0000000004", NodeLayout::Dlock.node_prefix("cd34")),
+        ];
+        assert_eq!(sequence(&children[0]), Some(7));
+        assert_eq!(sequence(&children[1]), Some(5));
+        assert_eq!(sequence(&children[2]), Some(6));
+        assert_eq!(sequence(&children[3]), Some(4));
+        assert_eq!(owner_of(&children[0]), Some("ab12"));
+        assert_eq!(
+            owner_of(&children[1]),
+            Some("3f2a9c1e-55aa-4b1e-9d0e-1c2b3a4d5e6f")
+        );
+        assert_eq!(owner_of(&children[3]), Some("cd34"));
+        assert_eq!(lowest(&children), Some(&children[3]));
+        assert_eq!(predecessor(&children, 7), Some(&children[2]));
+        assert_eq!(predecessor(&children, 6), Some(&children[1]));
+        assert_eq!(
+            "curator".parse::<NodeLayout>().unwrap(),
+            NodeLayout::Curator
+        );
+        assert!("flat".parse::<NodeLayout>().is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::path::{lowest, node_prefix, predecessor, queue_dir};
+use crate::path::{lowest, predecessor, queue_dir};
 use crate::sessions::Slot;
 use crate::shared::{shared_dir, shared_node_prefix, stand};
 
@@ -148,7 +148,10 @@ impl ZkLock {
         ttl: Duration,
     ) -> Result<Prepared, LockError> {
         let (dir, prefix) = if access == Access::Exclusive {
-            (queue_dir(&self.root, name), node_prefix(owner.as_str()))
+            (
+                queue_dir(&self.root, name),
+                self.layout.node_prefix(owner.as_str()),
+            )
         } else {
             (
                 shared_dir(&self.root, name, access),

@@ -7,7 +7,8 @@ use crate::ZkLock;
 
 impl ZkLock {
     /// Connects with a lock URL, `zk://[user:password@]host1:2181,host2:2181[/chroot]`,
-    /// with dlock's parameters `session_timeout`, `timeout` and `root` (any other is
+    /// with dlock's parameters `session_timeout`, `timeout`, `root` and `layout`
+    /// (`dlock` or `curator`, see [`crate::ZkLockBuilder::layout`]; any other is
     /// refused).
     ///
     /// ```no_run
@@ -23,15 +24,17 @@ impl ZkLock {
     pub async fn from_url(url: &str) -> Result<Self, LockError> {
         let shown = redact_url(url);
         let (mut session_timeout, mut timeout, mut root) = (None, None, None);
+        let mut layout = None;
         let plain = take_query(url, |k, v| {
             let duration = || parse_duration(v).map_err(|e| e.to_string());
             match k {
                 "session_timeout" => session_timeout = Some(duration()?),
                 "timeout" => timeout = Some(duration()?),
                 "root" => root = Some(v.to_owned()),
+                "layout" => layout = Some(v.parse().map_err(|e: LockError| e.to_string())?),
                 _ => {
                     return Err(
-                        "unknown ZooKeeper parameter (known: session_timeout, timeout, root)"
+                        "unknown ZooKeeper parameter (known: session_timeout, timeout, root, layout)"
                             .into(),
                     );
                 }
@@ -60,6 +63,9 @@ impl ZkLock {
         }
         if let Some(r) = root {
             builder = builder.root(&r);
+        }
+        if let Some(l) = layout {
+            builder = builder.layout(l);
         }
         builder.connect().await
     }

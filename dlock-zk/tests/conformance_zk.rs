@@ -4,7 +4,7 @@
 mod common;
 
 async fn harness() -> common::Zk {
-    common::Zk(common::single())
+    common::Zk(common::single(), dlock_zk::NodeLayout::Dlock)
 }
 
 dlock_conformance::conformance_suite!(harness);

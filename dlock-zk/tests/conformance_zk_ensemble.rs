@@ -3,7 +3,7 @@
 mod common;
 
 async fn harness() -> common::Zk {
-    common::Zk(common::ensemble())
+    common::Zk(common::ensemble(), dlock_zk::NodeLayout::Dlock)
 }
 
 dlock_conformance::conformance_suite!(harness);

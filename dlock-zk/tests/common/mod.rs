@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use dlock_conformance::{FaultMode, Harness, Link, ProxyGroup, TestClient, required_env};
 use dlock_core::async_trait;
-use dlock_zk::ZkLock;
+use dlock_zk::{NodeLayout, ZkLock};
 
 pub const SESSION: Duration = Duration::from_millis(1000);
 
@@ -20,7 +20,12 @@ pub fn ensemble() -> String {
 }
 
 pub async fn zk(addr: &str) -> ZkLock {
+    zk_with(addr, NodeLayout::Dlock).await
+}
+
+pub async fn zk_with(addr: &str, layout: NodeLayout) -> ZkLock {
     ZkLock::builder(addr)
+        .layout(layout)
         .session_timeout(SESSION)
         .timeout(Duration::from_secs(2))
         .connect()
@@ -35,13 +40,14 @@ pub async fn proxied(addr: &str) -> (String, ProxyGroup) {
     (addrs.join(","), group)
 }
 
-pub struct Zk(pub String);
+/// A server's (or an ensemble's) address, and the layout of the mutex's nodes.
+pub struct Zk(pub String, pub NodeLayout);
 
 #[async_trait]
 impl Harness for Zk {
     async fn client(&self) -> TestClient {
         let (addr, proxies) = proxied(&self.0).await;
-        let lock = zk(&addr).await;
+        let lock = zk_with(&addr, self.1).await;
         // a crashed process sends nothing more: its session expires on the server
         TestClient::with_crash_hook(
             Arc::new(lock),
@@ -51,7 +57,7 @@ impl Harness for Zk {
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
         let (addr, proxies) = proxied(&self.0).await;
         (
-            TestClient::new(Arc::new(zk(&addr).await)),
+            TestClient::new(Arc::new(zk_with(&addr, self.1).await)),
             Box::new(proxies),
         )
     }

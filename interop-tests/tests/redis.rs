@@ -1,0 +1,158 @@
+//! dlock's Redis locks with `layout=plain` (and `prefix=` empty) and rslock — the
+//! `SET key value NX PX` family that redsync, redis-py's `Lock` and node-redlock
+//! belong to — on the same name: each keeps the other out, on one server and on
+//! Redlock's five. (Their holders get no fencing token; there is no queue to share.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_any::{DistributedLock, LockName};
+use dlock_conformance::required_env;
+use dlock_interop_tests::unique;
+use redis::AsyncCommands;
+use tokio::time::{Instant, sleep};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn url() -> String {
+    required_env("DLOCK_TEST_REDIS_URL")
+}
+
+fn redlock_urls() -> Vec<String> {
+    required_env("DLOCK_TEST_REDLOCK_URLS")
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn dlock() -> Arc<dyn DistributedLock> {
+    dlock_any::connect(&format!("{}?prefix=&layout=plain", url()))
+        .await
+        .unwrap()
+}
+
+/// rslock trying a few times, 50 ms apart.
+fn rslock(urls: Vec<String>) -> rslock::LockManager {
+    let mut m = rslock::LockManager::new(urls);
+    m.set_retry(3, Duration::from_millis(50));
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_keeps_the_other_out_on_one_server() {
+    let lock = dlock().await;
+    let theirs = rslock(vec![url()]);
+    let name = unique("interop-redis");
+    let n = LockName::new(&name).unwrap();
+    let held = theirs.lock(name.as_bytes(), TTL).await.unwrap();
+    assert!(
+        lock.try_acquire(&n, TTL).await.unwrap().is_none(),
+        "rslock holds {name}"
+    );
+    theirs.unlock(&held).await;
+    let ours = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
+    assert!(
+        theirs.lock(name.as_bytes(), TTL).await.is_err(),
+        "rslock got in while dlock held"
+    );
+    // the key is the name itself, holding dlock's owner id
+    let mut conn = redis::Client::open(url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let value: String = conn.get(&name).await.unwrap();
+    assert_eq!(value, ours.owner().as_str());
+    assert!(lock.release(&ours).await.unwrap());
+    let again = theirs.lock(name.as_bytes(), TTL).await.unwrap();
+    theirs.unlock(&again).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_keeps_the_other_out_on_redlock() {
+    let urls = redlock_urls();
+    let hosts: Vec<String> = urls.iter().map(|u| u.replace("redis://", "")).collect();
+    let lock = dlock_any::connect(&format!(
+        "redlock://{}?prefix=&layout=plain",
+        hosts.join(",")
+    ))
+    .await
+    .unwrap();
+    let theirs = rslock(urls);
+    let name = unique("interop-redlock");
+    let n = LockName::new(&name).unwrap();
+    let held = theirs.lock(name.as_bytes(), TTL).await.unwrap();
+    assert!(
+        lock.try_acquire(&n, TTL).await.unwrap().is_none(),
+        "rslock holds {name}"
+    );
+    theirs.unlock(&held).await;
+    let ours = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
+    assert!(
+        theirs.lock(name.as_bytes(), TTL).await.is_err(),
+        "rslock got in while dlock held"
+    );
+    assert!(lock.release(&ours).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_incremented_by_both_loses_nothing() {
+    let lock = dlock().await;
+    let name = unique("interop-redis");
+    let counter = unique("interop-redis-counter");
+    const ROUNDS: usize = 15;
+    let ours = {
+        let (lock, name, counter) = (Arc::clone(&lock), name.clone(), counter.clone());
+        tokio::spawn(async move {
+            let n = LockName::new(&name).unwrap();
+            for _ in 0..ROUNDS {
+                let l = lock
+                    .acquire(&n, TTL, Duration::from_secs(30))
+                    .await
+                    .unwrap();
+                increment(&counter).await;
+                assert!(lock.release(&l).await.unwrap());
+            }
+        })
+    };
+    let theirs = {
+        let (name, counter) = (name.clone(), counter.clone());
+        tokio::spawn(async move {
+            let m = rslock::LockManager::new(vec![url()]);
+            for _ in 0..ROUNDS {
+                let end = Instant::now() + Duration::from_secs(30);
+                let held = loop {
+                    match m.lock(name.as_bytes(), TTL).await {
+                        Ok(l) => break l,
+                        Err(_) if Instant::now() < end => sleep(Duration::from_millis(5)).await,
+                        Err(e) => panic!("rslock never got {name}: {e:?}"),
+                    }
+                };
+                increment(&counter).await;
+                m.unlock(&held).await;
+            }
+        })
+    };
+    ours.await.unwrap();
+    theirs.await.unwrap();
+    let mut conn = redis::Client::open(url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let v: u64 = conn.get(&counter).await.unwrap();
+    assert_eq!(v, (2 * ROUNDS) as u64);
+}
+
+/// Read, pause, write back plus one — loses increments unless the lock excludes.
+async fn increment(key: &str) {
+    let mut conn = redis::Client::open(url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let v: Option<u64> = conn.get(key).await.unwrap();
+    sleep(Duration::from_millis(5)).await;
+    let () = conn.set(key, v.unwrap_or(0) + 1).await.unwrap();
+}
