@@ -19,7 +19,8 @@
 //! Two workloads leave the runner's store for the backend's own ([`own_store`]): a
 //! counter written through each backend's fence helper, judged by the history the store
 //! itself keeps, and exactly-once effects behind `Idempotent::run_once`.
-//! `DLOCK_FAULTS_DUMP=1` prints an unsafe own-store run's history and log.
+//! `DLOCK_FAULTS_DUMP=1` prints the history and log of an own-store run that was unsafe
+//! or lost increments.
 //!
 //! It lives in its own crate because it needs every adapter, while the conformance
 //! crate must stay free of them (the adapters' own tests depend on it).

@@ -171,46 +171,42 @@ async fn run_all(b: Backend) {
         }
     }
     // Without the fence, a holder paused between its read and its write of the store's
-    // own counter must overwrite a newer holder's write.
-    if b.runs(Workload::OwnStore) && b.ensemble.is_none() {
-        let o = run(
-            &plan_for(false, Workload::OwnStore),
-            &b,
-            Nemesis::PauseHolder,
-        )
-        .await
-        .unwrap();
-        let v = &o.verdict;
-        rows.push(Row {
-            backend: label.into(),
-            nemesis: "SIGSTOP holder > TTL [own store] (unfenced)".into(),
-            verdict: v.clone(),
-            recoveries: o.recovery.into_iter().collect(),
-            not_applied: u32::from(!o.applied),
-        });
-        assert!(
-            v.stale_accepted + v.lost_increments > 0,
-            "{label}: the unfenced pause did no harm to the store's own counter: {v:?}"
+    // own counter must overwrite a newer holder's write; a runner paused between its
+    // look and its effect must apply the effect a second time after another took the
+    // request over. A run can miss: the pause may land inside the holder's write (on
+    // SQLite it then holds the database's write lock, and nobody moves), or a woken
+    // ZooKeeper client may not know yet that its session is gone. So each control gets
+    // three tries, and must bite in one.
+    for workload in [Workload::OwnStore, Workload::Once] {
+        if !b.runs(workload) || b.ensemble.is_some() {
+            continue;
+        }
+        let what = format!(
+            "{}{} (unfenced)",
+            Nemesis::PauseHolder.label(),
+            workload.label()
         );
-    }
-    // Without the fence, a runner paused between its look and its effect must apply
-    // the effect a second time after another runner took the request over.
-    if b.runs(Workload::Once) && b.ensemble.is_none() {
-        let o = run(&plan_for(false, Workload::Once), &b, Nemesis::PauseHolder)
-            .await
-            .unwrap();
-        let v = &o.verdict;
-        rows.push(Row {
-            backend: label.into(),
-            nemesis: "SIGSTOP holder > TTL [idempotency] (unfenced)".into(),
-            verdict: v.clone(),
-            recoveries: o.recovery.into_iter().collect(),
-            not_applied: u32::from(!o.applied),
-        });
-        assert!(
-            v.duplicate_effects + v.results_disagreeing > 0,
-            "{label}: the unfenced pause did no harm to exactly-once: {v:?}"
-        );
+        let mut bit = false;
+        for _ in 0..3 {
+            let o = run(&plan_for(false, workload), &b, Nemesis::PauseHolder)
+                .await
+                .unwrap();
+            let v = &o.verdict;
+            rows.push(Row {
+                backend: label.into(),
+                nemesis: what.clone(),
+                verdict: v.clone(),
+                recoveries: o.recovery.into_iter().collect(),
+                not_applied: u32::from(!o.applied),
+            });
+            let harm =
+                v.stale_accepted + v.lost_increments + v.duplicate_effects + v.results_disagreeing;
+            if harm > 0 {
+                bit = true;
+                break;
+            }
+        }
+        assert!(bit, "{label} / {what}: three unfenced pauses did no harm");
     }
     // Without the fence, a holder paused between its read and its write must corrupt
     // the counter: otherwise this nemesis is not biting.
