@@ -16,8 +16,8 @@
 //! | `zk://[user:pw@]h1:2181,h2:2181[/chroot]` (`zookeeper://`) | ZooKeeper ensemble | `zookeeper` |
 //!
 //! Redis URLs take `prefix` (default `dlock:`), `layout` (`tagged`, the default, or
-//! `plain`: the lock key is the prefix plus the name, shared with the `SET NX` family of
-//! clients) and `timeout` (per command, e.g. `2s`; per node for Redlock, default
+//! `plain`: the lock key is the prefix plus the name — with `prefix=` empty, the key the
+//! `SET NX` family of clients takes for the same name) and `timeout` (per command, e.g. `2s`; per node for Redlock, default
 //! 250 ms); etcd URLs take `prefix` (default `dlock/`; empty to share locks with
 //! `etcdctl lock`) and `timeout` (per operation, retries included, default 3 s);
 //! ZooKeeper URLs take `session_timeout` (one session timeout for every lock; without it

@@ -30,17 +30,31 @@ impl Keys {
                     channel: format!("{prefix}{{{tag}}}:released"),
                 }
             }
-            // the whole lock key as the others' hash tag: their slot is the lock key's
+            // in the lock key's cluster slot: after its own hash tag if it has one,
+            // else with the whole lock key as the tag
             KeyLayout::Plain => {
                 let lock = format!("{prefix}{}", name.as_str());
+                let base = if has_hash_tag(&lock) {
+                    lock.clone()
+                } else {
+                    format!("{{{lock}}}")
+                };
                 Self {
-                    fence: format!("{{{lock}}}:token"),
-                    channel: format!("{{{lock}}}:released"),
+                    fence: format!("{base}:token"),
+                    channel: format!("{base}:released"),
                     lock,
                 }
             }
         }
     }
+}
+
+/// Whether Redis Cluster hashes `key` by a tag: a `{` followed, later, by a `}` with
+/// something between them.
+fn has_hash_tag(key: &str) -> bool {
+    key.find('{')
+        .and_then(|open| key[open + 1..].find('}'))
+        .is_some_and(|len| len > 0)
 }
 
 /// Escapes `%`, `{` and `}` so a name can neither end the hash tag early nor make it
@@ -77,6 +91,11 @@ mod tests {
         assert_eq!(keys.lock, "orders/42");
         assert_eq!(keys.fence, "{orders/42}:token");
         assert_eq!(keys.channel, "{orders/42}:released");
+        // a name with its own hash tag keeps it first
+        let keys = Keys::new(&opts, &LockName::new("user:{42}").unwrap());
+        assert_eq!(keys.lock, "user:{42}");
+        assert_eq!(keys.fence, "user:{42}:token");
+        assert!(has_hash_tag("a{b}") && !has_hash_tag("a{}b") && !has_hash_tag("a}b{"));
     }
 
     #[test]

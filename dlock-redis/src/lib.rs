@@ -31,7 +31,9 @@
 //! Keys: `PREFIX{name}:lock`, `PREFIX{name}:fence` and the channel
 //! `PREFIX{name}:released` share one hash tag (with `{`, `}` and `%` in the name
 //! escaped), so a lock and its counter sit in one Redis Cluster slot. The prefix
-//! defaults to `dlock:`; URL parameters `prefix` and `timeout` are read by dlock.
+//! defaults to `dlock:`; URL parameters `prefix`, `layout` and `timeout` are read by
+//! dlock. With `layout=plain` ([`KeyLayout::Plain`]) the lock key is the prefix plus
+//! the name, as the `SET NX` family of clients names it.
 
 mod builder;
 mod errors;

@@ -186,11 +186,18 @@ impl Node {
             )
             .await?;
         Ok(match owner {
-            Value::BulkString(v) => Some((
-                String::from_utf8_lossy(&v).into_owned(),
-                Duration::from_millis(u64::try_from(pttl).unwrap_or(0)),
-                token.unwrap_or(0),
-            )),
+            Value::BulkString(v) => {
+                let owner = String::from_utf8_lossy(&v).into_owned();
+                // another client's SET NX (the plain layout) holds no token of ours: the
+                // counter is the last dlock holder's — report none (0) rather than it
+                let token = if minted_by_dlock(&owner) {
+                    token.unwrap_or(0)
+                } else {
+                    0
+                };
+                let pttl = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
+                Some((owner, pttl, token))
+            }
             _ => None,
         })
     }
@@ -224,4 +231,30 @@ fn open_client(
     _tls_ca: Option<&[u8]>,
 ) -> redis::RedisResult<redis::Client> {
     redis::Client::open(info)
+}
+
+/// Whether a lock key's value is a dlock owner id: 32 lowercase hex digits, alone or
+/// followed by `.` and the holder's value.
+fn minted_by_dlock(owner: &str) -> bool {
+    let (id, rest) = owner.split_at(owner.len().min(32));
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && (rest.is_empty() || rest.starts_with('.'))
+}
+
+#[cfg(test)]
+mod owner_tests {
+    use super::minted_by_dlock;
+
+    #[test]
+    fn only_dlock_owner_ids_carry_our_token() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert!(minted_by_dlock(id));
+        assert!(minted_by_dlock(&format!("{id}.web-7")));
+        assert!(!minted_by_dlock("a3f9c2-rslock-random"));
+        assert!(!minted_by_dlock(&format!("{id}x")));
+        assert!(!minted_by_dlock(""));
+    }
 }

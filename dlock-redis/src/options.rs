@@ -25,10 +25,14 @@ pub enum KeyLayout {
     #[default]
     Tagged,
     /// The lock key is `PREFIXname` exactly — the layout of redsync, rslock, redis-py's
-    /// `Lock` and node-redlock, so that their `SET NX` and dlock's exclude each other —
-    /// and the counter `{PREFIXname}:token`, in the lock key's cluster slot (the release
-    /// channel: `{PREFIXname}:released`). Their holders get no fencing token, and a
-    /// name of the form `{x}:token` is the counter of `x`: do not use such names.
+    /// `Lock` and node-redlock, so that their `SET NX` and dlock's exclude each other
+    /// (with the prefix empty, as theirs is) — and the counter `{PREFIXname}:token` in
+    /// the lock key's cluster slot (after the name's own hash tag if it has one; the
+    /// release channel likewise `…:released`). Their holders get no fencing token
+    /// (`inspect` reports token 0 for them). The namespace is shared with dlock's other
+    /// keys: do not lock names of the form `{x}:token`, `{x}:released` (another lock's
+    /// counter and channel), `fence:{…}` or `result:{…}` (fences and idempotency
+    /// records), or `{x}:sem…` / `{x}:rw…` (semaphores and read-write locks).
     Plain,
 }
 

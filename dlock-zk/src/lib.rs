@@ -3,8 +3,9 @@
 //! [`DistributedLock`](dlock_core::DistributedLock) on ZooKeeper, after Curator's lock
 //! recipe:
 //! - a contender creates an ephemeral-sequential node `ROOT/<name>/lock-<owner>-<seq>`
-//!   and lists the queue in the same round trip (requests on a session are processed in
-//!   order); the lowest sequence holds the lock;
+//!   (with `layout=curator`, `ROOT/<name>/_c_<owner>-lock-<seq>`, as Curator names
+//!   its own: see [`NodeLayout`]) and lists the queue in the same round trip (requests
+//!   on a session are processed in order); the lowest sequence holds the lock;
 //! - the owner id in the node's name lets a client whose create reply was lost to a
 //!   disconnect find its node again, and lets a dropped or timed-out `acquire` delete it
 //!   (no ghost node blocks the line until the session ends);
@@ -136,8 +137,10 @@ impl ZkLockBuilder {
     /// `layout=curator` in the URL). [`NodeLayout::Curator`] shares locks with Apache
     /// Curator's `InterProcessMutex` on the same path (`root` + `/` + name): one FIFO
     /// queue, each side waiting for the other. Every client of a lock must use the same
-    /// layout — a dlock client on the default layout orders Curator's nodes correctly,
-    /// but Curator misorders dlock's own.
+    /// layout: a dlock client on the default layout orders Curator's nodes correctly,
+    /// but Curator sorts dlock's default node names by their random owner id — a
+    /// Curator client can then hold while a dlock client does, which breaks mutual
+    /// exclusion.
     #[must_use]
     pub fn layout(mut self, layout: NodeLayout) -> Self {
         self.layout = layout;

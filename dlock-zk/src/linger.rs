@@ -7,7 +7,7 @@ use dlock_core::{Lease, LockError, LockInfo, LockName};
 use tokio::time::Instant;
 
 use crate::ZkLock;
-use crate::path::{owner_of, queue_dir};
+use crate::path::{lowest, owner_of, queue_dir};
 
 impl ZkLock {
     /// An ephemeral node lives exactly as long as its session, so there is no TTL to
@@ -50,9 +50,13 @@ impl ZkLock {
             Ok(c) => c,
             Err(_) => return Ok(()),
         };
+        // by owner; a node that names none (Curator's unprotected `lock-<seq>`) is the
+        // holder's if it heads the queue — either way its czxid (the token) must match
+        let owner = holder.owner.as_str();
         let Some(node) = children
             .iter()
-            .find(|c| owner_of(c) == Some(holder.owner.as_str()))
+            .find(|c| !owner.is_empty() && owner_of(c) == Some(owner))
+            .or_else(|| lowest(&children))
         else {
             return Ok(());
         };
@@ -60,7 +64,8 @@ impl ZkLock {
         let (stat, watcher) = self
             .op("watch holder", client.check_and_watch_stat(&path))
             .await?;
-        if stat.is_none() {
+        let same = stat.is_some_and(|s| u64::try_from(s.czxid).ok() == Some(holder.token.get()));
+        if !same {
             return Ok(());
         }
         tokio::select! {

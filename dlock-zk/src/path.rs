@@ -78,9 +78,11 @@ impl NodeLayout {
 /// first `-` that follows it is the sequence, sign included; in Curator's, everything
 /// after the last `lock-` (a `-` sign cannot be mistaken for it).
 pub(crate) fn sequence(node: &str) -> Option<i32> {
+    // an empty owner is Curator's unprotected `lock-<seq>` with a wrapped (negative) seq
     if let Some(seq) = node
         .strip_prefix("lock-")
         .and_then(|rest| rest.split_once('-'))
+        .filter(|(owner, _)| !owner.is_empty())
         .and_then(|(_, seq)| seq.parse().ok())
     {
         return Some(seq);
@@ -165,6 +167,8 @@ mod tests {
         assert_eq!(sequence(&children[1]), Some(5));
         assert_eq!(sequence(&children[2]), Some(6));
         assert_eq!(sequence(&children[3]), Some(4));
+        assert_eq!(sequence("lock--2147483647"), Some(-2_147_483_647));
+        assert_eq!(owner_of("lock--2147483647"), Some(""));
         assert_eq!(owner_of(&children[0]), Some("ab12"));
         assert_eq!(
             owner_of(&children[1]),

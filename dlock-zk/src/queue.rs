@@ -107,6 +107,15 @@ impl ZkLock {
                         .await
                     {
                         Ok(_) | Err(zk::Error::NodeExists) => {}
+                        // the root is gone too: one Curator made is a container, which
+                        // the server deletes with its last child
+                        Err(zk::Error::NoNode) => {
+                            let mode = zk::CreateMode::Persistent.with_acls(acls);
+                            match client.mkdir(&self.root, &mode).await {
+                                Ok(()) | Err(zk::Error::NodeExists) => {}
+                                Err(e) => return Err(from_zk("create root node", e)),
+                            }
+                        }
                         Err(e) => return Err(from_zk("create queue node", e)),
                     }
                 }

@@ -98,11 +98,23 @@ async fn queued(client: &mut Client, name: &str, n: usize) {
     }
 }
 
+/// A file whose creation ends an `etcdctl lock` command, and the command: print what it
+/// holds by, then hold until the file appears — so the test decides when it releases.
+fn hold_until_told() -> (std::path::PathBuf, String) {
+    let file = std::env::temp_dir().join(unique("interop-etcd-release"));
+    let script = format!(
+        "{PRINT_HOLD}; until [ -e '{}' ]; do sleep 0.02; done",
+        file.display()
+    );
+    (file, script)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctls_holder_keeps_dlock_out_and_then_lets_it_in() {
     let lock = dlock().await;
     let name = unique("interop-etcd");
-    let mut theirs = etcdctl_lock(&name, &format!("{PRINT_HOLD}; sleep 2"));
+    let (release, script) = hold_until_told();
+    let mut theirs = etcdctl_lock(&name, &script);
     let line = first_line(&mut theirs, Duration::from_secs(10))
         .await
         .expect("etcdctl took the lock");
@@ -111,27 +123,38 @@ async fn etcdctls_holder_keeps_dlock_out_and_then_lets_it_in() {
         rev >= token,
         "ETCD_LOCK_REV {rev} is the revision it got the lock at"
     );
-    let held_since = Instant::now();
     let n = LockName::new(&name).unwrap();
     assert!(
         lock.try_acquire(&n, TTL).await.unwrap().is_none(),
         "etcdctl holds {name}"
     );
-    let lease = lock
-        .acquire(&n, TTL, Duration::from_secs(10))
+    let waiting = {
+        let (lock, n) = (Arc::clone(&lock), n.clone());
+        tokio::spawn(async move {
+            let l = lock
+                .acquire(&n, TTL, Duration::from_secs(20))
+                .await
+                .unwrap();
+            (Instant::now(), l)
+        })
+    };
+    sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "dlock got in while etcdctl held");
+    let released = Instant::now();
+    std::fs::write(&release, b"").unwrap();
+    let (at, lease) = timeout(Duration::from_secs(10), waiting)
         .await
+        .unwrap()
         .unwrap();
-    // etcdctl holds for its command's 2 s
-    assert!(
-        held_since.elapsed() >= Duration::from_millis(1800),
-        "dlock got in while etcdctl held"
-    );
+    assert!(at >= released, "dlock got in before etcdctl let go");
     assert!(
         lease.token().get() > token,
         "one token order: {} after {token}",
         lease.token()
     );
     assert!(lock.release(&lease).await.unwrap());
+    assert!(theirs.wait().await.unwrap().success());
+    let _ = std::fs::remove_file(&release);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +165,8 @@ async fn dlocks_holder_keeps_etcdctl_out_and_they_queue_in_order() {
     let n = LockName::new(&name).unwrap();
     let first = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
     // etcdctl queues behind dlock's holder, then a second dlock contender behind it
-    let mut theirs = etcdctl_lock(&name, &format!("{PRINT_HOLD}; sleep 1"));
+    let (release, script) = hold_until_told();
+    let mut theirs = etcdctl_lock(&name, &script);
     queued(&mut etcd, &name, 2).await;
     let second = {
         let lock = Arc::clone(&lock);
@@ -171,22 +195,24 @@ async fn dlocks_holder_keeps_etcdctl_out_and_they_queue_in_order() {
         !second.is_finished(),
         "the later dlock contender jumped the queue"
     );
+    let released = Instant::now();
+    std::fs::write(&release, b"").unwrap();
     let exited = timeout(Duration::from_secs(10), theirs.wait())
         .await
         .unwrap()
         .unwrap();
     assert!(exited.success());
-    let released = Instant::now();
     let (at, lease) = timeout(Duration::from_secs(10), second)
         .await
         .unwrap()
         .unwrap();
     assert!(
-        at + Duration::from_millis(200) >= released,
-        "dlock's second got in before etcdctl left"
+        at >= released,
+        "dlock's second got in before etcdctl let go"
     );
     assert!(lease.token().get() > token, "tokens follow the queue");
     assert!(lock.release(&lease).await.unwrap());
+    let _ = std::fs::remove_file(&release);
 }
 
 /// The first line if the child printed one already.

@@ -101,28 +101,22 @@ async fn a_counter_incremented_by_both_loses_nothing() {
     let lock = dlock().await;
     let name = unique("interop-redis");
     let counter = unique("interop-redis-counter");
+    let n = LockName::new(&name).unwrap();
     const ROUNDS: usize = 15;
-    let ours = {
-        let (lock, name, counter) = (Arc::clone(&lock), name.clone(), counter.clone());
-        tokio::spawn(async move {
-            let n = LockName::new(&name).unwrap();
-            for _ in 0..ROUNDS {
-                let l = lock
-                    .acquire(&n, TTL, Duration::from_secs(30))
-                    .await
-                    .unwrap();
-                increment(&counter).await;
-                assert!(lock.release(&l).await.unwrap());
-            }
-        })
-    };
+    let turns = Arc::new(std::sync::Mutex::new(String::new()));
+    // dlock goes first, so that the lock changes hands both ways
+    let mut held = Some(
+        lock.acquire(&n, TTL, Duration::from_secs(30))
+            .await
+            .unwrap(),
+    );
     let theirs = {
-        let (name, counter) = (name.clone(), counter.clone());
+        let (name, counter, turns) = (name.clone(), counter.clone(), Arc::clone(&turns));
         tokio::spawn(async move {
             let m = rslock::LockManager::new(vec![url()]);
             for _ in 0..ROUNDS {
                 let end = Instant::now() + Duration::from_secs(30);
-                let held = loop {
+                let l = loop {
                     match m.lock(name.as_bytes(), TTL).await {
                         Ok(l) => break l,
                         Err(_) if Instant::now() < end => sleep(Duration::from_millis(5)).await,
@@ -130,11 +124,25 @@ async fn a_counter_incremented_by_both_loses_nothing() {
                     }
                 };
                 increment(&counter).await;
-                m.unlock(&held).await;
+                turns.lock().unwrap().push('r');
+                m.unlock(&l).await;
+                sleep(Duration::from_millis(10)).await;
             }
         })
     };
-    ours.await.unwrap();
+    for _ in 0..ROUNDS {
+        let l = match held.take() {
+            Some(l) => l,
+            None => lock
+                .acquire(&n, TTL, Duration::from_secs(30))
+                .await
+                .unwrap(),
+        };
+        increment(&counter).await;
+        turns.lock().unwrap().push('d');
+        assert!(lock.release(&l).await.unwrap());
+        sleep(Duration::from_millis(10)).await;
+    }
     theirs.await.unwrap();
     let mut conn = redis::Client::open(url())
         .unwrap()
@@ -143,6 +151,11 @@ async fn a_counter_incremented_by_both_loses_nothing() {
         .unwrap();
     let v: u64 = conn.get(&counter).await.unwrap();
     assert_eq!(v, (2 * ROUNDS) as u64);
+    let turns = turns.lock().unwrap().clone();
+    assert!(
+        turns.contains("dr") && turns.contains("rd"),
+        "the lock never changed hands both ways: {turns}"
+    );
 }
 
 /// Read, pause, write back plus one — loses increments unless the lock excludes.

@@ -93,12 +93,10 @@ async fn curators_holder_keeps_dlock_out_and_dlocks_keeps_curator_out() {
         .acquire(&n, TTL, Duration::from_secs(10))
         .await
         .unwrap();
-    let blocked = timeout(Duration::from_millis(500), curator(&c, &name)).await;
-    assert!(blocked.is_err(), "Curator got in while dlock held");
-    let c2 = client().await;
     let waiting = {
         let name = name.clone();
         tokio::spawn(async move {
+            let c2 = client().await;
             let held = curator(&c2, &name).await;
             let at = Instant::now();
             unlock(&c2, held).await;
@@ -106,6 +104,8 @@ async fn curators_holder_keeps_dlock_out_and_dlocks_keeps_curator_out() {
         })
     };
     queued(&c, &name, 2).await;
+    sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "Curator got in while dlock held");
     let released = Instant::now();
     assert!(lock.release(&ours).await.unwrap());
     let at = timeout(Duration::from_secs(10), waiting)
@@ -123,27 +123,29 @@ async fn a_mixed_queue_is_served_in_order() {
     let n = LockName::new(&name).unwrap();
     let first = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
     // Curator queues second, a dlock contender third
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let curator_side = {
-        let (name, tx) = (name.clone(), tx.clone());
+        let name = name.clone();
         tokio::spawn(async move {
             let c = client().await;
             let held = curator(&c, &name).await;
-            tx.send("curator").unwrap();
-            sleep(Duration::from_millis(500)).await;
+            let got = Instant::now();
+            sleep(Duration::from_millis(300)).await;
+            let left = Instant::now();
             unlock(&c, held).await;
+            (got, left)
         })
     };
     queued(&c, &name, 2).await;
     let dlock_side = {
-        let (lock, n, tx) = (Arc::clone(&lock), n.clone(), tx.clone());
+        let (lock, n) = (Arc::clone(&lock), n.clone());
         tokio::spawn(async move {
             let l = lock
                 .acquire(&n, TTL, Duration::from_secs(20))
                 .await
                 .unwrap();
-            tx.send("dlock").unwrap();
+            let got = Instant::now();
             assert!(lock.release(&l).await.unwrap());
+            got
         })
     };
     queued(&c, &name, 3).await;
@@ -153,11 +155,36 @@ async fn a_mixed_queue_is_served_in_order() {
         creation_order(&children),
         "Java Curator would misorder this queue: {children:?}"
     );
+    let released = Instant::now();
     assert!(lock.release(&first).await.unwrap());
-    let order = [rx.recv().await.unwrap(), rx.recv().await.unwrap()];
-    assert_eq!(order, ["curator", "dlock"]);
-    curator_side.await.unwrap();
-    dlock_side.await.unwrap();
+    let (curator_got, curator_left) = curator_side.await.unwrap();
+    let dlock_got = dlock_side.await.unwrap();
+    assert!(
+        curator_got >= released,
+        "Curator got in before dlock's first let go"
+    );
+    assert!(
+        dlock_got >= curator_left,
+        "dlock's second jumped Curator in the queue"
+    );
+}
+
+/// A root that Curator made as a container is deleted by the server with its last
+/// child; a dlock client connected before must make it again, not fail for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_deleted_under_a_client_is_made_again() {
+    let root = format!("/{}", unique("interop-zk-root"));
+    let lock = ZkLock::builder(&addr())
+        .root(&root)
+        .layout(NodeLayout::Curator)
+        .connect()
+        .await
+        .unwrap();
+    let c = client().await;
+    c.delete(&root, None).await.unwrap(); // as the server does to an empty container
+    let n = LockName::new("orders").unwrap();
+    let l = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
+    assert!(lock.release(&l).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
