@@ -11,7 +11,7 @@ use dlock_any::{DistributedLock, LockName};
 use dlock_conformance::required_env;
 use dlock_interop_tests::unique;
 use redis::AsyncCommands;
-use tokio::time::{Instant, sleep};
+use tokio::time::sleep;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -113,20 +113,15 @@ async fn a_counter_incremented_by_both_loses_nothing() {
     let theirs = {
         let (name, counter, turns) = (name.clone(), counter.clone(), Arc::clone(&turns));
         tokio::spawn(async move {
-            let m = rslock::LockManager::new(vec![url()]);
+            // retrying every 5 ms: it gets in during dlock's 30 ms between rounds
+            let mut m = rslock::LockManager::new(vec![url()]);
+            m.set_retry(6000, Duration::from_millis(5));
             for _ in 0..ROUNDS {
-                let end = Instant::now() + Duration::from_secs(30);
-                let l = loop {
-                    match m.lock(name.as_bytes(), TTL).await {
-                        Ok(l) => break l,
-                        Err(_) if Instant::now() < end => sleep(Duration::from_millis(5)).await,
-                        Err(e) => panic!("rslock never got {name}: {e:?}"),
-                    }
-                };
+                let l = m.lock(name.as_bytes(), TTL).await.unwrap();
                 increment(&counter).await;
                 turns.lock().unwrap().push('r');
                 m.unlock(&l).await;
-                sleep(Duration::from_millis(10)).await;
+                sleep(Duration::from_millis(30)).await;
             }
         })
     };
@@ -141,7 +136,8 @@ async fn a_counter_incremented_by_both_loses_nothing() {
         increment(&counter).await;
         turns.lock().unwrap().push('d');
         assert!(lock.release(&l).await.unwrap());
-        sleep(Duration::from_millis(10)).await;
+        // dlock's waiter looks again every 100 ms: rslock's 30 ms pauses let it in
+        sleep(Duration::from_millis(30)).await;
     }
     theirs.await.unwrap();
     let mut conn = redis::Client::open(url())
