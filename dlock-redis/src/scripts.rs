@@ -19,6 +19,11 @@ use redis::Script;
 /// acquisition per microsecond happened on average and the server clock did not step
 /// back by more than the tokens issued since (the one assumption left).
 ///
+/// A proposal more than 60 s ahead of the server's clock is ignored: it comes from a
+/// client whose clock was stepped ahead (a bad RTC, a mistyped `date -s`), and taking
+/// it would move every later token on the name that far ahead for good — past 2⁵³ µs
+/// (year 2255), where Lua's numbers stop counting by one and tokens would repeat.
+///
 /// A key that already holds our owner id is taken again (TTL refreshed, same token):
 /// an earlier attempt of this acquisition committed after its reply was given up on.
 /// `SET … NX GET` (Redis 7) returns the value it found, so this costs nothing on the
@@ -37,7 +42,7 @@ end
 local now = redis.call('TIME')
 local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local p = tonumber(ARGV[3])
-if p > t then t = p end
+if p > t and p <= t + 60000000 then t = p end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 if c >= t then t = c + 1 end
 redis.call('SET', KEYS[2], string.format('%d', t))
@@ -101,3 +106,57 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET
 ",
     )
 });
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::ACQUIRE;
+
+    async fn server_micros(c: &mut redis::aio::MultiplexedConnection) -> u64 {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query_async(c).await.unwrap();
+        s * 1_000_000 + us
+    }
+
+    /// Fails on the script that took any proposal: a client clock ten years ahead set
+    /// the name's token ten years ahead.
+    #[tokio::test]
+    async fn a_proposal_far_ahead_of_the_server_clock_is_ignored() {
+        let url = dlock_conformance::required_env("DLOCK_TEST_REDIS_URL");
+        let mut c = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let tag = format!("{{dlock-test:proposal-{:016x}}}", dlock_core::random_u64());
+        let (lock, fence) = (format!("{tag}:lock"), format!("{tag}:fence"));
+        let acquire = |proposal: u64| {
+            let mut inv = ACQUIRE.key(&lock);
+            inv.key(&fence).arg("owner-1").arg(10_000).arg(proposal);
+            inv
+        };
+
+        let now = server_micros(&mut c).await;
+        let ten_years = 10 * 365 * 86_400 * 1_000_000_u64;
+        let (taken, token): (i64, u64) = acquire(now + ten_years)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(taken, 1);
+        assert!(
+            token >= now && token < now + 60_000_000,
+            "token {token} follows the server clock ({now} µs), not the proposal"
+        );
+
+        // a proposal a second ahead, as Redlock makes, is still taken
+        let _: () = redis::cmd("DEL").arg(&lock).query_async(&mut c).await.unwrap();
+        let proposal = server_micros(&mut c).await + 1_000_000;
+        let (taken, next): (i64, u64) = acquire(proposal).invoke_async(&mut c).await.unwrap();
+        assert_eq!((taken, next), (1, proposal));
+        let _: () = redis::cmd("DEL")
+            .arg(&lock)
+            .arg(&fence)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+}
