@@ -137,10 +137,8 @@ mod tests {
 
         let now = server_micros(&mut c).await;
         let ten_years = 10 * 365 * 86_400 * 1_000_000_u64;
-        let (taken, token): (i64, u64) = acquire(now + ten_years)
-            .invoke_async(&mut c)
-            .await
-            .unwrap();
+        let (taken, token): (i64, u64) =
+            acquire(now + ten_years).invoke_async(&mut c).await.unwrap();
         assert_eq!(taken, 1);
         assert!(
             token >= now && token < now + 60_000_000,
@@ -148,7 +146,11 @@ mod tests {
         );
 
         // a proposal a second ahead, as Redlock makes, is still taken
-        let _: () = redis::cmd("DEL").arg(&lock).query_async(&mut c).await.unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(&lock)
+            .query_async(&mut c)
+            .await
+            .unwrap();
         let proposal = server_micros(&mut c).await + 1_000_000;
         let (taken, next): (i64, u64) = acquire(proposal).invoke_async(&mut c).await.unwrap();
         assert_eq!((taken, next), (1, proposal));

@@ -116,6 +116,48 @@ impl Backend {
         n
     }
 
+    /// The clock faults that make sense here: the client's on every backend but the
+    /// private ensembles (whose faults are their peer links); the server's where its
+    /// clock can be faked and restarted through `scripts/services` (not etcd: Go reads
+    /// the vDSO, past libfaketime; not SQLite, whose clock is its clients').
+    #[must_use]
+    pub fn clock_nemeses(&self) -> Vec<Nemesis> {
+        if self.ensemble.is_some() {
+            return Vec::new();
+        }
+        Nemesis::CLOCKS
+            .into_iter()
+            .filter(|n| n.server_clock_step().is_none() || !self.clock_servers().is_empty())
+            .collect()
+    }
+
+    /// The servers whose clocks the server clock faults step: the single server of
+    /// Redis, PostgreSQL, MariaDB and ZooKeeper; 2 of Redlock's 5 nodes (a minority).
+    #[must_use]
+    pub fn clock_servers(&self) -> Vec<&'static str> {
+        match self.label {
+            "redis" | "postgres" | "mariadb" | "zookeeper" => self.servers.clone(),
+            "redlock×5" => self.servers.iter().take(2).copied().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether mutual exclusion must hold under `nemesis` here. A step of the clock that
+    /// decides expiry ends leases early: the servers' clocks of Redis, Redlock (a
+    /// holder with only a bare quorum loses it to the 2 stepped nodes), PostgreSQL and
+    /// MariaDB; on SQLite the clients' clock, which is the database's. etcd's lessor
+    /// and ZooKeeper's session timers run on monotonic clocks and must not care.
+    #[must_use]
+    pub fn exclusion_expected(&self, nemesis: Nemesis) -> bool {
+        match nemesis {
+            Nemesis::ServerClockAhead => {
+                self.clock_servers().is_empty() || self.label == "zookeeper"
+            }
+            Nemesis::ClientClockAhead => self.label != "sqlite",
+            n => n.exclusion_expected(),
+        }
+    }
+
     /// Whether workers can run `workload` here: Redlock has no semaphores, read-write
     /// locks or fence helpers; only the SQL databases and Redis keep idempotency
     /// results.

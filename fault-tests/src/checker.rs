@@ -30,6 +30,9 @@ pub struct Verdict {
     pub observed: u64,
     /// Observer reports whose epoch was below the same observer's previous one.
     pub observed_backwards: u64,
+    /// Mutex grants whose token was not above every earlier grant's (by the time the
+    /// holder got it): a fencing token that went backwards or repeated.
+    pub tokens_backwards: u64,
     /// Idempotency: distinct request ids called.
     pub requests: u64,
     /// Idempotency: effects beyond the first of a request — in the store (its ledger
@@ -47,6 +50,7 @@ impl Verdict {
         self.overlaps == 0
             && self.stale_accepted == 0
             && self.observed_backwards == 0
+            && self.tokens_backwards == 0
             && self.duplicate_effects == 0
             && self.results_disagreeing == 0
     }
@@ -55,11 +59,19 @@ impl Verdict {
     /// [`crate::Nemesis::exclusion_expected`]), no stale write accepted.
     #[must_use]
     pub fn safe_under(&self, nemesis: crate::Nemesis) -> bool {
-        if nemesis.exclusion_expected() {
+        self.safe_if(nemesis.exclusion_expected())
+    }
+
+    /// [`Verdict::safe`] when `exclusion_expected`, else no stale write accepted (nor
+    /// any other harm a fence or a token order must prevent).
+    #[must_use]
+    pub fn safe_if(&self, exclusion_expected: bool) -> bool {
+        if exclusion_expected {
             self.safe()
         } else {
             self.stale_accepted == 0
                 && self.observed_backwards == 0
+                && self.tokens_backwards == 0
                 && self.duplicate_effects == 0
                 && self.results_disagreeing == 0
         }
@@ -94,6 +106,18 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
                 }
             }
             Kind::Read | Kind::Write | Kind::Observed | Kind::Effect | Kind::Result => {}
+        }
+    }
+    // mutex grants in the order their holders got them: each token above all before
+    if workload == Workload::Mutex {
+        let mut grants: Vec<&Event> = log.iter().filter(|e| e.kind == Kind::Acquired).collect();
+        grants.sort_by_key(|e| e.at);
+        let mut highest = None;
+        for g in grants {
+            if highest.is_some_and(|h| g.token <= h) {
+                v.tokens_backwards += 1;
+            }
+            highest = highest.max(Some(g.token));
         }
     }
     // every observer's epochs, in the order it reported them

@@ -22,6 +22,10 @@
 //! `DLOCK_FAULTS_DUMP=1` prints the history and log of an own-store run that was unsafe
 //! or lost increments.
 //!
+//! The clock drills ([`Nemesis::CLOCKS`], [`clock`]) step the workers' and the servers'
+//! time of day and run the workers' clocks slow or fast (`dlock-faults --clock`; the
+//! short version is `tests/clocks.rs`).
+//!
 //! It lives in its own crate because it needs every adapter, while the conformance
 //! crate must stay free of them (the adapters' own tests depend on it).
 //!
@@ -32,6 +36,7 @@
 
 pub mod backends;
 pub mod checker;
+pub mod clock;
 pub mod nemesis;
 pub mod own_store;
 pub mod replica;

@@ -34,7 +34,31 @@ pub enum Nemesis {
     /// The server a holder is connected to is cut off from its peers past the TTL
     /// while its clients still reach it (a follower answering from a stale copy).
     ServerPartition,
+    /// The workers' wall clocks stepped two hours ahead while a holder is mid-update
+    /// (their monotonic clocks untouched), as an operator's `date -s` or an NTP step
+    /// does. On SQLite the workers' clock is the database's.
+    ClientClockAhead,
+    /// The workers' wall clocks stepped two hours back while a holder is mid-update.
+    ClientClockBehind,
+    /// Every worker's clocks, timers included, run at 0.995 of true speed for the whole
+    /// run: slower by less than the drift margin (1 % + 2 ms). Each holder works until
+    /// the deadline its lease gives on its own clock.
+    ClientClockSlow,
+    /// As [`Nemesis::ClientClockSlow`] at 0.8 of true speed: beyond the drift margin, a
+    /// holder believes in its lease after the server has expired it.
+    ClientClockVerySlow,
+    /// As [`Nemesis::ClientClockSlow`] at 1.25 of true speed.
+    ClientClockFast,
+    /// The servers' wall clocks stepped two hours ahead while a holder is mid-update
+    /// (the servers are restarted on a faked clock before the run and restored after;
+    /// Redlock: 2 of its 5 nodes).
+    ServerClockAhead,
+    /// The servers' wall clocks stepped two hours back while a holder is mid-update.
+    ServerClockBehind,
 }
+
+/// How far the clock drills step a wall clock: two hours, in seconds.
+pub const CLOCK_STEP_SECS: i64 = 7200;
 
 impl Nemesis {
     /// Label for the report.
@@ -51,6 +75,55 @@ impl Nemesis {
             Self::DataLoss => "data loss (old snapshot)",
             Self::LaggingReplica => "data loss (lagging replica promoted)",
             Self::ServerPartition => "partition server from peers",
+            Self::ClientClockAhead => "client clock +2 h (wall)",
+            Self::ClientClockBehind => "client clock −2 h (wall)",
+            Self::ClientClockSlow => "client clock ×0.995 (within drift margin)",
+            Self::ClientClockVerySlow => "client clock ×0.8 (beyond drift margin)",
+            Self::ClientClockFast => "client clock ×1.25",
+            Self::ServerClockAhead => "server clock +2 h",
+            Self::ServerClockBehind => "server clock −2 h",
+        }
+    }
+
+    /// The clock faults, in the order the report lists them.
+    pub const CLOCKS: [Self; 7] = [
+        Self::ClientClockAhead,
+        Self::ClientClockBehind,
+        Self::ClientClockSlow,
+        Self::ClientClockVerySlow,
+        Self::ClientClockFast,
+        Self::ServerClockAhead,
+        Self::ServerClockBehind,
+    ];
+
+    /// The speed of the workers' clocks under a rate fault.
+    #[must_use]
+    pub fn client_clock_rate(self) -> Option<f64> {
+        match self {
+            Self::ClientClockSlow => Some(0.995),
+            Self::ClientClockVerySlow => Some(0.8),
+            Self::ClientClockFast => Some(1.25),
+            _ => None,
+        }
+    }
+
+    /// The step, in seconds, of the workers' wall clocks under a step fault.
+    #[must_use]
+    pub fn client_clock_step(self) -> Option<i64> {
+        match self {
+            Self::ClientClockAhead => Some(CLOCK_STEP_SECS),
+            Self::ClientClockBehind => Some(-CLOCK_STEP_SECS),
+            _ => None,
+        }
+    }
+
+    /// The step, in seconds, of the servers' wall clocks under a step fault.
+    #[must_use]
+    pub fn server_clock_step(self) -> Option<i64> {
+        match self {
+            Self::ServerClockAhead => Some(CLOCK_STEP_SECS),
+            Self::ServerClockBehind => Some(-CLOCK_STEP_SECS),
+            _ => None,
         }
     }
 
@@ -59,8 +132,15 @@ impl Nemesis {
     /// forgets the holder); the overlaps are reported, and the fence must still reject
     /// every stale write.
     #[must_use]
+    ///
+    /// A client clock slower than the drift margin allows breaks the assumption the
+    /// lease's deadline rests on; see also [`crate::backends::Backend::exclusion_expected`]
+    /// for the clock steps that only some backends' expiry follows.
     pub fn exclusion_expected(self) -> bool {
-        !matches!(self, Self::DataLoss | Self::LaggingReplica)
+        !matches!(
+            self,
+            Self::DataLoss | Self::LaggingReplica | Self::ClientClockVerySlow
+        )
     }
 }
 
@@ -82,11 +162,23 @@ pub async fn redis_command(host: &str, args: &[&str]) -> bool {
 
 /// Runs `scripts/services ctl DIR ACTION NAMES...`.
 pub async fn services(script: &Path, action: &str, names: &[&str]) -> bool {
+    services_with(script, action, names, &[]).await
+}
+
+/// [`services`] with `env` added to the environment the servers start in (a faked
+/// clock's).
+pub async fn services_with(
+    script: &Path,
+    action: &str,
+    names: &[&str],
+    env: &[(&'static str, String)],
+) -> bool {
     let Ok(dir) = std::env::var("DLOCK_SVC_DIR") else {
         return false;
     };
     let mut cmd = tokio::process::Command::new(script);
     cmd.arg("ctl").arg(dir).arg(action).args(names);
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     cmd.status().await.is_ok_and(|s| s.success())

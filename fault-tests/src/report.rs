@@ -58,6 +58,7 @@ pub fn add(sum: &mut Verdict, v: &Verdict) {
     sum.lost_increments += v.lost_increments;
     sum.observed += v.observed;
     sum.observed_backwards += v.observed_backwards;
+    sum.tokens_backwards += v.tokens_backwards;
     sum.requests += v.requests;
     sum.duplicate_effects += v.duplicate_effects;
     sum.results_disagreeing += v.results_disagreeing;
@@ -128,6 +129,34 @@ pub fn election_table(rows: &[Row]) -> String {
             v.fence_rejections,
             v.observed,
             v.observed_backwards,
+            recovery(r)
+        );
+    }
+    out
+}
+
+/// A Markdown table of clock rows: the mutex table's columns plus the grants whose
+/// token went backwards, and whether the backend promises exclusion under the fault.
+#[must_use]
+pub fn clock_table(rows: &[(Row, bool)]) -> String {
+    let mut out = String::from(
+        "| backend | fault | exclusion promised | ops | overlaps | stale writes accepted | fence rejections | tokens backwards | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (r, promised) in rows {
+        let v = &r.verdict;
+        let _ = writeln!(
+            out,
+            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.backend,
+            r.nemesis,
+            not_applied(r),
+            if *promised { "yes" } else { "no" },
+            v.ops,
+            v.overlaps,
+            v.stale_accepted,
+            v.fence_rejections,
+            v.tokens_backwards,
+            v.lost_increments,
             recovery(r)
         );
     }

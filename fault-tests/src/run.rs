@@ -12,7 +12,8 @@ use tokio::time::sleep;
 
 use crate::backends::Backend;
 use crate::checker::{Verdict, check_as, check_history, check_once};
-use crate::nemesis::{Nemesis, leader, redis_command, services};
+use crate::clock::FakeClock;
+use crate::nemesis::{Nemesis, leader, redis_command, services, services_with};
 use crate::own_store::OwnStore;
 use crate::own_store::counter::counter_key;
 use crate::replica::LaggingReplica;
@@ -74,22 +75,48 @@ async fn proxied(url: &str) -> std::io::Result<(String, Vec<Arc<FaultProxy>>)> {
     Ok((url.replacen(&authority, &hosts.join(","), 1), proxies))
 }
 
+impl Plan {
+    /// How long a holder works under `nemesis`. A clock step must land mid-hold with
+    /// time left for another worker to take over, so the step drills hold for 60 % of
+    /// the TTL; under a clock rate, each holder works until its lease's deadline (as
+    /// its own clock tells it; see the worker's `DLOCK_FAULTS_CLOCK_RATE`).
+    #[must_use]
+    pub fn hold_under(&self, nemesis: Nemesis) -> Duration {
+        if nemesis.client_clock_step().is_some() || nemesis.server_clock_step().is_some() {
+            self.hold.max(self.ttl * 6 / 10)
+        } else {
+            self.hold
+        }
+    }
+}
+
 async fn spawn_worker(
     plan: &Plan,
     backend: &Backend,
-    name: &str,
-    store: &str,
-    id: u32,
+    (name, store, id): (&str, &str, u32),
+    nemesis: Nemesis,
+    clock: Option<&FakeClock>,
 ) -> std::io::Result<Worker> {
     let (url, proxies) = proxied(&backend.url_for(id)).await?;
-    let child = Command::new(&plan.worker)
+    let mut cmd = Command::new(&plan.worker);
+    if nemesis.client_clock_step().is_some() || nemesis.server_clock_step().is_some() {
+        cmd.env("DLOCK_FAULTS_POLL_MS", "10");
+    }
+    if let Some(clock) = clock.filter(|_| nemesis.server_clock_step().is_none()) {
+        let rate = nemesis.client_clock_rate();
+        cmd.envs(clock.env(rate.is_some()));
+        if let Some(rate) = rate {
+            cmd.env("DLOCK_FAULTS_CLOCK_RATE", rate.to_string());
+        }
+    }
+    let child = cmd
         .args([
             url.as_str(),
             name,
             store,
             &id.to_string(),
             &plan.ttl.as_millis().to_string(),
-            &plan.hold.as_millis().to_string(),
+            &plan.hold_under(nemesis).as_millis().to_string(),
             &worker_workload(plan),
         ])
         .stdout(std::process::Stdio::null())
@@ -200,18 +227,32 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
         }
         _ => None,
     };
+    let clock = clock_for(plan, backend, nemesis).await?;
     let mut workers = Vec::new();
     for id in 0..plan.workers {
-        workers.push(spawn_worker(plan, backend, &name, store.addr(), id).await?);
+        let worker = spawn_worker(
+            plan,
+            backend,
+            (&name, store.addr(), id),
+            nemesis,
+            clock.as_ref(),
+        );
+        workers.push(worker.await?);
     }
     sleep(Duration::from_millis(1500)).await;
-    let (fault_at, victim, applied) = apply(plan, backend, nemesis, &store, &mut workers).await;
+    let (fault_at, victim, applied) = match &clock {
+        Some(clock) => step_clock(nemesis, &store, clock).await,
+        None => apply(plan, backend, nemesis, &store, &mut workers).await,
+    };
     let rest = plan.duration.saturating_sub(store.now() - started);
     sleep(rest.max(Duration::from_secs(1))).await;
     for w in &mut workers {
         signal(w, Signal::SIGCONT);
         let _ = w.child.start_kill();
         let _ = w.child.wait().await;
+    }
+    if let Some(clock) = clock {
+        restore_clock(plan, backend, nemesis, clock).await?;
     }
     let log = store.log();
     let recovery = if plan.workload == Workload::Once {
@@ -246,13 +287,98 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
                 .map_err(std::io::Error::other)?;
             check_once(&log, &stored)
         }
-        _ => check_as(&log, plan.workload),
+        _ => {
+            let verdict = check_as(&log, plan.workload);
+            if !verdict.safe() && std::env::var_os("DLOCK_FAULTS_DUMP").is_some() {
+                eprintln!("fault at {fault_at:?} victim {victim:?}");
+                for e in &log {
+                    eprintln!("{e:?}");
+                }
+            }
+            verdict
+        }
     };
     Ok(Outcome {
         verdict,
         recovery,
         applied,
     })
+}
+
+/// The faked clock a clock fault runs on, set up: the workers' (started on it by
+/// [`spawn_worker`]), or the servers' (restarted on it here, before the workers come).
+async fn clock_for(
+    plan: &Plan,
+    backend: &Backend,
+    nemesis: Nemesis,
+) -> std::io::Result<Option<FakeClock>> {
+    let dir = std::env::temp_dir().join("dlock-faults-clocks");
+    if let Some(rate) = nemesis.client_clock_rate() {
+        let clock = FakeClock::new(&dir)?;
+        clock.set(&format!("+0 x{rate}"))?;
+        return Ok(Some(clock));
+    }
+    if nemesis.client_clock_step().is_some() {
+        return FakeClock::new(&dir).map(Some);
+    }
+    if nemesis.server_clock_step().is_none() {
+        return Ok(None);
+    }
+    // libfaketime cannot load into jemalloc-linked Redis, and slows the JVM to a crawl
+    let clock = if backend.redis || backend.label.starts_with("zookeeper") {
+        FakeClock::stepping(&dir)?
+    } else {
+        FakeClock::new(&dir)?
+    };
+    let servers = backend.clock_servers();
+    if !services_with(&plan.services, "restart", &servers, &clock.env(false)).await {
+        let _ = services(&plan.services, "restart", &servers).await;
+        return Err(std::io::Error::other(format!(
+            "could not restart {servers:?} on a faked clock"
+        )));
+    }
+    Ok(Some(clock))
+}
+
+/// Steps `clock` while a holder is mid-update (a rate fault runs from the start).
+async fn step_clock(
+    nemesis: Nemesis,
+    store: &FencedStore,
+    clock: &FakeClock,
+) -> (Duration, Option<u32>, bool) {
+    let Some(step) = nemesis
+        .client_clock_step()
+        .or_else(|| nemesis.server_clock_step())
+    else {
+        return (store.now(), None, true);
+    };
+    let Some(v) = wait_for(|| mid_update(store), Duration::from_secs(5)).await else {
+        return (store.now(), None, false);
+    };
+    let at = store.now();
+    (at, Some(v), clock.set(&format!("{step:+}")).is_ok())
+}
+
+/// Puts a server clock fault's servers back on the true clock.
+async fn restore_clock(
+    plan: &Plan,
+    backend: &Backend,
+    nemesis: Nemesis,
+    clock: FakeClock,
+) -> std::io::Result<()> {
+    if nemesis.server_clock_step().is_none() {
+        return Ok(());
+    }
+    let servers = backend.clock_servers();
+    let restored = services(&plan.services, "restart", &servers).await;
+    drop(clock);
+    if restored {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "could not restart {servers:?} on the true clock"
+        )))
+    }
 }
 
 /// Idempotency: from the fault to the first result of the request its victim was
@@ -405,6 +531,13 @@ async fn apply(
             }
             (store.now(), None, false)
         }
+        Nemesis::ClientClockAhead
+        | Nemesis::ClientClockBehind
+        | Nemesis::ClientClockSlow
+        | Nemesis::ClientClockVerySlow
+        | Nemesis::ClientClockFast
+        | Nemesis::ServerClockAhead
+        | Nemesis::ServerClockBehind => (store.now(), None, false), // see `step_clock`
         Nemesis::KillMember | Nemesis::KillLeader => {
             let victims: Vec<&str> = if backend.has_leader {
                 let hosts: Vec<String> = url_host_port(&backend.url)

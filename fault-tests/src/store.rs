@@ -12,6 +12,11 @@ use tokio::task::JoinHandle;
 
 use crate::workload::{Fence, Workload};
 
+/// `d` in nanoseconds.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The machine's monotonic clock (the same in every process).
 #[must_use]
 pub fn mono() -> Duration {
@@ -147,7 +152,8 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 .and_then(|p| p.parse::<u64>().ok())
                 .unwrap_or(0)
         };
-        // ACQ id token at_ns valid_until_ns [access] | REL id token at_ns | READ id token
+        // ACQ id token at_ns valid_until_ns [access] | REL id token at_ns (at_ns 0: stamp
+        // it here, and ACQ's valid_until_ns is time left) | READ id token
         // | WRITE id token value | OBS id epoch at_ns; what the backend's own store
         // answered, logged as is: RREAD/RWRITE id token value 1|0 | EFF id token request
         // n|f|- | RES id effect_token request R|D|S
@@ -156,7 +162,13 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
             let served = mono();
             let stale = |write: bool| fenced && !s.fence.admits(token, write);
-            let stamped = Duration::from_nanos(n);
+            // a worker on a faked clock leaves the stamp to the store (0), and gives its
+            // validity as time left
+            let stamped = if n == 0 {
+                served
+            } else {
+                Duration::from_nanos(n)
+            };
             let (kind, accepted, reply, at) = match parts.first().copied() {
                 Some("ACQ") => (Kind::Acquired, true, "OK".to_owned(), stamped),
                 Some("REL") => (Kind::Released, true, "OK".to_owned(), stamped),
@@ -191,6 +203,7 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
             let own = matches!(parts.first().copied(), Some("RREAD" | "RWRITE"));
             let n = match kind {
                 Kind::Read if accepted && !own => s.value,
+                Kind::Acquired if n == 0 => nanos(served) + num(4),
                 Kind::Acquired => num(4),
                 _ => n,
             };

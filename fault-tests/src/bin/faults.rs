@@ -7,14 +7,17 @@
 //! redis,etcd×3`); `--workloads` picks among `mutex` (the default), `permits:3`, `rw`,
 //! `election`, `own-store` and `once` (the others under the holder faults and
 //! partitions, each on the backends that offer it; election and idempotency rows get
-//! tables of their own).
+//! tables of their own). `--clock` runs the clock faults instead (every backend's
+//! client clock stepped and slowed, the servers' clocks stepped: see
+//! [`Nemesis::CLOCKS`]) and prints their table; `--faults A,B` keeps the clock faults
+//! whose label contains one of the given words (e.g. `--faults "server clock"`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use dlock_faults::backends::{Backend, from_env};
-use dlock_faults::report::{Row, add, election_table, idempotency_table, table};
+use dlock_faults::report::{Row, add, clock_table, election_table, idempotency_table, table};
 use dlock_faults::run::{Plan, run};
 use dlock_faults::{Nemesis, Verdict, Workload};
 
@@ -60,16 +63,39 @@ async fn main() -> ExitCode {
         .nth(1)
         .map(|v| v.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
+    let faults: Vec<String> = std::env::args()
+        .skip_while(|a| a != "--faults")
+        .nth(1)
+        .map(|v| v.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    let picked = |label: &str| faults.is_empty() || faults.iter().any(|f| label.contains(f));
     let wanted = |label: &str| only.is_empty() || only.iter().any(|o| label.starts_with(o));
+    // the clock faults leave the private ensembles out: their faults are peer links
+    let clock = std::env::args().any(|a| a == "--clock");
     let mut backends = from_env(&dir.display().to_string());
-    if wanted("zookeeper×3 (peer links cut)") {
+    if !clock && wanted("zookeeper×3 (peer links cut)") {
         backends.push(Backend::partitionable_zookeeper(&dir.join("ensemble")).await);
     }
-    if wanted("etcd×3 (peer links cut)") {
+    if !clock && wanted("etcd×3 (peer links cut)") {
         backends.push(Backend::partitionable_etcd(&dir.join("etcd-cluster")).await);
     }
     backends.retain(|b| wanted(b.label));
+    let mut clock_rows = Vec::new();
     for backend in backends {
+        if clock {
+            // the clock faults, and the fence's part shown by one unfenced control
+            let cases = backend
+                .clock_nemeses()
+                .into_iter()
+                .map(|n| (n, true))
+                .chain([(Nemesis::ClientClockVerySlow, false)]);
+            for (nemesis, fenced) in cases.filter(|(n, _)| picked(n.label())) {
+                let plan = plan(fenced, Workload::Mutex);
+                let row = run_row(&plan, &backend, nemesis, runs, &mut unsafe_runs).await;
+                clock_rows.push((row, fenced && backend.exclusion_expected(nemesis)));
+            }
+            continue;
+        }
         for &workload in &workloads {
             let cases: Vec<(Nemesis, bool)> = if workload == Workload::Mutex {
                 let mut c: Vec<_> = backend.nemeses().into_iter().map(|n| (n, true)).collect();
@@ -95,40 +121,17 @@ async fn main() -> ExitCode {
                     .collect()
             };
             for (nemesis, fenced) in cases {
-                let mut row = Row {
-                    backend: backend.label.into(),
-                    nemesis: if fenced {
-                        format!("{}{}", nemesis.label(), workload.label())
-                    } else {
-                        format!("{}{} (unfenced)", nemesis.label(), workload.label())
-                    },
-                    verdict: Verdict::default(),
-                    recoveries: Vec::new(),
-                    not_applied: 0,
-                };
-                for _ in 0..runs {
-                    match run(&plan(fenced, workload), &backend, nemesis).await {
-                        Ok(o) => {
-                            add(&mut row.verdict, &o.verdict);
-                            row.recoveries.extend(o.recovery);
-                            if !o.applied {
-                                row.not_applied += 1;
-                            }
-                            if fenced && !o.verdict.safe_under(nemesis) {
-                                eprintln!(
-                                    "{} / {}: unsafe: {:?}",
-                                    backend.label, row.nemesis, o.verdict
-                                );
-                                unsafe_runs += 1;
-                            }
-                        }
-                        Err(e) => eprintln!("{} / {}: {e}", backend.label, nemesis.label()),
-                    }
-                }
-                eprintln!("{} / {}: {:?}", row.backend, row.nemesis, row.verdict);
-                rows.push(row);
+                let plan = plan(fenced, workload);
+                rows.push(run_row(&plan, &backend, nemesis, runs, &mut unsafe_runs).await);
             }
         }
+    }
+    if clock {
+        let report = clock_table(&clock_rows);
+        if std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes()).is_err() {
+            return ExitCode::FAILURE;
+        }
+        return verdict(unsafe_runs);
     }
     let (elections, others): (Vec<Row>, Vec<Row>) = rows
         .into_iter()
@@ -148,9 +151,57 @@ async fn main() -> ExitCode {
     if std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes()).is_err() {
         return ExitCode::FAILURE;
     }
+    verdict(unsafe_runs)
+}
+
+fn verdict(unsafe_runs: u32) -> ExitCode {
     if unsafe_runs > 0 {
         eprintln!("{unsafe_runs} fenced run(s) were unsafe");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// `runs` runs of `nemesis` on `backend`, summed into one row; a fenced run that broke
+/// what the backend promises under the fault counts in `unsafe_runs`.
+async fn run_row(
+    plan: &Plan,
+    backend: &Backend,
+    nemesis: Nemesis,
+    runs: u32,
+    unsafe_runs: &mut u32,
+) -> Row {
+    let workload = plan.workload;
+    let mut row = Row {
+        backend: backend.label.into(),
+        nemesis: if plan.fenced {
+            format!("{}{}", nemesis.label(), workload.label())
+        } else {
+            format!("{}{} (unfenced)", nemesis.label(), workload.label())
+        },
+        verdict: Verdict::default(),
+        recoveries: Vec::new(),
+        not_applied: 0,
+    };
+    for _ in 0..runs {
+        match run(plan, backend, nemesis).await {
+            Ok(o) => {
+                add(&mut row.verdict, &o.verdict);
+                row.recoveries.extend(o.recovery);
+                if !o.applied {
+                    row.not_applied += 1;
+                }
+                if plan.fenced && !o.verdict.safe_if(backend.exclusion_expected(nemesis)) {
+                    eprintln!(
+                        "{} / {}: unsafe: {:?}",
+                        backend.label, row.nemesis, o.verdict
+                    );
+                    *unsafe_runs += 1;
+                }
+            }
+            Err(e) => eprintln!("{} / {}: {e}", backend.label, nemesis.label()),
+        }
+    }
+    eprintln!("{} / {}: {:?}", row.backend, row.nemesis, row.verdict);
+    row
 }

@@ -27,6 +27,9 @@ use tokio::net::TcpStream;
 struct Store {
     lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
     w: tokio::net::tcp::OwnedWriteHalf,
+    /// The speed of this process's clocks under a clock rate drill
+    /// (`DLOCK_FAULTS_CLOCK_RATE`, set by the runner, which fakes them).
+    clock_rate: Option<f64>,
 }
 
 impl Store {
@@ -35,6 +38,10 @@ impl Store {
         Some(Self {
             lines: BufReader::new(r).lines(),
             w,
+            clock_rate: std::env::var("DLOCK_FAULTS_CLOCK_RATE")
+                .ok()
+                .and_then(|r| r.parse().ok())
+                .filter(|r: &f64| *r > 0.0),
         })
     }
 
@@ -44,8 +51,25 @@ impl Store {
     async fn update(&mut self, id: &str, lease: &Lease, access: char, hold: u64) -> bool {
         let now = mono();
         let t = lease.token();
-        let valid_until = nanos(now + lease.remaining());
-        let acquired = format!("ACQ {id} {t} {} {valid_until} {access}", nanos(now));
+        let mut hold = Duration::from_millis(hold);
+        let acquired = match self.clock_rate {
+            Some(rate) => {
+                // This clock is faked, so it cannot stamp the shared log: the store
+                // stamps the grant as it gets it, with the deadline this worker believes
+                // in, converted to true time. And the worker works until that deadline,
+                // as a user who trusts the lease to the last moment would.
+                hold = lease.remaining().saturating_sub(Duration::from_millis(5));
+                let believed = lease.remaining().as_secs_f64() / rate;
+                format!(
+                    "ACQ {id} {t} 0 {} {access}",
+                    nanos(Duration::from_secs_f64(believed))
+                )
+            }
+            None => {
+                let valid_until = nanos(now + lease.remaining());
+                format!("ACQ {id} {t} {} {valid_until} {access}", nanos(now))
+            }
+        };
         if self.ask(acquired).await.is_none() {
             return false;
         }
@@ -56,15 +80,19 @@ impl Store {
                 .strip_prefix("VAL ")
                 .and_then(|v| v.parse::<u64>().ok())
         {
-            tokio::time::sleep(Duration::from_millis(hold)).await;
+            tokio::time::sleep(hold).await;
             if access != 'r' {
                 let _ = self.ask(format!("WRITE {id} {t} {}", v + 1)).await;
             }
         }
         // Report the end of the critical section before releasing: a worker killed
         // between the two must not leave a window open after others could take over.
-        let done = mono();
-        let _ = self.ask(format!("REL {id} {t} {}", nanos(done))).await;
+        let done = if self.clock_rate.is_some() {
+            0
+        } else {
+            nanos(mono())
+        };
+        let _ = self.ask(format!("REL {id} {t} {done}")).await;
         true
     }
 
@@ -140,6 +168,13 @@ async fn main() -> ExitCode {
         };
         return lead(lock, &name, store, observed, id, ttl, hold).await;
     }
+    // Under a clock step the workers ask again and again instead of waiting for a
+    // wake-up, as newcomers would: a lease that the step ended early is then taken at
+    // once, not when the waiters' timers (set by the true clock) come due.
+    let poll = std::env::var("DLOCK_FAULTS_POLL_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis);
     loop {
         // a read-write worker reads three times in four
         let (lock, access) = match &reads {
@@ -148,7 +183,11 @@ async fn main() -> ExitCode {
             None if matches!(workload, Workload::Semaphore(_)) => (&lock, 'p'),
             None => (&lock, 'x'),
         };
-        let lease = match lock.acquire(&name, ttl, Duration::from_secs(5)).await {
+        let taken = match poll {
+            Some(every) => poll_once(lock, &name, ttl, every).await,
+            None => lock.acquire(&name, ttl, Duration::from_secs(5)).await,
+        };
+        let lease = match taken {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("worker {id}: acquire failed: {e}");
@@ -160,6 +199,21 @@ async fn main() -> ExitCode {
             return ExitCode::SUCCESS; // the runner is gone
         }
         let _ = lock.release(&lease).await;
+    }
+}
+
+/// `try_acquire` every `every` until it gives a lease (or fails).
+async fn poll_once(
+    lock: &Arc<dyn DistributedLock>,
+    name: &LockName,
+    ttl: Duration,
+    every: Duration,
+) -> Result<Lease, LockError> {
+    loop {
+        if let Some(lease) = lock.try_acquire(name, ttl).await? {
+            return Ok(lease);
+        }
+        tokio::time::sleep(every).await;
     }
 }
 

@@ -1,0 +1,187 @@
+//! The short clock drills, run in CI: every backend's workers have their wall clocks
+//! stepped two hours ahead mid-hold (nothing may change, except on SQLite, whose
+//! database clock is theirs); one server per family has its clock stepped ahead (Redis,
+//! PostgreSQL, MariaDB: leases end early, and the fence must reject every stale write;
+//! ZooKeeper: nothing may change); and Redis workers whose clocks run 20 % slow, beyond
+//! the drift margin, must be caught by the fence — and, unfenced, must do harm.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dlock_conformance::required_env;
+use dlock_faults::backends::{Backend, from_env};
+use dlock_faults::report::{Row, clock_table};
+use dlock_faults::run::{Plan, run};
+use dlock_faults::{Nemesis, Workload};
+
+/// One drill at a time: the server drills restart shared servers.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn plan(fenced: bool) -> Plan {
+    Plan {
+        worker: PathBuf::from(env!("CARGO_BIN_EXE_dlock-fault-worker")),
+        services: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services")),
+        workers: Workload::Mutex.workers(),
+        ttl: Duration::from_secs(1),
+        hold: Duration::from_millis(20),
+        duration: Duration::from_secs(5),
+        fenced,
+        workload: Workload::Mutex,
+    }
+}
+
+fn backend(label: &str, env_var: Option<&str>) -> Backend {
+    if let Some(v) = env_var {
+        let _ = required_env(v);
+        let _ = required_env("DLOCK_SVC_DIR");
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "dlock-clocks-test-{:016x}",
+        dlock_any::random_u64()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    from_env(&dir.display().to_string())
+        .into_iter()
+        .find(|b| b.label == label)
+        .unwrap()
+}
+
+/// Runs `nemeses` (fenced) on the backend: each applied, progress made, and safe as far
+/// as the backend promises under it — never a stale write accepted or a token going
+/// backwards.
+async fn drills(label: &str, env_var: Option<&str>, nemeses: &[Nemesis]) {
+    let _serial = SERIAL.lock().await;
+    let b = backend(label, env_var);
+    let mut rows = Vec::new();
+    for &nemesis in nemeses {
+        let o = run(&plan(true), &b, nemesis).await.unwrap();
+        let v = &o.verdict;
+        let promised = b.exclusion_expected(nemesis);
+        rows.push((
+            Row {
+                backend: label.into(),
+                nemesis: nemesis.label().into(),
+                verdict: v.clone(),
+                recoveries: o.recovery.into_iter().collect(),
+                not_applied: u32::from(!o.applied),
+            },
+            promised,
+        ));
+        let what = format!("{label} / {}", nemesis.label());
+        assert!(o.applied, "{what}: could not be applied");
+        assert!(v.safe_if(promised), "{what}: {v:?}");
+        assert_eq!(v.lost_increments, 0, "{what}: {v:?}");
+        assert!(
+            v.ops > 0 || !promised,
+            "{what}: no progress under a fault it promises to ride out: {v:?}"
+        );
+    }
+    eprintln!("{}", clock_table(&rows));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    drills("sqlite", None, &[Nemesis::ClientClockAhead]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    drills(
+        "postgres",
+        Some("DLOCK_TEST_POSTGRES_URL"),
+        &[Nemesis::ClientClockAhead, Nemesis::ServerClockAhead],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb() {
+    drills(
+        "mariadb",
+        Some("DLOCK_TEST_MYSQL_URL"),
+        &[Nemesis::ClientClockAhead, Nemesis::ServerClockAhead],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis() {
+    drills(
+        "redis",
+        Some("DLOCK_TEST_REDIS_URL"),
+        &[
+            Nemesis::ClientClockAhead,
+            Nemesis::ServerClockAhead,
+            Nemesis::ClientClockVerySlow,
+        ],
+    )
+    .await;
+}
+
+/// Holders whose clocks run 20 % slow work past the server's expiry: without the fence
+/// their late writes must land on a newer holder's (or this drill is not biting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_slow_clock_unfenced_does_harm() {
+    let _serial = SERIAL.lock().await;
+    let b = backend("redis", Some("DLOCK_TEST_REDIS_URL"));
+    let o = run(&plan(false), &b, Nemesis::ClientClockVerySlow)
+        .await
+        .unwrap();
+    let v = &o.verdict;
+    assert!(v.overlaps > 0, "no holder outlived its lease: {v:?}");
+    assert!(
+        v.stale_accepted + v.lost_increments > 0,
+        "the unfenced slow clocks did no harm: {v:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock() {
+    drills(
+        "redlock×5",
+        Some("DLOCK_TEST_REDLOCK_URLS"),
+        &[Nemesis::ClientClockAhead],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd() {
+    drills(
+        "etcd",
+        Some("DLOCK_TEST_ETCD_ENDPOINTS"),
+        &[Nemesis::ClientClockAhead],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_cluster() {
+    drills(
+        "etcd×3",
+        Some("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS"),
+        &[Nemesis::ClientClockAhead],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper() {
+    drills(
+        "zookeeper",
+        Some("DLOCK_TEST_ZK_ADDR"),
+        &[Nemesis::ClientClockAhead, Nemesis::ServerClockAhead],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_ensemble() {
+    drills(
+        "zookeeper×3",
+        Some("DLOCK_TEST_ZK_CLUSTER_ADDR"),
+        &[Nemesis::ClientClockAhead],
+    )
+    .await;
+}
