@@ -12,10 +12,10 @@ use crate::{exit, json, url};
 
 pub async fn bench(args: BenchArgs) -> ExitCode {
     let recorder = if args.metrics {
-        match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+        match crate::metrics::install() {
             Ok(h) => Some(h),
             Err(e) => {
-                eprintln!("dlock: cannot install the metrics recorder: {e}");
+                eprintln!("dlock: {e}");
                 return ExitCode::from(exit::BACKEND);
             }
         }

@@ -6,12 +6,22 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// Installs the Prometheus recorder and serves its text on `addr` (any path) until
-/// the process exits.
-pub async fn serve(addr: SocketAddr) -> Result<(), String> {
+/// Installs the Prometheus recorder: latencies as histograms with
+/// [`dlock_any::metric_names::LATENCY_BUCKETS`] (summaries' client-side quantiles could
+/// not be added up across the hosts sharing a lock), every metric described.
+pub fn install() -> Result<PrometheusHandle, String> {
     let handle = PrometheusBuilder::new()
-        .install_recorder()
+        .set_buckets(dlock_any::metric_names::LATENCY_BUCKETS)
+        .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    dlock_any::metric_names::describe();
+    Ok(handle)
+}
+
+/// Installs the Prometheus recorder ([`install`]) and serves its text on `addr` (any
+/// path) until the process exits.
+pub async fn serve(addr: SocketAddr) -> Result<(), String> {
+    let handle = install()?;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr} for metrics: {e}"))?;

@@ -32,6 +32,69 @@ pub mod names {
     pub const LEASES_LOST: &str = "dlock_leases_lost_total";
     /// Counter: guards dropped without `release()`.
     pub const GUARDS_DROPPED: &str = "dlock_guards_dropped_total";
+    /// Gauge: `acquire` calls waiting right now (the length of the queue this process
+    /// adds to a lock; sum it over the hosts that share one).
+    pub const WAITERS: &str = "dlock_waiters";
+
+    /// Histogram buckets, in seconds, suited to lock latencies: 50 µs (a Redis round
+    /// trip on one host) to 60 s (a long wait for a busy lock), about three per decade.
+    /// Export the histograms with them (rather than as client-side summaries, whose
+    /// quantiles cannot be added up across the hosts that share a lock).
+    pub const LATENCY_BUCKETS: &[f64] = &[
+        0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+        0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    ];
+
+    /// Gives every metric above its unit and help text in the installed recorder (a
+    /// Prometheus exporter prints them as `# HELP` lines). Call it once, after
+    /// installing the recorder.
+    pub fn describe() {
+        use metrics::Unit;
+        metrics::describe_histogram!(
+            ACQUIRE_LATENCY,
+            Unit::Seconds,
+            "Time one try_acquire call took (a single attempt)."
+        );
+        metrics::describe_histogram!(
+            ACQUIRE_WAIT,
+            Unit::Seconds,
+            "Time an acquire call waited, whatever its outcome."
+        );
+        metrics::describe_counter!(
+            ACQUIRE_TOTAL,
+            "Acquisitions by outcome: acquired, busy, timeout or error."
+        );
+        metrics::describe_counter!(RENEW_TOTAL, "Renewals by outcome: ok, lost or error.");
+        metrics::describe_counter!(
+            RELEASE_TOTAL,
+            "Releases by outcome: released, not_held or error."
+        );
+        metrics::describe_histogram!(
+            HOLD,
+            Unit::Seconds,
+            "Time a lock guard held its lock, until release, loss or drop."
+        );
+        metrics::describe_counter!(LEASES_LOST, "Lock guards whose lease was lost.");
+        metrics::describe_counter!(GUARDS_DROPPED, "Lock guards dropped without release().");
+        metrics::describe_gauge!(WAITERS, "acquire calls waiting for a lock right now.");
+    }
+}
+
+/// Counts one waiting `acquire` in [`names::WAITERS`] until dropped, so a cancelled
+/// call leaves the gauge too.
+struct Waiting(Vec<metrics::Label>);
+
+impl Waiting {
+    fn start(labels: Vec<metrics::Label>) -> Self {
+        metrics::gauge!(names::WAITERS, labels.clone()).increment(1.0);
+        Self(labels)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        metrics::gauge!(names::WAITERS, std::mem::take(&mut self.0)).decrement(1.0);
+    }
 }
 
 /// Labels for one lock operation: backend always, lock name when asked for.
@@ -163,11 +226,13 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
             outcome = tracing::field::Empty,
         );
         let start = Instant::now();
+        let waiting = Waiting::start(self.labels(name));
         let r = self
             .inner
             .acquire(name, ttl, wait)
             .instrument(span.clone())
             .await;
+        drop(waiting);
         let waited = start.elapsed();
         let outcome = match &r {
             Ok(_) => "acquired",
