@@ -1,6 +1,6 @@
 //! # dlock-sql
 //!
-//! A [`DistributedLock`] on a SQL database: PostgreSQL, MySQL/MariaDB or SQLite, each
+//! A [`DistributedLock`](dlock_core::DistributedLock) on a SQL database: PostgreSQL, MySQL/MariaDB or SQLite, each
 //! behind its own cargo feature (all on by default).
 //!
 //! One row per lock name holds the owner, the fencing token and the expiry. Every

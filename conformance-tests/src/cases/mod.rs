@@ -1,5 +1,5 @@
 //! The conformance cases, each a `pub async fn(&impl Harness)`: the specification of
-//! [`DistributedLock`](dlock_core::DistributedLock)'s rules, case by case.
+//! [`DistributedLock`]'s rules, case by case.
 //!
 //! | rule (see the trait) | cases |
 //! |---|---|
