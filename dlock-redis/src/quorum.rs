@@ -180,7 +180,9 @@ impl Redlock {
 /// nodes whose counters are in step answer the same token, and the round needs no
 /// second one to settle them (a node whose counter is ahead answers its own, and the
 /// settling round raises the others as before). Tokens only need to grow: a proposal
-/// never lowers one.
+/// never lowers one. A node ignores a proposal more than 60 s ahead of its own clock
+/// (a client whose time of day jumped ahead); so does a node whose clock lags by more,
+/// which then answers a token of its own and costs the settling round.
 fn proposed_token() -> u64 {
     const AHEAD: Duration = Duration::from_secs(1);
     let now = std::time::SystemTime::now()

@@ -7,7 +7,8 @@ use redis::Script;
 /// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token (0: none). Returns
 /// `{1, token}` when taken, else `{0, pttl}` of the holder.
 ///
-/// The token is a hybrid clock: `max(counter + 1, server TIME in µs, proposal)`, written
+/// The token is a hybrid clock: `max(counter + 1, server TIME in µs, proposal)` (a
+/// proposal counts only within 60 s of the server's clock, see below), written
 /// back to the counter, which never expires. (Redlock proposes a token a little ahead
 /// of the client's clock, so that nodes whose counters are in step answer the same
 /// token and no second round is needed to settle them; a proposal only ever raises a

@@ -131,11 +131,11 @@ impl Nemesis {
     /// loss a non-durable backend cannot (a reloaded snapshot or a promoted replica
     /// forgets the holder); the overlaps are reported, and the fence must still reject
     /// every stale write.
-    #[must_use]
     ///
     /// A client clock slower than the drift margin allows breaks the assumption the
     /// lease's deadline rests on; see also [`crate::backends::Backend::exclusion_expected`]
     /// for the clock steps that only some backends' expiry follows.
+    #[must_use]
     pub fn exclusion_expected(self) -> bool {
         !matches!(
             self,

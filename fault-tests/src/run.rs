@@ -210,7 +210,6 @@ async fn wait_for(mut probe: impl FnMut() -> Option<u32>, within: Duration) -> O
 /// When the store or a worker cannot be started.
 pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::Result<Outcome> {
     let store = FencedStore::start(plan.fenced, plan.workload).await?;
-    let started = store.now();
     let name = format!("faults/{}/{:016x}", backend.label, dlock_any::random_u64());
     let own = match plan.workload {
         Workload::OwnStore | Workload::Once => {
@@ -228,32 +227,12 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
         _ => None,
     };
     let clock = clock_for(plan, backend, nemesis).await?;
-    let mut workers = Vec::new();
-    for id in 0..plan.workers {
-        let worker = spawn_worker(
-            plan,
-            backend,
-            (&name, store.addr(), id),
-            nemesis,
-            clock.as_ref(),
-        );
-        workers.push(worker.await?);
-    }
-    sleep(Duration::from_millis(1500)).await;
-    let (fault_at, victim, applied) = match &clock {
-        Some(clock) => step_clock(nemesis, &store, clock).await,
-        None => apply(plan, backend, nemesis, &store, &mut workers).await,
-    };
-    let rest = plan.duration.saturating_sub(store.now() - started);
-    sleep(rest.max(Duration::from_secs(1))).await;
-    for w in &mut workers {
-        signal(w, Signal::SIGCONT);
-        let _ = w.child.start_kill();
-        let _ = w.child.wait().await;
-    }
+    // whatever happens to the workers, servers on a faked clock go back to the true one
+    let ran = run_workers(plan, backend, nemesis, &store, &name, clock.as_ref()).await;
     if let Some(clock) = clock {
         restore_clock(plan, backend, nemesis, clock).await?;
     }
+    let (fault_at, victim, applied) = ran?;
     let log = store.log();
     let recovery = if plan.workload == Workload::Once {
         takeover(&log, fault_at, victim)
@@ -305,6 +284,53 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
     })
 }
 
+/// Starts the workers, applies the fault after 1.5 s, lets them run out the plan's
+/// duration and stops them; returns when the fault struck, its victim, and whether it
+/// could be applied.
+async fn run_workers(
+    plan: &Plan,
+    backend: &Backend,
+    nemesis: Nemesis,
+    store: &FencedStore,
+    name: &str,
+    clock: Option<&FakeClock>,
+) -> std::io::Result<(Duration, Option<u32>, bool)> {
+    let started = store.now();
+    let mut workers = Vec::new();
+    for id in 0..plan.workers {
+        let worker = spawn_worker(plan, backend, (name, store.addr(), id), nemesis, clock);
+        workers.push(worker.await?);
+    }
+    sleep(Duration::from_millis(1500)).await;
+    let (fault_at, victim, mut applied) = match clock {
+        Some(clock) => step_clock(nemesis, store, clock).await,
+        None => apply(plan, backend, nemesis, store, &mut workers).await,
+    };
+    if nemesis.server_clock_step().is_some() {
+        // a preload that failed to load is only a warning from ld.so
+        applied &= backend.clock_servers().iter().all(|s| preloaded(s, clock));
+    }
+    let rest = plan.duration.saturating_sub(store.now() - started);
+    sleep(rest.max(Duration::from_secs(1))).await;
+    for w in &mut workers {
+        signal(w, Signal::SIGCONT);
+        let _ = w.child.start_kill();
+        let _ = w.child.wait().await;
+    }
+    Ok((fault_at, victim, applied))
+}
+
+/// Whether the `scripts/services` server `name` runs with `clock`'s library loaded.
+fn preloaded(name: &str, clock: Option<&FakeClock>) -> bool {
+    let (Some(clock), Ok(dir)) = (clock, std::env::var("DLOCK_SVC_DIR")) else {
+        return false;
+    };
+    let pid = std::fs::read_to_string(format!("{dir}/pids/{name}.pid")).unwrap_or_default();
+    let pid = pid.split_whitespace().next().unwrap_or_default();
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.contains(&clock.library().display().to_string()))
+}
+
 /// The faked clock a clock fault runs on, set up: the workers' (started on it by
 /// [`spawn_worker`]), or the servers' (restarted on it here, before the workers come).
 async fn clock_for(
@@ -325,12 +351,18 @@ async fn clock_for(
         return Ok(None);
     }
     // libfaketime cannot load into jemalloc-linked Redis, and slows the JVM to a crawl
+    let servers = backend.clock_servers();
+    if servers.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "{}: no server whose clock can be stepped",
+            backend.label
+        )));
+    }
     let clock = if backend.redis || backend.label.starts_with("zookeeper") {
         FakeClock::stepping(&dir)?
     } else {
         FakeClock::new(&dir)?
     };
-    let servers = backend.clock_servers();
     if !services_with(&plan.services, "restart", &servers, &clock.env(false)).await {
         let _ = services(&plan.services, "restart", &servers).await;
         return Err(std::io::Error::other(format!(

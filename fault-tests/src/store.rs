@@ -152,7 +152,7 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
                 .and_then(|p| p.parse::<u64>().ok())
                 .unwrap_or(0)
         };
-        // ACQ id token at_ns valid_until_ns [access] | REL id token at_ns (at_ns 0: stamp
+        // ACQ id token at_ns valid_until_ns [access] | REL id token at_ns (at_ns `-`: stamp
         // it here, and ACQ's valid_until_ns is time left) | READ id token
         // | WRITE id token value | OBS id epoch at_ns; what the backend's own store
         // answered, logged as is: RREAD/RWRITE id token value 1|0 | EFF id token request
@@ -162,9 +162,10 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
             let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
             let served = mono();
             let stale = |write: bool| fenced && !s.fence.admits(token, write);
-            // a worker on a faked clock leaves the stamp to the store (0), and gives its
-            // validity as time left
-            let stamped = if n == 0 {
+            // a worker on a faked clock leaves the stamp to the store (`-`), and gives
+            // its validity as time left
+            let unstamped = parts.get(3) == Some(&"-");
+            let stamped = if unstamped {
                 served
             } else {
                 Duration::from_nanos(n)
@@ -203,7 +204,7 @@ async fn serve(conn: TcpStream, state: Arc<Mutex<State>>, fenced: bool) {
             let own = matches!(parts.first().copied(), Some("RREAD" | "RWRITE"));
             let n = match kind {
                 Kind::Read if accepted && !own => s.value,
-                Kind::Acquired if n == 0 => nanos(served) + num(4),
+                Kind::Acquired if unstamped => nanos(served) + num(4),
                 Kind::Acquired => num(4),
                 _ => n,
             };

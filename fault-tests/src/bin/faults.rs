@@ -156,7 +156,7 @@ async fn main() -> ExitCode {
 
 fn verdict(unsafe_runs: u32) -> ExitCode {
     if unsafe_runs > 0 {
-        eprintln!("{unsafe_runs} fenced run(s) were unsafe");
+        eprintln!("{unsafe_runs} run(s) were unsafe or could not be made");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
@@ -199,7 +199,11 @@ async fn run_row(
                     *unsafe_runs += 1;
                 }
             }
-            Err(e) => eprintln!("{} / {}: {e}", backend.label, nemesis.label()),
+            Err(e) => {
+                // a run that could not be made proves nothing: it fails the report
+                eprintln!("{} / {}: {e}", backend.label, nemesis.label());
+                *unsafe_runs += 1;
+            }
         }
     }
     eprintln!("{} / {}: {:?}", row.backend, row.nemesis, row.verdict);

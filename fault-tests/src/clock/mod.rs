@@ -26,24 +26,31 @@ pub fn libfaketime() -> Option<PathBuf> {
 /// The preload that steps a wall clock without libfaketime.
 const STEP_SOURCE: &str = include_str!("step.c");
 
-/// `step.c` built into `dir` (once per process run).
+/// `step.c` built into `dir`, once per version of its source.
 fn step_library(dir: &Path) -> std::io::Result<PathBuf> {
-    let library = dir.join(format!("dlock-clock-step-{}.so", std::process::id()));
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    STEP_SOURCE.hash(&mut hasher);
+    let library = dir.join(format!("dlock-clock-step-{:016x}.so", hasher.finish()));
     if library.exists() {
         return Ok(library);
     }
-    let source = dir.join(format!("dlock-clock-step-{}.c", std::process::id()));
+    let scratch = dir.join(format!("dlock-clock-step-{}", std::process::id()));
+    let (source, building) = (scratch.with_extension("c"), scratch.with_extension("so"));
     std::fs::write(&source, STEP_SOURCE)?;
     let built = std::process::Command::new("cc")
         .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&library)
+        .arg(&building)
         .arg(&source)
         .status()?;
+    let _ = std::fs::remove_file(&source);
     if !built.success() {
         return Err(std::io::Error::other(
             "cc could not build the clock-step preload",
         ));
     }
+    // renamed into place only once whole: a build killed halfway is never loaded
+    std::fs::rename(&building, &library)?;
     Ok(library)
 }
 
@@ -104,9 +111,22 @@ impl FakeClock {
     /// # Errors
     /// When the file cannot be written.
     pub fn set(&self, spec: &str) -> std::io::Result<()> {
+        if matches!(self.library, Library::Step(_)) && spec.contains('x') {
+            return Err(std::io::Error::other(format!(
+                "a stepping clock only steps: {spec:?} asks for a rate"
+            )));
+        }
         let next = self.file.with_extension("next");
         std::fs::write(&next, format!("{spec}\n"))?;
         std::fs::rename(&next, &self.file)
+    }
+
+    /// The preload library that fakes this clock.
+    #[must_use]
+    pub fn library(&self) -> &Path {
+        match &self.library {
+            Library::Faketime(l) | Library::Step(l) => l,
+        }
     }
 
     /// The environment that puts a process on this clock. With `monotonic` false only

@@ -5,10 +5,15 @@
  * libfaketime cannot load into: jemalloc reads the clock while libfaketime is still
  * initialising (libfaketime issue #130). It allocates nothing and resolves nothing:
  * the true time comes from the clock_gettime system call itself. Only the wall clock
- * is stepped; monotonic clocks pass through untouched. */
+ * is stepped; monotonic clocks pass through untouched. Waits on absolute
+ * CLOCK_REALTIME deadlines (pthread_cond_timedwait on its default clock,
+ * sem_timedwait, clock_nanosleep with TIMER_ABSTIME) are not adjusted: after a
+ * step ahead such a wait ends at once, after a step back it lasts the step longer. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -17,14 +22,20 @@
 static long long step_seconds(void) {
     const char *path = getenv("DLOCK_CLOCK_STEP_FILE");
     if (!path) return 0;
+    int saved = errno; /* reading the time must not change errno */
+    long long step = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char buf[32];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    return strtoll(buf, NULL, 10);
+    if (fd >= 0) {
+        char buf[32];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n > 0) {
+            buf[n] = 0;
+            step = strtoll(buf, NULL, 10);
+        }
+    }
+    errno = saved;
+    return step;
 }
 
 int clock_gettime(clockid_t clock, struct timespec *ts) {
@@ -36,7 +47,7 @@ int clock_gettime(clockid_t clock, struct timespec *ts) {
 }
 
 int gettimeofday(struct timeval *restrict tv, void *restrict tz) {
-    (void)tz;
+    if (tz) memset(tz, 0, sizeof(struct timezone)); /* UTC, no DST, as the kernel's */
     struct timespec ts;
     if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return -1;
     if (tv) {

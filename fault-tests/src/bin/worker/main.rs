@@ -51,19 +51,15 @@ impl Store {
     async fn update(&mut self, id: &str, lease: &Lease, access: char, hold: u64) -> bool {
         let now = mono();
         let t = lease.token();
-        let mut hold = Duration::from_millis(hold);
+        let hold = Duration::from_millis(hold);
         let acquired = match self.clock_rate {
             Some(rate) => {
                 // This clock is faked, so it cannot stamp the shared log: the store
-                // stamps the grant as it gets it, with the deadline this worker believes
-                // in, converted to true time. And the worker works until that deadline,
-                // as a user who trusts the lease to the last moment would.
-                hold = lease.remaining().saturating_sub(Duration::from_millis(5));
-                let believed = lease.remaining().as_secs_f64() / rate;
-                format!(
-                    "ACQ {id} {t} 0 {} {access}",
-                    nanos(Duration::from_secs_f64(believed))
-                )
+                // stamps the grant as it gets it (`-`), with the deadline this worker
+                // believes in, converted to true time.
+                let believed = Duration::try_from_secs_f64(lease.remaining().as_secs_f64() / rate)
+                    .unwrap_or(Duration::MAX);
+                format!("ACQ {id} {t} - {} {access}", nanos(believed))
             }
             None => {
                 let valid_until = nanos(now + lease.remaining());
@@ -80,6 +76,12 @@ impl Store {
                 .strip_prefix("VAL ")
                 .and_then(|v| v.parse::<u64>().ok())
         {
+            // under a clock rate the worker works until its lease's deadline, as a user
+            // who trusts the lease to the last moment would
+            let hold = match self.clock_rate {
+                Some(_) => lease.remaining().saturating_sub(Duration::from_millis(5)),
+                None => hold,
+            };
             tokio::time::sleep(hold).await;
             if access != 'r' {
                 let _ = self.ask(format!("WRITE {id} {t} {}", v + 1)).await;
@@ -87,10 +89,9 @@ impl Store {
         }
         // Report the end of the critical section before releasing: a worker killed
         // between the two must not leave a window open after others could take over.
-        let done = if self.clock_rate.is_some() {
-            0
-        } else {
-            nanos(mono())
+        let done = match self.clock_rate {
+            Some(_) => "-".to_owned(),
+            None => nanos(mono()).to_string(),
         };
         let _ = self.ask(format!("REL {id} {t} {done}")).await;
         true
@@ -184,7 +185,7 @@ async fn main() -> ExitCode {
             None => (&lock, 'x'),
         };
         let taken = match poll {
-            Some(every) => poll_once(lock, &name, ttl, every).await,
+            Some(every) => poll_until_taken(lock, &name, ttl, every).await,
             None => lock.acquire(&name, ttl, Duration::from_secs(5)).await,
         };
         let lease = match taken {
@@ -203,7 +204,7 @@ async fn main() -> ExitCode {
 }
 
 /// `try_acquire` every `every` until it gives a lease (or fails).
-async fn poll_once(
+async fn poll_until_taken(
     lock: &Arc<dyn DistributedLock>,
     name: &LockName,
     ttl: Duration,
