@@ -210,6 +210,12 @@ impl DistributedLock for Crashable {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.viewed_lock()?.inspect(name).await
     }
+    async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
+        self.viewed_lock()?.resume(ticket).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {
+        self.viewed_lock()?.list(prefix).await
+    }
     async fn try_acquire_with_value(
         &self,
         name: &LockName,

@@ -190,7 +190,9 @@ macro_rules! conformance_suite {
             min_hold_blocks_after_release,
             min_hold_outlives_a_crash,
             max_hold_ends_the_hold,
-            fallback_serves_an_outage
+            fallback_serves_an_outage,
+            tickets_carry_a_lease_between_clients,
+            list_shows_held_locks
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

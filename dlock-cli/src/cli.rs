@@ -33,7 +33,50 @@ pub enum Command {
     /// Measure a backend: uncontended cycle, hand-off, contention, parallel names,
     /// many held locks; with the raw-protocol floor and the ratio where one exists.
     Bench(BenchArgs),
+    /// Take lock NAME, print a ticket for the lease and exit holding it: nothing
+    /// renews it until `dlock renew TICKET`, and it ends at `dlock release TICKET` or
+    /// after --ttl.
+    #[command(after_help = TICKET_HELP)]
+    Acquire(AcquireArgs),
+    /// Renew the lease a ticket from `dlock acquire` stands for.
+    #[command(after_help = TICKET_HELP)]
+    Renew(RenewArgs),
+    /// Release the lease a ticket from `dlock acquire` stands for.
+    #[command(after_help = TICKET_HELP)]
+    Release(TicketArgs),
+    /// List the held locks: name, holder, fencing token, time left, and how many wait
+    /// where the backend can tell.
+    #[command(after_help = LIST_HELP)]
+    List(ListArgs),
 }
+
+const TICKET_HELP: &str = "\
+A ticket is one line: the backend's name, the lock name, the acquisition's owner id \
+(128 random bits), the fencing token and the TTL. It grants renewing and releasing \
+that one lease while it lasts — keep it like a password — and holds no URL or \
+password: each command connects with its own --url / DLOCK_URL. SQL databases, Redis \
+and Redlock take tickets; on etcd and ZooKeeper a lease cannot outlive the process \
+that took it.
+
+Exit codes: 0 done; 73 busy (--wait 0); 74 the wait ran out; 75 the ticket's lease is \
+gone (expired, released, taken over); 2 not a ticket, or one for another backend; \
+69 backend unreachable; 70 backend error.
+
+Examples:
+  t=$(dlock acquire --ttl 10m deploy)     # exits holding the lock
+  ./step-one && dlock renew \"$t\" && ./step-two
+  dlock release \"$t\"
+  dlock status \"$t\"                       # does it still hold?";
+
+const LIST_HELP: &str = "\
+Waiters are counted on etcd and ZooKeeper (the queue behind the holder); on SQL and \
+Redis waiters poll or listen and leave no trace, so the column shows -. Redis keys in \
+the plain layout cannot be listed (they look like any other program's keys).
+
+Examples:
+  dlock list                    # every held lock
+  dlock list jobs/              # names starting with jobs/
+  dlock list --json | jq '.[] | select(.remaining_ms < 5000)'";
 
 const RUN_HELP: &str = "\
 The command gets DLOCK_NAME, DLOCK_TOKEN (the fencing token: pass it with every write \
@@ -210,9 +253,63 @@ pub struct StatusArgs {
     /// Print one JSON array instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Lock names.
+    /// Lock names, or tickets from `dlock acquire` (does the ticket still hold?).
     #[arg(required = true, num_args = 1..)]
     pub names: Vec<String>,
+}
+
+/// `dlock acquire`.
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Lease time to live. Nothing renews it after `dlock acquire` exits.
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    pub ttl: Duration,
+    /// How long to wait for the lock: a duration (0 = give up at once) or `forever`.
+    #[arg(long, default_value = "0", value_parser = duration)]
+    pub wait: Duration,
+    /// Do not report progress while waiting.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Lock name.
+    pub name: String,
+}
+
+/// `dlock renew`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// The ticket.
+    #[command(flatten)]
+    pub ticket: TicketArgs,
+    /// The TTL to renew for (default: the ticket's).
+    #[arg(long, value_parser = duration)]
+    pub ttl: Option<Duration>,
+}
+
+/// A command on one ticket.
+#[derive(Debug, Args)]
+pub struct TicketArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// The ticket `dlock acquire` printed.
+    pub ticket: String,
+}
+
+/// `dlock list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Print one JSON array instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Only names starting with this.
+    #[arg(default_value = "")]
+    pub prefix: String,
 }
 
 fn scenario(text: &str) -> Result<dlock_bench::Scenario, String> {

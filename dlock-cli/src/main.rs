@@ -10,6 +10,10 @@
 //! dlock leader [--url URL] [--watch] [--json] NAME
 //! dlock status [--url URL] [--json] NAME...
 //! dlock bench [--url URL] [--scenario uncontended,handoff,contended,parallel,held] [--json]
+//! dlock acquire [--url URL] [--ttl 5m] [--wait D] NAME      # prints a ticket
+//! dlock renew [--url URL] [--ttl D] TICKET
+//! dlock release [--url URL] TICKET
+//! dlock list [--url URL] [--json] [PREFIX]
 //! ```
 //!
 //! The backend comes from `--url`, `DLOCK_URL`, or an SQLite file in the user's state
@@ -22,10 +26,12 @@ mod elect;
 mod exit;
 mod json;
 mod leader;
+mod list;
 mod metrics;
 mod progress;
 mod run;
 mod status;
+mod ticket;
 mod url;
 
 use std::process::ExitCode;
@@ -61,6 +67,10 @@ fn main() -> ExitCode {
             cli::Command::Leader(args) => leader::leader(args).await,
             cli::Command::Status(args) => status::status(args).await,
             cli::Command::Bench(args) => bench::bench(args).await,
+            cli::Command::Acquire(args) => ticket::acquire(args).await,
+            cli::Command::Renew(args) => ticket::renew(args).await,
+            cli::Command::Release(args) => ticket::release(args).await,
+            cli::Command::List(args) => list::list(args).await,
         }
     })
 }

@@ -4,7 +4,9 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use dlock_any::{Access, Coordination, Holding, LockError, LockInfo, LockName, format_duration};
+use dlock_any::{
+    Access, Coordination, Holding, LockError, LockInfo, LockName, Ticket, format_duration,
+};
 
 use crate::cli::StatusArgs;
 use crate::{exit, json, url};
@@ -15,12 +17,23 @@ struct Report {
     lock: Option<LockInfo>,
     permits: Vec<Holding>,
     rw: Vec<Holding>,
+    /// For a ticket given instead of a name: whether its lease holds the lock.
+    ticket_holds: Option<bool>,
+}
+
+/// A name, or a ticket standing for its name and one lease on it.
+fn target(arg: &str) -> Result<(LockName, Option<Ticket>), LockError> {
+    if arg.starts_with("dlock-ticket") {
+        let ticket: Ticket = arg.parse()?;
+        return Ok((ticket.name().clone(), Some(ticket)));
+    }
+    Ok((LockName::new(arg)?, None))
 }
 
 pub async fn status(args: StatusArgs) -> ExitCode {
-    let names: Result<Vec<LockName>, _> = args.names.iter().map(|n| LockName::new(n)).collect();
-    let names = match names {
-        Ok(n) => n,
+    let targets: Result<Vec<_>, _> = args.names.iter().map(|n| target(n)).collect();
+    let (names, tickets): (Vec<LockName>, Vec<Option<Ticket>>) = match targets {
+        Ok(t) => t.into_iter().unzip(),
         Err(e) => return exit::fail(&e),
     };
     let backend = match url::resolve(args.backend.url.as_deref()) {
@@ -31,9 +44,16 @@ pub async fn status(args: StatusArgs) -> ExitCode {
         Err(e) => return exit::fail(&e),
     };
     let mut reports = Vec::new();
-    for name in &names {
+    for (name, ticket) in names.iter().zip(&tickets) {
         match report(&*backend, name).await {
-            Ok(r) => reports.push(r),
+            Ok(mut r) => {
+                r.ticket_holds = ticket.as_ref().map(|t| {
+                    r.lock
+                        .as_ref()
+                        .is_some_and(|h| h.owner == *t.owner() && h.token == t.token())
+                });
+                reports.push(r);
+            }
             Err(e) => return exit::fail(&e),
         }
     }
@@ -49,6 +69,9 @@ pub async fn status(args: StatusArgs) -> ExitCode {
         .is_err()
     {
         return ExitCode::from(exit::BACKEND);
+    }
+    if reports.iter().any(|r| r.ticket_holds == Some(false)) {
+        return ExitCode::from(exit::LEASE_LOST);
     }
     ExitCode::SUCCESS
 }
@@ -67,6 +90,7 @@ async fn report(backend: &dyn Coordination, name: &LockName) -> Result<Report, L
         } else {
             Vec::new()
         },
+        ticket_holds: None,
     })
 }
 
@@ -86,6 +110,15 @@ fn as_text(names: &[LockName], reports: &[Report]) -> String {
             None => {
                 let _ = writeln!(out, "{name}: free");
             }
+        }
+        match r.ticket_holds {
+            Some(true) => {
+                let _ = writeln!(out, "{name}: the ticket's lease holds it");
+            }
+            Some(false) => {
+                let _ = writeln!(out, "{name}: the ticket's lease is gone");
+            }
+            None => {}
         }
         if let Some(first) = r.permits.first() {
             let n = match first.access {
@@ -144,6 +177,9 @@ fn as_json(names: &[LockName], reports: &[Report]) -> String {
                 );
             }
             None => out.push_str(",\"held\":false"),
+        }
+        if let Some(holds) = r.ticket_holds {
+            let _ = write!(out, ",\"ticket_holds\":{holds}");
         }
         if let Some(first) = r.permits.first() {
             let n = match first.access {

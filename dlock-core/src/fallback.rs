@@ -442,6 +442,14 @@ impl DistributedLock for FallbackLock {
         self.inner().await?.inspect(name).await
     }
 
+    async fn resume(&self, ticket: &crate::Ticket) -> Result<Lease, LockError> {
+        self.inner().await?.resume(ticket).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<crate::Held>, LockError> {
+        self.inner().await?.list(prefix).await
+    }
+
     async fn holder_changed(
         &self,
         name: &LockName,

@@ -7,7 +7,9 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use crate::{Capabilities, DistributedLock, HolderValue, Lease, LockError, LockInfo, LockName};
+use crate::{
+    Capabilities, DistributedLock, Held, HolderValue, Lease, LockError, LockInfo, LockName, Ticket,
+};
 
 /// The metric names dlock records (through the `metrics` facade: install any recorder
 /// or exporter to collect them; without one they cost next to nothing).
@@ -275,6 +277,12 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.inner.inspect(name).await
     }
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        self.inner.resume(ticket).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        self.inner.list(prefix).await
+    }
     async fn try_acquire_with_value(
         &self,
         name: &LockName,
@@ -346,6 +354,12 @@ impl<T: DistributedLock + ?Sized> DistributedLock for Arc<T> {
     }
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         (**self).inspect(name).await
+    }
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        (**self).resume(ticket).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        (**self).list(prefix).await
     }
     async fn try_acquire_with_value(
         &self,

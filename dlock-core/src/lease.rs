@@ -204,6 +204,31 @@ pub struct LockInfo {
     pub remaining: Duration,
 }
 
+/// A held lock, as [`crate::DistributedLock::list`] reports it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Held {
+    /// The lock's name.
+    pub name: LockName,
+    /// Its holder.
+    pub holder: LockInfo,
+    /// How many wait for it, where the backend can tell (etcd, ZooKeeper: the queue
+    /// behind the holder); `None` where waiters leave no trace (they poll or listen).
+    pub waiters: Option<usize>,
+}
+
+impl Held {
+    /// A held lock.
+    #[must_use]
+    pub fn new(name: LockName, holder: LockInfo, waiters: Option<usize>) -> Self {
+        Self {
+            name,
+            holder,
+            waiters,
+        }
+    }
+}
+
 impl LockInfo {
     /// The holder value the holder acquired with, if any
     /// ([`crate::DistributedLock::acquire_with_value`]).

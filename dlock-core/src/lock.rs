@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Capabilities, HolderValue, Lease, LockError, LockInfo, LockName};
+use crate::{Capabilities, Held, HolderValue, Lease, LockError, LockInfo, LockName, Ticket};
 
 /// The shortest TTL accepted: below this the drift margin would eat the lease.
 pub const MIN_TTL: Duration = Duration::from_millis(10);
@@ -191,6 +191,43 @@ pub trait DistributedLock: Send + Sync {
         let _ = name;
         tokio::time::sleep_until(poll_until(seen, until)).await;
         Ok(())
+    }
+
+    /// Takes up the lease a [`Ticket`] wrote down — in this process or another — so it
+    /// can be renewed and released here. Its `valid_until` is what the server says is
+    /// left of it.
+    ///
+    /// # Errors
+    /// [`LockError::LeaseLost`] when the ticket's lease is no longer held (expired,
+    /// released, taken over); [`LockError::InvalidArgument`] for a ticket of another
+    /// backend; [`LockError::Unsupported`] where a lease cannot leave its process (etcd
+    /// keeps it alive from there, a ZooKeeper lock ends with its session, a memory lock
+    /// is the process's own).
+    ///
+    /// # Cancel safety
+    /// A read: dropping it changes nothing.
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        let _ = ticket;
+        Err(LockError::Unsupported {
+            backend: self.backend_name(),
+            what: "tickets (a lease here cannot leave the process that took it)".into(),
+        })
+    }
+
+    /// The locks held now whose names start with `prefix` (all with `""`), by name:
+    /// each holder and, where the backend can tell, how many wait for it.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] where the backend cannot enumerate its locks.
+    ///
+    /// # Cancel safety
+    /// A read: dropping it changes nothing.
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        let _ = prefix;
+        Err(LockError::Unsupported {
+            backend: self.backend_name(),
+            what: "listing its locks".into(),
+        })
     }
 
     /// What this backend guarantees beyond the rules above.

@@ -21,17 +21,43 @@ pub(crate) fn dir_for(prefix: &str, name: &LockName, access: Access) -> String {
     }
 }
 
-fn escaped_dir(mut out: String, name: &LockName) -> String {
-    out.reserve(name.as_str().len() + 1);
-    for c in name.as_str().chars() {
+fn escaped_dir(out: String, name: &LockName) -> String {
+    let mut out = escaped_prefix(out, name.as_str());
+    out.push('/');
+    out
+}
+
+/// `out` followed by `text` with `%` and `/` escaped: every mutex queue whose name starts
+/// with `text` starts with it.
+pub(crate) fn escaped_prefix(mut out: String, text: &str) -> String {
+    out.reserve(text.len());
+    for c in text.chars() {
         match c {
             '%' => out.push_str("%25"),
             '/' => out.push_str("%2F"),
             c => out.push(c),
         }
     }
-    out.push('/');
     out
+}
+
+/// The lock name of a mutex contender's key under `prefix`; `None` for a semaphore's,
+/// a read-write lock's or any other key.
+pub(crate) fn name_of(prefix: &str, key: &[u8]) -> Option<String> {
+    let rest = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
+    let (escaped, _owner) = rest.rsplit_once('/')?;
+    let mut name = String::with_capacity(escaped.len());
+    let mut parts = escaped.split('%');
+    name.push_str(parts.next()?);
+    for part in parts {
+        match part.get(..2) {
+            Some("25") => name.push('%'),
+            Some("2F") => name.push('/'),
+            _ => return None, // `%sem/…`, `%rw/…`: not a mutex
+        }
+        name.push_str(&part[2..]);
+    }
+    (!name.is_empty() && !escaped.contains('/')).then_some(name)
 }
 
 /// The owner id at the end of a contender's key.
@@ -43,6 +69,21 @@ pub(crate) fn owner_of(key: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_contenders_key_gives_back_its_name() {
+        for n in ["a", "a/b", "50%/x", "%2F"] {
+            let key = format!("{}0123abcd", dir(n));
+            assert_eq!(
+                name_of("dlock/", key.as_bytes()).as_deref(),
+                Some(n),
+                "{key}"
+            );
+        }
+        let sem = dir_for("dlock/", &LockName::new("s").unwrap(), Access::Permit(2));
+        assert_eq!(name_of("dlock/", format!("{sem}owner").as_bytes()), None);
+        assert!(dir("a/b").starts_with(&escaped_prefix("dlock/".into(), "a/")));
+    }
 
     fn dir(n: &str) -> String {
         queue_dir("dlock/", &LockName::new(n).unwrap())

@@ -323,6 +323,40 @@ impl Backend for EtcdLock {
         self.shared_holders(name, of).await
     }
 
+    /// Every mutex queue under the prefix, read keys only in one range; each name's
+    /// holder inspected; the rest of its queue are its waiters.
+    async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {
+        let root = self.opts.prefix.clone();
+        let from = crate::keys::escaped_prefix(root.clone(), prefix);
+        let resp = self
+            .rpc("list", |mut c| {
+                let from = from.clone();
+                async move {
+                    let opts = etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only();
+                    c.get(from, Some(opts)).await
+                }
+            })
+            .await?;
+        let mut queues: std::collections::BTreeMap<String, usize> = Default::default();
+        for kv in resp.kvs() {
+            if let Some(name) = crate::keys::name_of(&root, kv.key()) {
+                *queues.entry(name).or_default() += 1;
+            }
+        }
+        let mut held = Vec::new();
+        for (name, queued) in queues {
+            let Ok(name) = LockName::new(&name) else {
+                continue;
+            };
+            if let Some(holder) = Backend::inspect(self, &name).await? {
+                held.push(dlock_core::Held::new(name, holder, Some(queued - 1)));
+            }
+        }
+        Ok(held)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::per_lease()
             .with_fair(true)

@@ -49,6 +49,69 @@ impl Keys {
     }
 }
 
+/// The `SCAN MATCH` pattern of the lock keys whose names start with `prefix`; `None` in
+/// the plain layout, whose keys cannot be told from other programs' keys.
+pub(crate) fn scan_pattern(opts: &Options, prefix: &str) -> Option<String> {
+    match opts.layout {
+        KeyLayout::Tagged => Some(format!(
+            "{}{{{}*}}:lock",
+            glob_escape(&opts.prefix),
+            glob_escape(&escape(prefix))
+        )),
+        KeyLayout::Plain => None,
+    }
+}
+
+/// Why the plain layout cannot list its locks.
+pub(crate) fn plain_unlisted() -> dlock_core::LockError {
+    dlock_core::LockError::Unsupported {
+        backend: "redis",
+        what: "listing locks in the plain key layout (its keys look like any other \
+               program's; use the default layout to list)"
+            .into(),
+    }
+}
+
+/// The lock name a key found by [`scan_pattern`] belongs to.
+pub(crate) fn name_of(opts: &Options, key: &str) -> Option<String> {
+    let tag = key
+        .strip_prefix(opts.prefix.as_str())?
+        .strip_prefix('{')?
+        .strip_suffix("}:lock")?;
+    Some(unescape(tag))
+}
+
+/// `text` matching itself in a Redis glob pattern.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The inverse of [`escape`].
+fn unescape(tag: &str) -> String {
+    let mut out = String::with_capacity(tag.len());
+    let mut rest = tag;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let code = rest.get(i..i + 3).unwrap_or("");
+        out.push_str(match code {
+            "%25" => "%",
+            "%7B" => "{",
+            "%7D" => "}",
+            _ => "%",
+        });
+        rest = &rest[i + if code.len() == 3 { 3 } else { 1 }..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Whether Redis Cluster hashes `key` by a tag: a `{` followed, later, by a `}` with
 /// something between them.
 fn has_hash_tag(key: &str) -> bool {
@@ -75,6 +138,19 @@ pub(crate) fn escape(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_scanned_key_gives_back_its_name() {
+        let opts = Options::new(std::time::Duration::from_secs(1));
+        for name in ["a", "jobs/nightly", "%7B{x}%", "%25", "b*[?]\\"] {
+            let n = LockName::new(name).unwrap();
+            let key = Keys::new(&opts, &n).lock;
+            assert_eq!(name_of(&opts, &key).as_deref(), Some(name), "{key}");
+        }
+        assert_eq!(
+            scan_pattern(&opts, "b*").as_deref(),
+            Some(format!("{}{{b\\**}}:lock", opts.prefix).as_str())
+        );
+    }
     use super::*;
 
     fn k(n: &str) -> Keys {

@@ -202,6 +202,36 @@ impl Node {
         })
     }
 
+    /// Every key matching `pattern` (`SCAN`, a page at a time, so the server is never
+    /// blocked by a `KEYS`).
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        let mut conn = self.conn.clone();
+        let mut keys = Vec::new();
+        let mut cursor = 0_u64;
+        loop {
+            let (next, page): (u64, Vec<String>) = self
+                .run(
+                    "scan",
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut conn),
+                )
+                .await?;
+            keys.extend(page);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
     /// Registers for the next release of `keys`' lock.
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription, LockError> {
         self.run("subscribe", self.wakeups.subscribe(channel)).await

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy};
+use dlock_core::backend::{
+    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, resume_held,
+};
 use dlock_core::{
     Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
 };
@@ -171,6 +173,45 @@ impl Backend for Redlock {
             return Err(self.quorum_unreachable(failures, last));
         }
         Ok(None)
+    }
+
+    async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
+        resume_held(self, ticket).await
+    }
+
+    /// The names any node has a lock key for, each inspected on every node: listed when
+    /// a quorum agrees on its holder.
+    async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {
+        let Some(pattern) = crate::keys::scan_pattern(&self.opts, prefix) else {
+            return Err(crate::keys::plain_unlisted());
+        };
+        let mut names = std::collections::BTreeSet::new();
+        let mut answered = 0;
+        for node in self.nodes.iter() {
+            // a node down hides nothing a quorum holds: the others still have its keys
+            if let Ok(keys) = node.scan(&pattern).await {
+                answered += 1;
+                names.extend(
+                    keys.iter()
+                        .filter_map(|k| crate::keys::name_of(&self.opts, k)),
+                );
+            }
+        }
+        if answered < self.quorum() {
+            return Err(LockError::transient(
+                "list: fewer than a quorum of Redlock nodes answered",
+            ));
+        }
+        let mut held = Vec::new();
+        for name in names {
+            let Ok(name) = LockName::new(&name) else {
+                continue;
+            };
+            if let Some(holder) = Backend::inspect(self, &name).await? {
+                held.push(dlock_core::Held::new(name, holder, None));
+            }
+        }
+        Ok(held)
     }
 
     fn capabilities(&self) -> Capabilities {

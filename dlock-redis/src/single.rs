@@ -4,9 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy};
+use dlock_core::backend::{
+    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, resume_held,
+};
 use dlock_core::{
-    Access, Capabilities, FencingToken, Holding, Lease, LockError, LockInfo, LockName, OwnerId,
+    Access, Capabilities, FencingToken, Held, Holding, Lease, LockError, LockInfo, LockName,
+    OwnerId, Ticket,
 };
 use tokio::time::Instant;
 
@@ -164,6 +167,30 @@ impl Backend for RedisLock {
                 token: FencingToken::new(token),
                 remaining,
             }))
+    }
+
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        resume_held(self, ticket).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        let Some(pattern) = crate::keys::scan_pattern(&self.opts, prefix) else {
+            return Err(crate::keys::plain_unlisted());
+        };
+        let mut held = Vec::new();
+        for key in self.node.scan(&pattern).await? {
+            let Some(name) = crate::keys::name_of(&self.opts, &key) else {
+                continue;
+            };
+            let Ok(name) = LockName::new(&name) else {
+                continue;
+            };
+            // waiters listen on a channel; they leave no count behind
+            if let Some(holder) = Backend::inspect(self, &name).await? {
+                held.push(Held::new(name, holder, None));
+            }
+        }
+        Ok(held)
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -78,9 +78,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, within};
+use dlock_core::backend::{
+    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, resume_held, within,
+};
 use dlock_core::{
-    Access, Capabilities, FencingToken, Holding, Lease, LockError, LockInfo, LockName, OwnerId,
+    Access, Capabilities, FencingToken, Held, Holding, Lease, LockError, LockInfo, LockName,
+    OwnerId, Ticket,
 };
 use tokio::time::Instant;
 
@@ -270,6 +273,30 @@ impl Backend for SqlLock {
         Capabilities::per_lease()
             .with_notify(notify)
             .with_shared(true)
+    }
+
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        resume_held(self, ticket).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        let rows = self.op("list", self.store.held(prefix)).await?;
+        let mut held = Vec::with_capacity(rows.len());
+        for (name, h) in rows {
+            // a row written by another program under a name dlock would refuse is
+            // none of ours
+            let Ok(name) = LockName::new(&name) else {
+                continue;
+            };
+            let holder = LockInfo {
+                owner: OwnerId::from_stored(&h.owner),
+                token: FencingToken::from_signed(h.token, "token in the lock table")?,
+                remaining: h.remaining,
+            };
+            // waiters poll; they leave no trace in the table
+            held.push(Held::new(name, holder, None));
+        }
+        Ok(held)
     }
 
     fn backend_name(&self) -> &'static str {

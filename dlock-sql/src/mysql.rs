@@ -21,6 +21,7 @@ pub(crate) struct MySql {
     renew: String,
     release: String,
     holder: String,
+    held: String,
 }
 
 impl MySql {
@@ -74,6 +75,11 @@ impl MySql {
             holder: format!(
                 "SELECT owner, token, {remaining_ms} FROM {table}
                  WHERE name = ? AND expires_at > {now}"
+            ),
+            held: format!(
+                "SELECT name, owner, token, {remaining_ms} FROM {table}
+                 WHERE expires_at > {now} AND LEFT(name, LENGTH(?)) = ?
+                 ORDER BY name"
             ),
         }
     }
@@ -184,6 +190,27 @@ impl Store for MySql {
             })
         })
         .transpose()
+    }
+
+    async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
+        let rows = sqlx::query(AssertSqlSafe(self.held.as_str()))
+            .bind(prefix.as_bytes())
+            .bind(prefix.as_bytes())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let name: Vec<u8> = r.try_get(0)?;
+                Ok((
+                    String::from_utf8_lossy(&name).into_owned(),
+                    Holder {
+                        owner: r.try_get(1)?,
+                        token: r.try_get(2)?,
+                        remaining: from_millis(r.try_get::<Option<i64>, _>(3)?).unwrap_or_default(),
+                    },
+                ))
+            })
+            .collect()
     }
 
     async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error> {

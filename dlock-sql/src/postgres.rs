@@ -29,6 +29,7 @@ struct Statements {
     renew: String,
     release: String,
     holder: String,
+    held: String,
 }
 
 impl Postgres {
@@ -91,6 +92,11 @@ impl Postgres {
                 holder: format!(
                     "SELECT owner, token, {remaining} AS remaining_ms FROM {table}
                      WHERE name = $1 AND expires_at > clock_timestamp()"
+                ),
+                held: format!(
+                    "SELECT name, owner, token, {remaining} AS remaining_ms FROM {table}
+                     WHERE expires_at > clock_timestamp() AND starts_with(name, $1)
+                     ORDER BY name"
                 ),
             },
         }
@@ -194,6 +200,25 @@ impl Store for Postgres {
             })
         })
         .transpose()
+    }
+
+    async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
+        let rows = sqlx::query(AssertSqlSafe(self.sql.held.as_str()))
+            .bind(prefix)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get(0)?,
+                    Holder {
+                        owner: r.try_get(1)?,
+                        token: r.try_get(2)?,
+                        remaining: from_millis(r.try_get(3)?).unwrap_or_default(),
+                    },
+                ))
+            })
+            .collect()
     }
 
     async fn subscribe(&self, name: &str) -> Option<Subscription> {

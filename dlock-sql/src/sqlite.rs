@@ -19,6 +19,7 @@ pub(crate) struct Sqlite {
     renew: String,
     release: String,
     holder: String,
+    held: String,
 }
 
 impl Sqlite {
@@ -62,6 +63,11 @@ impl Sqlite {
             holder: format!(
                 "SELECT owner, token, expires_at - {now} FROM {table}
                  WHERE name = ?1 AND expires_at > {now}"
+            ),
+            held: format!(
+                "SELECT name, owner, token, expires_at - {now} FROM {table}
+                 WHERE expires_at > {now} AND substr(name, 1, length(?1)) = ?1
+                 ORDER BY name"
             ),
         }
     }
@@ -135,6 +141,25 @@ impl Store for Sqlite {
             })
         })
         .transpose()
+    }
+
+    async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
+        let rows = sqlx::query(AssertSqlSafe(self.held.as_str()))
+            .bind(prefix)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get(0)?,
+                    Holder {
+                        owner: r.try_get(1)?,
+                        token: r.try_get(2)?,
+                        remaining: from_millis(r.try_get(3)?).unwrap_or_default(),
+                    },
+                ))
+            })
+            .collect()
     }
 
     async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error> {

@@ -267,6 +267,51 @@ impl Backend for ZkLock {
         self.shared_holders(name, of).await
     }
 
+    /// The root's children are the queues; each name's holder inspected, the rest of
+    /// its queue its waiters.
+    async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {
+        let client = self.sessions.first().session.get().await?;
+        let queues = match self
+            .op("list locks", async {
+                Ok(client.list_children(&self.root).await)
+            })
+            .await?
+        {
+            Ok(c) => c,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(from_zk("list locks", e)),
+        };
+        let mut names: Vec<String> = queues
+            .iter()
+            .filter_map(|q| crate::path::name_of(q))
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        names.sort();
+        let mut held = Vec::new();
+        for name in names {
+            let Ok(name) = LockName::new(&name) else {
+                continue;
+            };
+            let dir = queue_dir(&self.root, &name);
+            let queued = match self
+                .op("list queue", async { Ok(client.list_children(&dir).await) })
+                .await?
+            {
+                Ok(c) => c.len(),
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(from_zk("list queue", e)),
+            };
+            if let Some(holder) = Backend::inspect(self, &name).await? {
+                held.push(dlock_core::Held::new(
+                    name,
+                    holder,
+                    Some(queued.saturating_sub(1)),
+                ));
+            }
+        }
+        Ok(held)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::per_session()
             .with_fair(true)

@@ -29,6 +29,25 @@ pub(crate) fn queue_dir(root: &str, name: &LockName) -> String {
     out
 }
 
+/// The lock name a child of the root stands for (the inverse of [`queue_dir`]'s
+/// encoding); `None` for a semaphore's or a read-write lock's queue (`%sem:…`,
+/// `%rw:…`) or a node dlock did not name.
+pub(crate) fn name_of(segment: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(segment.len());
+    let mut rest = segment.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok().filter(|n| !n.is_empty())
+}
+
 /// How a mutex's contender nodes are named.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -130,6 +149,17 @@ pub(crate) fn predecessor(children: &[String], seq: i32) -> Option<&String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_node_gives_back_its_name() {
+        for n in ["a", "a/b", "50%.x", "émoji 😀", "\u{E001}"] {
+            let dir = queue_dir("/dlock", &LockName::new(n).unwrap());
+            let segment = dir.strip_prefix("/dlock/").unwrap();
+            assert_eq!(name_of(segment).as_deref(), Some(n), "{segment}");
+        }
+        assert_eq!(name_of("%sem:abc"), None);
+        assert_eq!(name_of("%rw:abc"), None);
+    }
 
     fn dir(n: &str) -> String {
         queue_dir("/dlock", &LockName::new(n).unwrap())

@@ -23,8 +23,8 @@ use tokio::time::Instant;
 
 use super::{ClaimDriver, QueueDriver, claim, queue};
 use crate::{
-    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, HolderValue,
-    Holding, Lease, LockError, LockInfo, LockName,
+    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, Held,
+    HolderValue, Holding, Lease, LockError, LockInfo, LockName, Ticket,
 };
 
 /// What an adapter writes besides its family's driver: the parts of
@@ -72,6 +72,60 @@ pub trait Backend: Send + Sync {
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
         let _ = name;
         Err(LockError::unsupported(self.backend_name(), of))
+    }
+
+    /// As [`DistributedLock::resume`]; a backend whose lease is its stored row or key
+    /// answers with [`resume_held`].
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        let _ = ticket;
+        Err(LockError::Unsupported {
+            backend: self.backend_name(),
+            what: "tickets (a lease here cannot leave the process that took it)".into(),
+        })
+    }
+
+    /// As [`DistributedLock::list`].
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        let _ = prefix;
+        Err(LockError::Unsupported {
+            backend: self.backend_name(),
+            what: "listing its locks".into(),
+        })
+    }
+}
+
+/// [`DistributedLock::resume`] for a backend that renews and releases by name, owner
+/// id and token alone (the claim family): the ticket's lease, if `inspect` finds it
+/// still held by the ticket's owner with its token, valid for what the server says is
+/// left of it.
+///
+/// # Errors
+/// [`LockError::LeaseLost`] when it is not held so; `InvalidArgument` for a ticket of
+/// another backend; the backend's error from `inspect`.
+pub async fn resume_held<B: Backend + ?Sized>(
+    backend: &B,
+    ticket: &Ticket,
+) -> Result<Lease, LockError> {
+    if ticket.backend() != backend.backend_name() {
+        return Err(ticket.foreign(backend.backend_name()));
+    }
+    let sent = Instant::now();
+    match backend.inspect(ticket.name()).await? {
+        Some(h) if h.owner == *ticket.owner() && h.token == ticket.token() => {
+            // a lease granted as if sent when it would end as the server says: its
+            // deadline is what is left, measured from before we asked
+            let granted = sent
+                .checked_sub(ticket.ttl().saturating_sub(h.remaining))
+                .unwrap_or(sent);
+            Ok(Lease::new(
+                ticket.name().clone(),
+                ticket.owner().clone(),
+                ticket.token(),
+                ticket.ttl(),
+                granted,
+            ))
+        }
+        _ => Err(LockError::lease_lost(ticket.name())),
     }
 }
 
@@ -274,6 +328,14 @@ impl<B: Backend> DistributedLock for B {
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         Backend::inspect(self, name).await
+    }
+
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        Backend::resume(self, ticket).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        Backend::list(self, prefix).await
     }
 
     fn capabilities(&self) -> Capabilities {

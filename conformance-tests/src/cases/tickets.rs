@@ -1,0 +1,140 @@
+//! Leases carried between clients by a ticket, and listing the held locks.
+
+use std::time::Duration;
+
+use dlock_core::{LockError, LockName, Ticket};
+
+use super::{LONG_TTL, take, unique};
+use crate::Harness;
+
+/// The backends whose lease cannot leave the process that took it: etcd keeps its
+/// lease alive from there, a ZooKeeper lock ends with its session, a memory lock is
+/// the process's own.
+const NO_TICKETS: [&str; 3] = ["etcd", "zookeeper", "memory"];
+
+/// A ticket written by one client is taken up by another, which can renew and release
+/// the lease; a ticket whose lease is gone, or of another backend, is refused.
+pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
+    let a = h.client().await;
+    let b = h.client().await;
+    let name = unique("tickets");
+    let lease = take(&*a, &name, LONG_TTL).await;
+    let ticket: Ticket = Ticket::of(a.backend_name(), &lease)
+        .expect("a mutex lease has a ticket")
+        .to_string()
+        .parse()
+        .expect("a ticket reads back");
+    let resumed = match b.resume(&ticket).await {
+        Err(LockError::Unsupported { backend, .. }) => {
+            assert!(NO_TICKETS.contains(&backend), "{backend} refused tickets");
+            assert!(a.release(&lease).await.expect("release"));
+            return;
+        }
+        other => other.expect("resume"),
+    };
+    assert!(
+        !NO_TICKETS.contains(&a.backend_name()),
+        "{} took a ticket up",
+        a.backend_name()
+    );
+    assert_eq!(
+        (resumed.name(), resumed.owner(), resumed.token()),
+        (lease.name(), lease.owner(), lease.token())
+    );
+    assert!(resumed.is_valid() && resumed.remaining() <= LONG_TTL);
+    let renewed = b.renew(&resumed).await.expect("the taker renews");
+    assert!(renewed.remaining() > LONG_TTL / 2);
+    // a ticket naming another backend, or another token, is refused
+    let foreign = Ticket::new(
+        "elsewhere",
+        name.clone(),
+        lease.owner().clone(),
+        lease.token(),
+        LONG_TTL,
+    );
+    assert!(matches!(
+        b.resume(&foreign).await,
+        Err(LockError::InvalidArgument(_))
+    ));
+    let forged = Ticket::new(
+        a.backend_name(),
+        name.clone(),
+        lease.owner().clone(),
+        dlock_core::FencingToken::new(lease.token().get() + 1),
+        LONG_TTL,
+    );
+    assert!(matches!(
+        b.resume(&forged).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    // the taker's release is the lease's: the writer's own lease is gone with it
+    assert!(b.release(&renewed).await.expect("the taker releases"));
+    assert!(!a.release(&lease).await.expect("release of a gone lease"));
+    assert!(matches!(
+        b.resume(&ticket).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    let next = take(&*a, &name, LONG_TTL).await;
+    assert!(matches!(
+        b.resume(&ticket).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    assert!(a.release(&next).await.expect("release"));
+}
+
+/// `list` shows each held lock under a prefix with its holder, and no other; a waiter
+/// counts where the backend can tell.
+pub async fn list_shows_held_locks(h: &impl Harness) {
+    let a = h.client().await;
+    let b = h.client().await;
+    let root = unique("list");
+    let prefix = format!("{root}/");
+    let named = |s: &str| LockName::new(&format!("{prefix}{s}")).expect("name");
+    let (first, second) = (named("a"), named("b"));
+    let outside = LockName::new(&format!("{root}-other")).expect("name");
+    let la = take(&*a, &first, LONG_TTL).await;
+    let lb = take(&*a, &second, LONG_TTL).await;
+    let lo = take(&*a, &outside, LONG_TTL).await;
+    let waiter = {
+        let b = b.clone();
+        let second = second.clone();
+        tokio::spawn(async move { b.acquire(&second, LONG_TTL, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = match a.list(&prefix).await {
+        Err(LockError::Unsupported { backend, what }) => {
+            // a process-local lock, and Redis's plain layout, whose keys look like any
+            // other program's
+            assert!(
+                backend == "memory" || what.contains("plain key layout"),
+                "{backend} cannot list: {what}"
+            );
+            waiter.abort();
+            for l in [&la, &lb, &lo] {
+                assert!(a.release(l).await.expect("release"));
+            }
+            return;
+        }
+        other => other.expect("list"),
+    };
+    let names: Vec<&LockName> = held.iter().map(|h| &h.name).collect();
+    assert_eq!(names, vec![&first, &second], "{held:?}");
+    for (h, l) in held.iter().zip([&la, &lb]) {
+        assert_eq!((&h.holder.owner, h.holder.token), (l.owner(), l.token()));
+        assert!(h.holder.remaining > Duration::ZERO);
+    }
+    assert!(matches!(held[0].waiters, None | Some(0)), "{held:?}");
+    assert!(matches!(held[1].waiters, None | Some(1)), "{held:?}");
+    assert!(a.release(&lb).await.expect("release"));
+    let next = waiter.await.expect("waiter").expect("the waiter gets it");
+    assert!(a.release(&la).await.expect("release"));
+    let held = a.list(&prefix).await.expect("list");
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(
+        (&held[0].name, &held[0].holder.owner),
+        (&second, next.owner())
+    );
+    assert!(b.release(&next).await.expect("release"));
+    assert!(a.release(&lo).await.expect("release"));
+    assert!(a.list(&prefix).await.expect("list").is_empty());
+}

@@ -1,0 +1,153 @@
+//! `dlock acquire`, `dlock renew`, `dlock release`: a lock held across shell commands,
+//! carried from one to the next by a ticket.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_any::{DistributedLock, Lease, LockError, LockName, Ticket, format_duration};
+
+use crate::cli::{AcquireArgs, Backend, RenewArgs, TicketArgs};
+use crate::{exit, progress, url};
+
+async fn connect(backend: &Backend) -> Result<Arc<dyn DistributedLock>, ExitCode> {
+    let url = url::resolve(backend.url.as_deref()).map_err(|e| exit::fail(&e))?;
+    dlock_any::connect(&url).await.map_err(|e| exit::fail(&e))
+}
+
+/// Prints `line` on stdout; `false` when stdout is gone.
+fn print(line: &str) -> bool {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+}
+
+pub async fn acquire(args: AcquireArgs) -> ExitCode {
+    let name = match LockName::new(&args.name) {
+        Ok(n) => n,
+        Err(e) => return exit::fail(&e),
+    };
+    let lock = match connect(&args.backend).await {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    // the ticket must be writable before the lock is taken: a backend whose leases
+    // cannot leave this process refuses up front, holding nothing
+    let probe = Ticket::new(
+        lock.backend_name(),
+        name.clone(),
+        dlock_any::OwnerId::from_stored("probe"),
+        dlock_any::FencingToken::new(0),
+        args.ttl,
+    );
+    if let Err(e @ LockError::Unsupported { .. }) = lock.resume(&probe).await {
+        return exit::fail(&e);
+    }
+    let lease = match take(&lock, &name, &args).await {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let ticket = match Ticket::of(lock.backend_name(), &lease) {
+        Ok(t) => t,
+        Err(e) => return exit::fail(&e),
+    };
+    if !print(&ticket.to_string()) {
+        // nobody will ever see the ticket: give the lock back rather than strand it
+        let _ = lock.release(&lease).await;
+        return ExitCode::from(exit::BACKEND);
+    }
+    ExitCode::SUCCESS
+}
+
+async fn take(
+    lock: &Arc<dyn DistributedLock>,
+    name: &LockName,
+    args: &AcquireArgs,
+) -> Result<Lease, ExitCode> {
+    if args.wait.is_zero() {
+        return match lock.try_acquire(name, args.ttl).await {
+            Ok(Some(lease)) => Ok(lease),
+            Ok(None) => {
+                let holder = match lock.inspect(name).await {
+                    Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
+                    _ => String::new(),
+                };
+                eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");
+                Err(ExitCode::from(exit::BUSY))
+            }
+            Err(e) => Err(exit::fail(&e)),
+        };
+    }
+    let acquire = lock.acquire(name, args.ttl, args.wait);
+    let report = progress::report_holder(Arc::clone(lock), name.clone(), args.quiet);
+    tokio::select! {
+        r = acquire => r.map_err(|e| match e {
+            LockError::Timeout { .. } => {
+                eprintln!("dlock: gave up waiting for {name} after {}", format_duration(args.wait));
+                ExitCode::from(exit::TIMEOUT)
+            }
+            e => exit::fail(&e),
+        }),
+        never = report => match never {},
+    }
+}
+
+/// The ticket in `args`, and the lease it stands for on its backend.
+async fn resume(args: &TicketArgs) -> Result<(Arc<dyn DistributedLock>, Lease), ExitCode> {
+    let ticket: Ticket = args.ticket.parse().map_err(|e| exit::fail(&e))?;
+    let lock = connect(&args.backend).await?;
+    let lease = lock.resume(&ticket).await.map_err(|e| exit::fail(&e))?;
+    Ok((lock, lease))
+}
+
+pub async fn renew(args: RenewArgs) -> ExitCode {
+    let (lock, lease) = match resume(&args.ticket).await {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let lease = match args.ttl {
+        Some(ttl) => {
+            if let Err(e) = dlock_any::validate_ttl(ttl) {
+                return exit::fail(&e);
+            }
+            with_ttl(&lease, ttl)
+        }
+        None => lease,
+    };
+    match lock.renew(&lease).await {
+        Ok(renewed) => {
+            eprintln!(
+                "dlock: renewed {} (token {}) for {}",
+                renewed.name(),
+                renewed.token(),
+                format_duration(renewed.ttl())
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => exit::fail(&e),
+    }
+}
+
+/// The lease renewing for `ttl` instead of the ticket's (a lease carries the TTL its
+/// renewals ask for).
+fn with_ttl(lease: &Lease, ttl: Duration) -> Lease {
+    Lease::new(
+        lease.name().clone(),
+        lease.owner().clone(),
+        lease.token(),
+        ttl,
+        tokio::time::Instant::now(),
+    )
+}
+
+pub async fn release(args: TicketArgs) -> ExitCode {
+    let (lock, lease) = match resume(&args).await {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match lock.release(&lease).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => exit::fail(&LockError::lease_lost(lease.name())),
+        Err(e) => exit::fail(&e),
+    }
+}

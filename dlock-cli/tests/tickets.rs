@@ -1,0 +1,191 @@
+//! A lock held across shell commands (`dlock acquire`, `renew`, `release`, `status` by
+//! ticket), and `dlock list`, as separate processes on every backend.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use dlock_conformance::required_env;
+
+mod common;
+use common::{output, scratch, spawn, unique, wait_exit};
+
+const BUSY: i32 = 73;
+const LEASE_LOST: i32 = 75;
+const USAGE: i32 = 2;
+
+fn code(url: &str, args: &[&str]) -> i32 {
+    output(url, args).status.code().unwrap_or(-1)
+}
+
+/// `dlock acquire`'s ticket, from its stdout.
+fn acquire(url: &str, args: &[&str]) -> String {
+    let out = output(url, &[&["acquire"], args].concat());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ticket = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(ticket.starts_with("dlock-ticket1:"), "{ticket}");
+    ticket
+}
+
+/// The lock is held across processes by a ticket: taken by one, checked, renewed and
+/// released by others; afterwards the ticket is refused.
+fn ticket_round_trip(url: &str) {
+    let name = unique("ticket");
+    let ticket = acquire(url, &["--ttl", "1m", &name]);
+    // `dlock acquire` has exited; the lock is still held
+    assert_eq!(code(url, &["acquire", &name]), BUSY);
+    assert_eq!(
+        code(url, &["run", "--wait", "0", &name, "--", "true"]),
+        BUSY
+    );
+    let status = output(url, &["status", &ticket]);
+    assert_eq!(status.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("the ticket's lease holds it"),
+        "{status:?}"
+    );
+    assert_eq!(code(url, &["renew", "--ttl", "2m", &ticket]), 0);
+    assert_eq!(code(url, &["release", &ticket]), 0);
+    // gone: refused everywhere, and the name is free
+    assert_eq!(code(url, &["status", &ticket]), LEASE_LOST);
+    assert_eq!(code(url, &["renew", &ticket]), LEASE_LOST);
+    assert_eq!(code(url, &["release", &ticket]), LEASE_LOST);
+    assert_eq!(code(url, &["run", "--wait", "0", &name, "--", "true"]), 0);
+    // a new holder's lock is not the old ticket's
+    let next = acquire(url, &[&name]);
+    assert_eq!(code(url, &["release", &ticket]), LEASE_LOST);
+    assert_eq!(code(url, &["release", &next]), 0);
+}
+
+/// A ticket whose lease expired is refused; so are a foreign and a garbled one.
+fn expired_and_foreign_tickets_are_refused(url: &str) {
+    let name = unique("expiring");
+    let ticket = acquire(url, &["--ttl", "500ms", &name]);
+    sleep(Duration::from_millis(1500));
+    assert_eq!(code(url, &["renew", &ticket]), LEASE_LOST);
+    assert_eq!(code(url, &["release", &ticket]), LEASE_LOST);
+    let held = acquire(url, &[&name]);
+    let backend = held.split(':').nth(1).unwrap();
+    let foreign = held.replacen(&format!(":{backend}:"), ":elsewhere:", 1);
+    assert_eq!(code(url, &["release", &foreign]), USAGE);
+    assert_eq!(code(url, &["release", "dlock-ticket1:nonsense"]), USAGE);
+    assert_eq!(code(url, &["release", &held]), 0);
+}
+
+/// `dlock list` shows a lock held by a running `dlock run` (with its waiter, where the
+/// backend counts them), and not once it is released.
+fn list_shows_a_running_holder(url: &str) {
+    let prefix = unique("listed");
+    let name = format!("{prefix}/job");
+    let mut holder = spawn(url, &["run", &name, "--", "sleep", "3"]);
+    sleep(Duration::from_millis(800));
+    let mut waiter = spawn(url, &["run", "--wait", "20s", &name, "--", "true"]);
+    sleep(Duration::from_millis(800));
+    let out = output(url, &["list", "--json", &prefix]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        listed.starts_with(&format!("[{{\"name\":\"{name}\",\"owner\":\"")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("\"waiters\":null") || listed.contains("\"waiters\":1"),
+        "{listed}"
+    );
+    let text = String::from_utf8(output(url, &["list", &prefix]).stdout).unwrap();
+    assert!(text.starts_with("NAME") && text.contains(&name), "{text}");
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
+    assert_eq!(wait_exit(&mut waiter, Duration::from_secs(20)), 0);
+    let after = String::from_utf8(output(url, &["list", "--json", &prefix]).stdout).unwrap();
+    assert_eq!(after.trim(), "[]");
+}
+
+/// etcd and ZooKeeper refuse to write a ticket, and take nothing doing so.
+fn acquire_refuses_without_taking(url: &str) {
+    let name = unique("no-ticket");
+    let out = output(url, &["acquire", &name]);
+    assert_eq!(out.status.code(), Some(USAGE), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not offer tickets"),
+        "{out:?}"
+    );
+    assert_eq!(code(url, &["run", "--wait", "0", &name, "--", "true"]), 0);
+}
+
+macro_rules! with_tickets {
+    ($backend:ident, $url:expr) => {
+        mod $backend {
+            fn url() -> String {
+                $url
+            }
+            #[test]
+            fn ticket_round_trip() {
+                super::ticket_round_trip(&url());
+            }
+            #[test]
+            fn expired_and_foreign_tickets_are_refused() {
+                super::expired_and_foreign_tickets_are_refused(&url());
+            }
+            #[test]
+            fn list_shows_a_running_holder() {
+                super::list_shows_a_running_holder(&url());
+            }
+        }
+    };
+}
+
+with_tickets!(
+    sqlite,
+    format!("sqlite://{}/locks.sqlite", super::scratch().display())
+);
+with_tickets!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
+with_tickets!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
+with_tickets!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
+with_tickets!(
+    redlock,
+    format!(
+        "redlock://{}",
+        super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
+    )
+);
+
+#[cfg(feature = "etcd")]
+mod etcd {
+    fn url() -> String {
+        format!(
+            "etcd://{}",
+            super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
+        )
+    }
+    #[test]
+    fn acquire_refuses_without_taking() {
+        super::acquire_refuses_without_taking(&url());
+    }
+    #[test]
+    fn list_shows_a_running_holder() {
+        super::list_shows_a_running_holder(&url());
+    }
+}
+
+#[cfg(feature = "zookeeper")]
+mod zookeeper {
+    fn url() -> String {
+        format!(
+            "zk://{}?session_timeout=2s",
+            super::required_env("DLOCK_TEST_ZK_ADDR")
+        )
+    }
+    #[test]
+    fn acquire_refuses_without_taking() {
+        super::acquire_refuses_without_taking(&url());
+    }
+    #[test]
+    fn list_shows_a_running_holder() {
+        super::list_shows_a_running_holder(&url());
+    }
+}
