@@ -216,6 +216,9 @@ impl DistributedLock for Crashable {
     async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {
         self.viewed_lock()?.list(prefix).await
     }
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
+        self.viewed_lock()?.diagnose().await
+    }
     async fn try_acquire_with_value(
         &self,
         name: &LockName,

@@ -26,12 +26,15 @@ pub enum Command {
     #[command(after_help = ELECT_HELP)]
     Elect(ElectArgs),
     /// Print the leader of election NAME and its epoch; with --watch, every change.
+    #[command(after_help = LEADER_HELP)]
     Leader(LeaderArgs),
     /// Show who holds each NAME (owner, fencing token, time left) or that it is free,
     /// and the holders of NAME's semaphore and read-write lock when there are any.
+    #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
     /// Measure a backend: uncontended cycle, hand-off, contention, parallel names,
     /// many held locks; with the raw-protocol floor and the ratio where one exists.
+    #[command(after_help = BENCH_HELP)]
     Bench(BenchArgs),
     /// Take lock NAME, print a ticket for the lease and exit holding it: nothing
     /// renews it until `dlock renew TICKET`, and it ends at `dlock release TICKET` or
@@ -48,6 +51,120 @@ pub enum Command {
     /// where the backend can tell.
     #[command(after_help = LIST_HELP)]
     List(ListArgs),
+    /// Check what decides whether locking on the backend is safe and fast: server
+    /// version, round trip, clock offset, durability, eviction, cluster health.
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor(DoctorArgs),
+    /// Print a shell completion script for bash, zsh or fish.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+    /// Print dlock's manual page (roff), generated from this help.
+    #[command(after_help = MAN_HELP)]
+    Man,
+}
+
+const DOCTOR_HELP: &str = "\
+Each finding has a severity — info, warning (a guarantee is weaker than it could be), \
+CRITICAL (a guarantee is broken: a lock can be held twice, a token can repeat, or \
+nothing can be locked) — and one sentence of advice. Checked per backend: Redis (and \
+each Redlock node) version, clock offset, replication role, maxmemory-policy, \
+appendonly/appendfsync, and the spread of Redlock's clocks; PostgreSQL version, clock, \
+role, synchronous_commit, standbys, whether LISTEN/NOTIFY reaches dlock (not behind a \
+transaction pooler); MariaDB/MySQL version, clock, read_only, \
+innodb_flush_log_at_trx_commit; SQLite version, journal mode, filesystem (a network \
+filesystem is critical); etcd version, leader, members, alarms; ZooKeeper each \
+server's version and mode, session-timeout bounds and the timeout granted.
+
+Exit codes: 0 nothing critical; 78 a critical finding; 69 backend unreachable.
+
+Examples:
+  dlock doctor --url redis://cache:6379
+  dlock doctor --url postgres://app@db/app --json | jq '.[] | select(.severity != \"info\")'";
+
+const LEADER_HELP: &str = "\
+Examples:
+  dlock leader scheduler                 # LEADER EPOCH, or nothing when none leads
+  dlock leader --json scheduler
+  dlock leader --watch scheduler         # one line per change, until interrupted";
+
+const STATUS_HELP: &str = "\
+Exit codes: 0; 75 when a ticket given is no longer held; 2 bad name or ticket; \
+69 backend unreachable.
+
+Examples:
+  dlock status nightly-report invoices
+  dlock status --json nightly-report
+  dlock status \"$t\"                      # a ticket from dlock acquire: does it hold?";
+
+const BENCH_HELP: &str = "\
+Examples:
+  dlock bench                                    # the default SQLite file
+  dlock bench --url redis://127.0.0.1:6379 --scenario uncontended,handoff
+  dlock bench --url postgres://app@db/app --json --metrics";
+
+const COMPLETIONS_HELP: &str = "\
+Examples:
+  dlock completions bash > ~/.local/share/bash-completion/completions/dlock
+  dlock completions zsh > \"${fpath[1]}/_dlock\"
+  dlock completions fish > ~/.config/fish/completions/dlock.fish";
+
+const MAN_HELP: &str = "\
+Examples:
+  dlock man | man -l -
+  dlock man > /usr/local/share/man/man1/dlock.1";
+
+/// `dlock doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Print one JSON array of findings instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `dlock completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// The shells `dlock completions` writes for.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Shell {
+    /// GNU bash.
+    Bash,
+    /// Z shell.
+    Zsh,
+    /// fish.
+    Fish,
+}
+
+/// What `--version` prints: the version and the backends compiled in.
+pub fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let backends: Vec<&str> = [
+            ("sqlite", cfg!(feature = "sqlite")),
+            ("postgres", cfg!(feature = "postgres")),
+            ("mysql", cfg!(feature = "mysql")),
+            ("redis redlock", cfg!(feature = "redis")),
+            ("etcd", cfg!(feature = "etcd")),
+            ("zookeeper", cfg!(feature = "zookeeper")),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .chain(["memory"])
+        .collect();
+        format!(
+            "{}\nbackends: {}",
+            env!("CARGO_PKG_VERSION"),
+            backends.join(" ")
+        )
+    })
 }
 
 const TICKET_HELP: &str = "\

@@ -21,6 +21,8 @@ pub const MAX_HOLD: u8 = 76;
 pub const CANNOT_EXEC: u8 = 127;
 /// The backend answered with an error.
 pub const BACKEND: u8 = 70;
+/// `dlock doctor` found a setting that breaks a guarantee (sysexits EX_CONFIG).
+pub const GUARANTEE_BROKEN: u8 = 78;
 
 /// The exit code for an error that ended `dlock` before or instead of the command.
 pub fn for_error(e: &LockError) -> u8 {

@@ -14,6 +14,9 @@
 //! dlock renew [--url URL] [--ttl D] TICKET
 //! dlock release [--url URL] TICKET
 //! dlock list [--url URL] [--json] [PREFIX]
+//! dlock doctor [--url URL] [--json]
+//! dlock completions bash|zsh|fish
+//! dlock man
 //! ```
 //!
 //! The backend comes from `--url`, `DLOCK_URL`, or an SQLite file in the user's state
@@ -22,6 +25,8 @@
 mod bench;
 mod child;
 mod cli;
+mod docs;
+mod doctor;
 mod elect;
 mod exit;
 mod json;
@@ -36,10 +41,14 @@ mod url;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
+    let parsed = cli::Cli::command()
+        .long_version(cli::long_version())
+        .try_get_matches()
+        .and_then(|m| cli::Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -71,6 +80,9 @@ fn main() -> ExitCode {
             cli::Command::Renew(args) => ticket::renew(args).await,
             cli::Command::Release(args) => ticket::release(args).await,
             cli::Command::List(args) => list::list(args).await,
+            cli::Command::Doctor(args) => doctor::doctor(args).await,
+            cli::Command::Completions(args) => docs::completions(args.shell),
+            cli::Command::Man => docs::man(),
         }
     })
 }

@@ -450,6 +450,10 @@ impl DistributedLock for FallbackLock {
         self.inner().await?.list(prefix).await
     }
 
+    async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
+        self.inner().await?.diagnose().await
+    }
+
     async fn holder_changed(
         &self,
         name: &LockName,

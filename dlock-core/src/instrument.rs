@@ -283,6 +283,9 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         self.inner.list(prefix).await
     }
+    async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
+        self.inner.diagnose().await
+    }
     async fn try_acquire_with_value(
         &self,
         name: &LockName,
@@ -360,6 +363,9 @@ impl<T: DistributedLock + ?Sized> DistributedLock for Arc<T> {
     }
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         (**self).list(prefix).await
+    }
+    async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
+        (**self).diagnose().await
     }
     async fn try_acquire_with_value(
         &self,

@@ -28,6 +28,7 @@ mod access;
 pub mod backend;
 mod backoff;
 mod capabilities;
+mod doctor;
 mod duration;
 mod election;
 mod error;
@@ -53,6 +54,9 @@ pub use access::{Access, Holding, MAX_PERMITS};
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
 pub use capabilities::{Capabilities, LeaseScope};
+pub use doctor::{
+    CLOCK_OFFSET_CRITICAL, CLOCK_OFFSET_WARNING, Finding, Severity, clock_offset, now_ms,
+};
 pub use duration::{format_duration, parse_duration};
 pub use election::{Election, Leader, Leadership, Observer};
 pub use error::{BoxError, LockError, redact_url};

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Capabilities, Held, HolderValue, Lease, LockError, LockInfo, LockName, Ticket};
+use crate::{
+    Capabilities, Finding, Held, HolderValue, Lease, LockError, LockInfo, LockName, Ticket,
+};
 
 /// The shortest TTL accepted: below this the drift margin would eat the lease.
 pub const MIN_TTL: Duration = Duration::from_millis(10);
@@ -228,6 +230,21 @@ pub trait DistributedLock: Send + Sync {
             backend: self.backend_name(),
             what: "listing its locks".into(),
         })
+    }
+
+    /// What decides whether locking here is safe and fast, as the server reports it:
+    /// its version, its clock's offset from this host, its durability and eviction
+    /// settings, its cluster's health (`dlock doctor` prints them). Empty where the
+    /// backend has nothing to check.
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] when the server cannot be asked.
+    ///
+    /// # Cancel safety
+    /// Reads only (a PostgreSQL check sends one notification to itself): dropping it
+    /// changes nothing.
+    async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
+        Ok(Vec::new())
     }
 
     /// What this backend guarantees beyond the rules above.

@@ -323,6 +323,61 @@ impl Backend for EtcdLock {
         self.shared_holders(name, of).await
     }
 
+    /// The cluster's version, leader, members and alarms. Its lessor times leases on
+    /// the server's monotonic clock: no wall clock to check.
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
+        use dlock_core::Finding;
+        let status = self
+            .rpc("status", |mut c| async move { c.status().await })
+            .await?;
+        let members = self
+            .rpc("member list", |mut c| async move { c.member_list().await })
+            .await?;
+        let alarms = self
+            .rpc("alarms", |mut c| async move {
+                c.alarm(
+                    etcd_client::AlarmAction::Get,
+                    etcd_client::AlarmType::None,
+                    None,
+                )
+                .await
+            })
+            .await?;
+        let mut found = vec![
+            Finding::info("server version", format!("etcd {}", status.version())),
+            Finding::info(
+                "members",
+                format!(
+                    "{} (database {} MiB)",
+                    members.members().len(),
+                    status.db_size() / (1024 * 1024)
+                ),
+            ),
+            Finding::info("clock", "leases expire by the servers' monotonic clocks"),
+        ];
+        if status.leader() == 0 {
+            found.push(Finding::critical(
+                "leader",
+                "none",
+                "the cluster has no quorum: nothing can be locked until a majority is back",
+            ));
+        } else {
+            found.push(Finding::info(
+                "leader",
+                format!("member {:x}", status.leader()),
+            ));
+        }
+        for alarm in alarms.alarms() {
+            found.push(Finding::critical(
+                "alarm",
+                format!("{:?} on member {:x}", alarm.alarm(), alarm.member_id()),
+                "etcd refuses writes while an alarm is raised: compact, defragment and \
+                 disarm it (etcdctl alarm disarm)",
+            ));
+        }
+        Ok(found)
+    }
+
     /// Every mutex queue under the prefix, read keys only in one range; each name's
     /// holder inspected; the rest of its queue are its waiters.
     async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {

@@ -179,6 +179,50 @@ impl Backend for Redlock {
         resume_held(self, ticket).await
     }
 
+    /// Each node's findings, and how far apart the nodes' clocks are.
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
+        let mut found = Vec::new();
+        let mut offsets = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let what = format!("node {}", i + 1);
+            match node.diagnose().await {
+                Ok(fs) => {
+                    for f in fs {
+                        if f.check == "server clock offset" {
+                            offsets.push(
+                                f.found
+                                    .split(' ')
+                                    .next()
+                                    .and_then(|o| o.parse::<i64>().ok()),
+                            );
+                        }
+                        found.push(f.about(&what));
+                    }
+                }
+                Err(e) => found.push(dlock_core::Finding::warning(
+                    format!("{what}: reachable"),
+                    e.to_string(),
+                    "a node down costs the quorum its margin: Redlock holds with a majority",
+                )),
+            }
+        }
+        let offsets: Vec<i64> = offsets.into_iter().flatten().collect();
+        if let (Some(lo), Some(hi)) = (offsets.iter().min(), offsets.iter().max()) {
+            let spread = std::time::Duration::from_millis((hi - lo).unsigned_abs());
+            let found_text = format!("{} ms between the nodes' clocks", hi - lo);
+            let advice = "keep the nodes' clocks synchronised (NTP/chrony): Redlock's validity \
+                          assumes their clocks run together, and a node far off will be stepped";
+            found.push(if spread > dlock_core::CLOCK_OFFSET_CRITICAL {
+                dlock_core::Finding::critical("clock spread", found_text, advice)
+            } else if spread > dlock_core::CLOCK_OFFSET_WARNING {
+                dlock_core::Finding::warning("clock spread", found_text, advice)
+            } else {
+                dlock_core::Finding::info("clock spread", found_text)
+            });
+        }
+        Ok(found)
+    }
+
     /// The names any node has a lock key for, each inspected on every node: listed when
     /// a quorum agrees on its holder.
     async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {

@@ -173,6 +173,10 @@ impl Backend for RedisLock {
         resume_held(self, ticket).await
     }
 
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
+        self.node.diagnose().await
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         let Some(pattern) = crate::keys::scan_pattern(&self.opts, prefix) else {
             return Err(crate::keys::plain_unlisted());

@@ -56,6 +56,7 @@
 compile_error!("dlock-sql needs at least one of the features postgres, mysql, sqlite");
 
 mod connect;
+mod doctor;
 mod errors;
 pub mod fence;
 #[macro_use]
@@ -277,6 +278,10 @@ impl Backend for SqlLock {
 
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         resume_held(self, ticket).await
+    }
+
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
+        self.op("diagnose", self.store.diagnose()).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {

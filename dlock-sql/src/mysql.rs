@@ -192,6 +192,10 @@ impl Store for MySql {
         .transpose()
     }
 
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
+        crate::doctor::mysql(&self.pool).await
+    }
+
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
         let rows = sqlx::query(AssertSqlSafe(self.held.as_str()))
             .bind(prefix.as_bytes())

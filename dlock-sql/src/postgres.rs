@@ -202,6 +202,10 @@ impl Store for Postgres {
         .transpose()
     }
 
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
+        crate::doctor::postgres(&self.pool, self.listen).await
+    }
+
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
         let rows = sqlx::query(AssertSqlSafe(self.sql.held.as_str()))
             .bind(prefix)

@@ -143,6 +143,10 @@ impl Store for Sqlite {
         .transpose()
     }
 
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
+        crate::doctor::sqlite(&self.pool).await
+    }
+
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
         let rows = sqlx::query(AssertSqlSafe(self.held.as_str()))
             .bind(prefix)

@@ -64,6 +64,8 @@ pub(crate) trait Store: SharedStore + ResultRows {
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error>;
     /// The unexpired holder, if any.
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error>;
+    /// What decides whether locking on this database is safe (see `doctor`).
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error>;
     /// Every unexpired holder whose name starts with `prefix`, by name.
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error>;
     /// A wake-up for releases of `name`, where the database can push one.

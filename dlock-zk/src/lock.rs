@@ -267,6 +267,12 @@ impl Backend for ZkLock {
         self.shared_holders(name, of).await
     }
 
+    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
+        let client = self.sessions.first().session.get().await?;
+        let (hosts, asked) = self.sessions.asked();
+        crate::doctor::diagnose(hosts, asked, client.session_timeout()).await
+    }
+
     /// The root's children are the queues; each name's holder inspected, the rest of
     /// its queue its waiters.
     async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {

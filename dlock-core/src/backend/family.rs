@@ -84,6 +84,11 @@ pub trait Backend: Send + Sync {
         })
     }
 
+    /// As [`DistributedLock::diagnose`].
+    async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
+        Ok(Vec::new())
+    }
+
     /// As [`DistributedLock::list`].
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         let _ = prefix;
@@ -336,6 +341,10 @@ impl<B: Backend> DistributedLock for B {
 
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         Backend::list(self, prefix).await
+    }
+
+    async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
+        Backend::diagnose(self).await
     }
 
     fn capabilities(&self) -> Capabilities {

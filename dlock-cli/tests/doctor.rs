@@ -1,0 +1,203 @@
+//! `dlock doctor` on real servers, each finding provoked where a server can be set up
+//! to break a guarantee; and the CLI's conventions: completions, man page, version.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Output;
+
+use dlock_conformance::{TestServer, required_env};
+
+mod common;
+use common::{output, scratch};
+
+const GUARANTEE_BROKEN: i32 = 78;
+
+/// `dlock doctor --url URL`: its exit code and its text.
+fn doctor(url: &str) -> (i32, String) {
+    let out: Output = output(url, &["doctor", "--url", url]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The line of `text` for `check` (its name in the check column), whatever its
+/// severity.
+fn line<'a>(text: &'a str, check: &str) -> &'a str {
+    text.lines()
+        .find(|l| {
+            l.trim_start()
+                .split_once(' ')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(&format!("{check}  ")))
+        })
+        .unwrap_or_else(|| panic!("no {check:?} finding in:\n{text}"))
+}
+
+fn private_redis(extra: &[&str]) -> (TestServer, String) {
+    let dir = scratch();
+    let server = TestServer::redis(&dir, extra);
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    (server, url)
+}
+
+#[test]
+fn redis_with_eviction_of_any_key_is_critical() {
+    let (_server, url) =
+        private_redis(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]);
+    let (code, text) = doctor(&url);
+    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    let eviction = line(&text, "eviction");
+    assert!(
+        eviction.contains("CRITICAL") && eviction.contains("allkeys-lru"),
+        "{text}"
+    );
+    assert!(text.contains("set maxmemory-policy noeviction"), "{text}");
+}
+
+#[test]
+fn redis_replica_is_critical_and_plain_server_only_warns() {
+    let primary = required_env("DLOCK_TEST_REDIS_URL");
+    let (code, text) = doctor(&primary);
+    assert_eq!(code, 0, "{text}");
+    assert!(line(&text, "persistence").contains("warning"), "{text}");
+    assert!(
+        line(&text, "server clock offset").contains("ms from this host"),
+        "{text}"
+    );
+    let addr = primary.trim_start_matches("redis://").trim_end_matches('/');
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let (_replica, url) = private_redis(&["--replicaof", host, port]);
+    let (code, text) = doctor(&url);
+    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    assert!(
+        line(&text, "replication").contains("connected to a slave"),
+        "{text}"
+    );
+}
+
+#[test]
+fn redlock_reports_every_node_and_the_clock_spread() {
+    let url = format!(
+        "redlock://{}",
+        required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
+    );
+    let (code, text) = doctor(&url);
+    assert_eq!(code, 0, "{text}");
+    for node in 1..=5 {
+        line(&text, &format!("node {node}: server version"));
+    }
+    line(&text, "clock spread");
+}
+
+/// The test servers run without synchronous commits (for speed): exactly what doctor
+/// must call critical.
+#[test]
+fn postgres_without_synchronous_commit_is_critical() {
+    let (code, text) = doctor(&required_env("DLOCK_TEST_POSTGRES_URL"));
+    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    assert!(
+        line(&text, "synchronous_commit").contains("CRITICAL"),
+        "{text}"
+    );
+    assert!(
+        line(&text, "wake-ups").contains("LISTEN/NOTIFY round trip"),
+        "{text}"
+    );
+    assert!(line(&text, "role").contains("primary"), "{text}");
+    assert!(
+        !text.contains("postgres:postgres@"),
+        "the password is shown: {text}"
+    );
+}
+
+#[test]
+fn mariadb_without_a_flush_per_commit_is_critical() {
+    let (code, text) = doctor(&required_env("DLOCK_TEST_MYSQL_URL"));
+    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    assert!(
+        line(&text, "innodb_flush_log_at_trx_commit").contains("CRITICAL"),
+        "{text}"
+    );
+    line(&text, "database clock offset");
+}
+
+#[test]
+fn sqlite_reports_its_filesystem() {
+    let url = format!("sqlite://{}/doctor.sqlite", scratch().display());
+    let (code, text) = doctor(&url);
+    assert_eq!(code, 0, "{text}");
+    assert!(line(&text, "filesystem").contains("is on"), "{text}");
+    line(&text, "journal_mode");
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn etcd_reports_its_leader() {
+    let url = format!(
+        "etcd://{}",
+        required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
+    );
+    let (code, text) = doctor(&url);
+    assert_eq!(code, 0, "{text}");
+    assert!(line(&text, "leader").contains("member"), "{text}");
+    line(&text, "members");
+}
+
+/// A session timeout below the server's minimum is clamped: doctor says by how much.
+#[cfg(feature = "zookeeper")]
+#[test]
+fn zookeeper_reports_a_clamped_session_timeout() {
+    let url = format!(
+        "zk://{}?session_timeout=100ms",
+        required_env("DLOCK_TEST_ZK_ADDR")
+    );
+    let (code, text) = doctor(&url);
+    assert_eq!(code, 0, "{text}");
+    let timeout = line(&text, "session timeout");
+    assert!(
+        timeout.contains("warning") && timeout.contains("asked 100 ms"),
+        "{text}"
+    );
+    line(&text, "session timeout bounds");
+}
+
+#[test]
+fn completions_man_page_and_version_come_from_the_definition() {
+    let url = "memory://";
+    for shell in ["bash", "zsh", "fish"] {
+        let out = output(url, &["completions", shell]);
+        assert_eq!(out.status.code(), Some(0));
+        let script = String::from_utf8(out.stdout).unwrap();
+        for word in ["acquire", "doctor", "list", "run"] {
+            assert!(script.contains(word), "{shell}: no {word}");
+        }
+    }
+    let man = String::from_utf8(output(url, &["man"]).stdout).unwrap();
+    assert!(
+        man.contains(".TH dlock 1") && man.contains("doctor"),
+        "{man}"
+    );
+    let version = String::from_utf8(output(url, &["--version"]).stdout).unwrap();
+    assert!(version.contains("backends: sqlite"), "{version}");
+    for sub in [
+        "run",
+        "elect",
+        "leader",
+        "status",
+        "bench",
+        "acquire",
+        "renew",
+        "release",
+        "list",
+        "doctor",
+        "completions",
+        "man",
+    ] {
+        let help = String::from_utf8(output(url, &[sub, "--help"]).stdout).unwrap();
+        assert!(
+            help.contains("Examples:"),
+            "dlock {sub} --help has no examples"
+        );
+    }
+}
