@@ -11,7 +11,7 @@ use crate::cli::BenchArgs;
 use crate::{exit, json, url};
 
 pub async fn bench(args: BenchArgs) -> ExitCode {
-    let recorder = if args.metrics {
+    let recorder = if args.metrics || args.metrics_svg.is_some() {
         match crate::metrics::install() {
             Ok(h) => Some(h),
             Err(e) => {
@@ -34,8 +34,20 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
                 as_text(&report)
             };
             if let Some(h) = recorder {
-                out.push('\n');
-                out.push_str(&h.render());
+                let metrics = h.render();
+                if let Some(file) = &args.metrics_svg {
+                    let title = format!("dlock bench on {}", dlock_any::redact_url(&url));
+                    if let Err(e) =
+                        std::fs::write(file, crate::plot::dashboard_svg(&metrics, &title))
+                    {
+                        eprintln!("dlock: cannot write {}: {e}", file.display());
+                        return ExitCode::from(exit::USAGE);
+                    }
+                }
+                if args.metrics {
+                    out.push('\n');
+                    out.push_str(&metrics);
+                }
             }
             let mut stdout = std::io::stdout().lock();
             if stdout

@@ -478,4 +478,8 @@ pub struct BenchArgs {
     /// in Prometheus text format.
     #[arg(long)]
     pub metrics: bool,
+    /// Draw the run's metrics as the dashboard's panels (latency CDFs, outcome
+    /// counts) in an SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_svg: Option<std::path::PathBuf>,
 }

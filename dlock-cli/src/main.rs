@@ -33,6 +33,7 @@ mod json;
 mod leader;
 mod list;
 mod metrics;
+mod plot;
 mod progress;
 mod run;
 mod status;

@@ -270,3 +270,40 @@ fn waiters_gauge_counts_a_blocked_acquire() {
     let _ = waiter.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `dlock bench --metrics-svg` draws the dashboard's panels from the run's own metrics.
+#[test]
+fn bench_draws_the_dashboard_panels_as_svg() {
+    let dir = std::env::temp_dir().join(format!("dlock-obs-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("panels.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args([
+            "bench",
+            "--url",
+            &format!("sqlite://{}/bench.sqlite", dir.display()),
+            "--scenario",
+            "uncontended",
+            "--cycles",
+            "50",
+            "--trials",
+            "1",
+            "--no-floor",
+            "--metrics-svg",
+            svg.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg") && drawn.trim_end().ends_with("</svg>"));
+    assert!(
+        drawn.contains("try_acquire latency") && drawn.contains("<polyline"),
+        "{drawn}"
+    );
+    assert!(
+        drawn.contains("acquire acquired"),
+        "the outcome bars: {drawn}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
