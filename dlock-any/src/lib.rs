@@ -77,6 +77,10 @@ pub use dlock_zk::ZkLock;
 /// [`LockError::Config`] for a malformed URL, an unknown scheme, or a scheme whose
 /// cargo feature is off (the message names the feature);
 /// [`LockError::Unavailable`] when the server cannot be reached.
+///
+/// # Cancel safety
+/// Dropping it before it completes leaves nothing behind: what it opened so far
+/// (connections, a session) closes with it.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     let backend = connect_coordination(url).await?;
     Ok(Arc::new(Instrumented::new(backend)))
@@ -102,6 +106,10 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 ///
 /// # Errors
 /// As [`connect`].
+///
+/// # Cancel safety
+/// Dropping it before it completes leaves nothing behind: what it opened so far
+/// (connections, a session) closes with it.
 pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     let mut fallback = Fallback::FailFast;
     let url = backend::take_query(url, |k, v| match k {

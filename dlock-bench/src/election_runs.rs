@@ -18,6 +18,10 @@ use crate::stats::Samples;
 ///
 /// # Errors
 /// The backend's first error.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn election(url: &str, floor: bool, trials: usize) -> Result<Vec<Figure>, LockError> {
     let n = name("election")?;
     let candidate = |lock| Ok::<_, LockError>(Election::new(lock, n.as_str())?.with_ttl(TTL));

@@ -12,9 +12,17 @@ pub trait Floor: Send + Sync {
     /// What the floor does, for the report.
     fn describe(&self) -> &'static str;
     /// One cycle.
+    ///
+    /// # Cancel safety
+    /// Dropping it stops the measurement where it stands: a lock it holds then is
+    /// released by its TTL at the latest.
     async fn cycle(&self) -> Result<(), String>;
     /// The same floor on its own lock name, sharing this one's connections (for the
     /// parallel scenario, as dlock's tasks share one client).
+    ///
+    /// # Cancel safety
+    /// Dropping it stops the measurement where it stands: a lock it holds then is
+    /// released by its TTL at the latest.
     async fn fork(&self) -> Result<Box<dyn Floor>, String>;
 }
 
@@ -41,6 +49,10 @@ pub fn scheme_and_base(url: &str) -> (String, &str) {
 }
 
 /// A floor for the URL's backend, if there is one for it in this build.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn for_url(url: &str) -> Option<Result<Box<dyn Floor>, String>> {
     let (scheme, plain) = scheme_and_base(url);
     match scheme.as_str() {

@@ -149,6 +149,10 @@ pub struct Report {
 ///
 /// # Errors
 /// The backend's or the floor's first error.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
     let url = url.to_owned();
     let lock = dlock_any::connect(&url).await?;

@@ -28,6 +28,10 @@ pub fn name(scenario: &str) -> Result<LockName, LockError> {
 ///
 /// # Errors
 /// The backend's.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn uncontended(lock: &dyn DistributedLock, cycles: usize) -> Result<Samples, LockError> {
     let n = name("uncontended")?;
     let mut s = Samples::default();
@@ -47,6 +51,10 @@ pub async fn uncontended(lock: &dyn DistributedLock, cycles: usize) -> Result<Sa
 ///
 /// # Errors
 /// The backend's.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn handoff(
     holder: Arc<dyn DistributedLock>,
     waiter: Arc<dyn DistributedLock>,
@@ -90,6 +98,10 @@ pub struct Contended {
 ///
 /// # Errors
 /// The backend's.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn contended(
     clients: Vec<Arc<dyn DistributedLock>>,
     duration: Duration,
@@ -136,6 +148,10 @@ pub async fn contended(
 ///
 /// # Errors
 /// The backend's.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn parallel(
     lock: Arc<dyn DistributedLock>,
     tasks: usize,
@@ -167,6 +183,10 @@ pub trait RequestCounter: Send + Sync {
     /// What is counted, for the report.
     fn describe(&self) -> &'static str;
     /// The server's total so far, if it could be read.
+    ///
+    /// # Cancel safety
+    /// Dropping it stops the measurement where it stands: a lock it holds then is
+    /// released by its TTL at the latest.
     async fn requests(&self) -> Option<u64>;
 }
 
@@ -191,6 +211,10 @@ pub struct Held {
 ///
 /// # Errors
 /// The backend's, or if a guard lost its lock.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn held(
     lock: Arc<dyn DistributedLock>,
     count: usize,

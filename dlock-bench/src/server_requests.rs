@@ -6,6 +6,10 @@ use crate::scenarios::RequestCounter;
 use dlock_any::async_trait;
 
 /// A counter for the URL's backend, if the server reports one.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn for_url(url: &str) -> Option<Box<dyn RequestCounter>> {
     let (scheme, _) = super::floor::scheme_and_base(url);
     let hosts = url

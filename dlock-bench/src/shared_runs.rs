@@ -86,6 +86,10 @@ async fn cycle(
 ///
 /// # Errors
 /// The backend's or the floor's.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn semaphore(
     url: &str,
     floor: Option<&dyn Floor>,
@@ -134,6 +138,10 @@ pub async fn semaphore(
 ///
 /// # Errors
 /// The backend's or the floor's.
+///
+/// # Cancel safety
+/// Dropping it stops the measurement where it stands: a lock it holds then is released
+/// by its TTL at the latest.
 pub async fn rwlock(
     url: &str,
     floor: Option<&dyn Floor>,

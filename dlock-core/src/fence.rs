@@ -36,6 +36,10 @@ pub trait Fence: Send + Sync {
     ///
     /// # Errors
     /// [`LockError::StaleToken`] when a higher token was admitted; a backend error.
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent may or may not have raised the mark;
+    /// raising it again with the same token is harmless.
     async fn check_and_raise(&self, resource: &str, token: FencingToken) -> Result<(), LockError>;
 }
 

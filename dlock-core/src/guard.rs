@@ -252,6 +252,9 @@ impl LockGuard {
     ///
     /// # Errors
     /// As [`LockGuard::release`].
+    ///
+    /// # Cancel safety
+    /// As [`LockGuard::release`].
     pub async fn give_back(mut self) -> Result<bool, LockError> {
         self.finished = true;
         self.watchdog.abort();

@@ -20,6 +20,10 @@ pub trait ResultStore: Send + Sync {
     ///
     /// # Errors
     /// [`LockError::StaleToken`] when a higher token has begun already; a backend error.
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent may or may not have marked the request
+    /// begun; a retry with the same token is harmless.
     async fn begin(
         &self,
         request: &str,
@@ -32,6 +36,10 @@ pub trait ResultStore: Send + Sync {
     ///
     /// # Errors
     /// [`LockError::StaleToken`]; a backend error.
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent may or may not have recorded the result;
+    /// a retry with the same token records the same result.
     async fn record(
         &self,
         request: &str,
@@ -44,6 +52,9 @@ pub trait ResultStore: Send + Sync {
     ///
     /// # Errors
     /// A backend error.
+    ///
+    /// # Cancel safety
+    /// A read: dropping it changes nothing.
     async fn result(&self, request: &str) -> Result<Option<Vec<u8>>, LockError>;
 }
 
@@ -137,6 +148,12 @@ impl Idempotent {
     /// never used: it cannot exclude other hosts);
     /// [`LockError::StaleToken`] when another runner took the request over meanwhile
     /// (its result stands, this one is not recorded); a backend error.
+    ///
+    /// # Cancel safety
+    /// Dropping it abandons the run where it stands: a work half done stays unrecorded,
+    /// and the request's lock is held until its TTL, after which another call runs the
+    /// work again — so the work's effects must carry its token (a fenced write), as
+    /// they must for a crash.
     pub async fn run_once<F, Fut, E>(&self, request: &str, work: F) -> Result<Outcome<E>, LockError>
     where
         F: FnOnce(FencingToken) -> Fut,

@@ -65,6 +65,10 @@ impl MultiGuard {
     ///
     /// # Errors
     /// The first backend error; every part is released (or tried) regardless.
+    ///
+    /// # Cancel safety
+    /// Dropped before every part was answered, the parts not yet released are held
+    /// until their TTL at the latest.
     pub async fn release(self) -> Result<bool, LockError> {
         let mut all_held = true;
         let mut first_error = None;

@@ -90,6 +90,10 @@ impl EtcdLockBuilder {
     /// # Errors
     /// [`LockError::Config`] without endpoints; [`LockError::Unavailable`] when no
     /// endpoint answers within the timeout.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(self) -> Result<EtcdLock, LockError> {
         if self.endpoints.is_empty() {
             return Err(LockError::Config("etcd needs at least one endpoint".into()));

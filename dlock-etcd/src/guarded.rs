@@ -26,6 +26,10 @@ impl EtcdLock {
     /// [`LockError::LeaseLost`] when the guard failed (nothing written);
     /// [`LockError::Unavailable`] when an unanswered attempt was retried and the guard
     /// then failed (the first may have committed); a server error.
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent leaves the write applied or not (whole:
+    /// one script or one transaction): read before writing again.
     pub async fn guarded_txn(
         &self,
         lease: &Lease,

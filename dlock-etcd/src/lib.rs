@@ -99,6 +99,10 @@ impl EtcdLock {
     ///
     /// # Errors
     /// [`dlock_core::LockError::Unavailable`] when no endpoint answers.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(endpoints: &[&str]) -> Result<Self, dlock_core::LockError> {
         Self::builder(endpoints).connect().await
     }

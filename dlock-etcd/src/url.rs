@@ -19,6 +19,10 @@ impl EtcdLock {
     /// # Errors
     /// [`LockError::Config`] for a malformed URL or an unknown parameter;
     /// [`LockError::Unavailable`] when no endpoint answers.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn from_url(url: &str) -> Result<Self, LockError> {
         let shown = redact_url(url);
         let mut prefix = None;

@@ -106,6 +106,10 @@ impl Builder<RedisLock> {
     ///
     /// # Errors
     /// See [`RedisLock::connect`].
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(self) -> Result<RedisLock, LockError> {
         let (mut nodes, opts) = self.nodes(false).await?;
         let node = nodes
@@ -121,6 +125,10 @@ impl Builder<Redlock> {
     ///
     /// # Errors
     /// [`LockError::Config`] for no URLs or a malformed one.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(self) -> Result<Redlock, LockError> {
         if self.urls.is_empty() {
             return Err(LockError::Config(

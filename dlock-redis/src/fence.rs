@@ -142,6 +142,10 @@ impl RedisFence {
     ///
     /// # Errors
     /// [`LockError::StaleToken`] (nothing written); a server error.
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent leaves the write applied or not (whole:
+    /// one script or one transaction): read before writing again.
     pub async fn set(&self, key: &str, value: &str, token: FencingToken) -> Result<(), LockError> {
         dlock_core::require_real_token(key, token)?;
         let mut call = FENCED_SET.prepare_invoke();
@@ -160,6 +164,10 @@ impl RedisFence {
     ///
     /// # Errors
     /// [`LockError::StaleToken`] (the fence is not raised); a server error.
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent may or may not have raised the key's
+    /// fence (the read's one write); reading again with the same token is harmless.
     pub async fn get(&self, key: &str, token: FencingToken) -> Result<Option<String>, LockError> {
         dlock_core::require_real_token(key, token)?;
         let mut call = FENCED_GET.prepare_invoke();
@@ -175,6 +183,10 @@ impl RedisFence {
     ///
     /// # Errors
     /// As [`RedisFence::set`].
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent leaves the write applied or not (whole:
+    /// one script or one transaction): read before writing again.
     pub async fn hset(
         &self,
         key: &str,

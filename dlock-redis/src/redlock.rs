@@ -59,6 +59,10 @@ impl Redlock {
     ///
     /// # Errors
     /// [`LockError::Config`] for no URLs or a malformed one.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(urls: &[&str]) -> Result<Self, LockError> {
         Self::builder(urls).connect().await
     }

@@ -53,6 +53,10 @@ impl RedisLock {
     /// # Errors
     /// [`LockError::Config`] for a malformed URL, [`LockError::Unavailable`] when the
     /// server cannot be reached.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
         Self::builder(url).connect().await
     }

@@ -10,6 +10,10 @@ impl RedisLock {
     ///
     /// # Errors
     /// See [`RedisLock::connect`].
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn from_url(url: &str) -> Result<Self, LockError> {
         Self::connect(url).await
     }
@@ -30,6 +34,10 @@ impl Redlock {
     ///
     /// # Errors
     /// [`LockError::Config`] for a URL naming no hosts or a malformed one.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn from_url(url: &str) -> Result<Self, LockError> {
         let urls = node_urls(url)?;
         let urls: Vec<&str> = urls.iter().map(String::as_str).collect();

@@ -112,6 +112,10 @@ impl SqlLockBuilder {
     ///
     /// # Errors
     /// See [`SqlLock::connect`].
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(self) -> Result<SqlLock, LockError> {
         if let Some(e) = self.table_error {
             return Err(LockError::Config(e));

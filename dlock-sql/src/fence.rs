@@ -104,6 +104,10 @@ fn judge(resource: &str, token: FencingToken, stored: i64) -> Result<(), LockErr
 /// # Errors
 /// [`LockError::StaleToken`] (roll back); `InvalidName`-like `Config` for a bad table;
 /// a database error.
+///
+/// # Cancel safety
+/// It runs in the caller's transaction: dropped mid-statement, that transaction is in
+/// an unknown state — roll it back (dropping it does).
 #[cfg(feature = "postgres")]
 pub async fn fence_postgres(
     conn: &mut sqlx::PgConnection,
@@ -141,6 +145,9 @@ pub(crate) async fn raise_postgres(
 /// (two statements: the upsert, which locks the row, then reading the mark back).
 ///
 /// # Errors
+/// As [`fence_postgres`].
+///
+/// # Cancel safety
 /// As [`fence_postgres`].
 #[cfg(feature = "mysql")]
 pub async fn fence_mysql(
@@ -185,6 +192,9 @@ pub(crate) async fn raise_mysql(
 /// Raises `resource`'s mark to `token` inside the caller's SQLite transaction.
 ///
 /// # Errors
+/// As [`fence_postgres`].
+///
+/// # Cancel safety
 /// As [`fence_postgres`].
 #[cfg(feature = "sqlite")]
 pub async fn fence_sqlite(

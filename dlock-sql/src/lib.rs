@@ -120,6 +120,10 @@ impl SqlLock {
     /// # Errors
     /// [`LockError::Config`] for a malformed URL or a database whose feature is off;
     /// [`LockError::Unavailable`] when the database cannot be reached.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
         SqlLockBuilder::new(url).connect().await
     }

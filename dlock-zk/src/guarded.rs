@@ -29,6 +29,10 @@ impl ZkLock {
     /// written);
     /// [`LockError::InvalidArgument`] when `ops` refuses (a bad path); the multi's
     /// error otherwise.
+    ///
+    /// # Cancel safety
+    /// Dropping it after the request was sent leaves the write applied or not (whole:
+    /// one script or one transaction): read before writing again.
     pub async fn guarded_multi<F>(
         &self,
         lease: &Lease,

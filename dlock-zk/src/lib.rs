@@ -167,6 +167,10 @@ impl ZkLockBuilder {
     /// # Errors
     /// [`LockError::Config`] for a malformed address, [`LockError::Unavailable`] when
     /// no server answers.
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(self) -> Result<ZkLock, LockError> {
         if self.hosts.is_empty() || self.hosts.split(',').any(|h| h.trim().is_empty()) {
             return Err(LockError::Config(format!(
@@ -209,6 +213,10 @@ impl ZkLock {
     ///
     /// # Errors
     /// See [`ZkLockBuilder::connect`].
+    ///
+    /// # Cancel safety
+    /// Dropping it before it completes leaves nothing behind: what it opened so far
+    /// (connections, a session) closes with it.
     pub async fn connect(addr: &str) -> Result<Self, LockError> {
         Self::builder(addr).connect().await
     }

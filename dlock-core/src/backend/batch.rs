@@ -153,6 +153,10 @@ where
 /// assert_eq!(dlock_core::backend::gather_batch(first, &mut rx, 10).await, vec![1, 2, 3]);
 /// # }
 /// ```
+///
+/// # Cancel safety
+/// Dropping it loses the items it took from the queue: call it where the batch is sent,
+/// not in a `select!` branch that may lose.
 pub async fn gather_batch<T>(first: T, queue: &mut UnboundedReceiver<T>, max: usize) -> Vec<T> {
     let mut batch = vec![first];
     loop {

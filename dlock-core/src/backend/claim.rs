@@ -44,6 +44,10 @@ pub trait ClaimDriver: Backend {
     /// failed attempt that waits leaves an intent, live for
     /// [`WaitPolicy::writer_intent`], that refuses new readers until the writer got the
     /// lock or stopped trying — so a steady stream of readers cannot starve it.
+    ///
+    /// # Cancel safety
+    /// As [`crate::DistributedLock::try_acquire`]: a claim whose answer was dropped may
+    /// hold the lock until its TTL.
     async fn claim(
         &self,
         name: &LockName,
@@ -55,6 +59,10 @@ pub trait ClaimDriver: Backend {
 
     /// Registers for a wake-up when `name` (of `access`'s primitive) is released
     /// (`None`: poll instead).
+    ///
+    /// # Cancel safety
+    /// Dropping it changes nothing a caller sees: the subscription, if made, ends with
+    /// it.
     async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
         let _ = (name, access);
         None
@@ -70,6 +78,9 @@ pub trait ClaimDriver: Backend {
 ///
 /// # Errors
 /// The driver's error.
+///
+/// # Cancel safety
+/// As [`crate::DistributedLock::try_acquire`].
 pub async fn attempt<D: ClaimDriver + ?Sized>(
     driver: &D,
     name: &LockName,

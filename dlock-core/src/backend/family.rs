@@ -36,16 +36,28 @@ pub trait Backend: Send + Sync {
     type Family: Family<Self>;
 
     /// As [`DistributedLock::renew`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError>;
 
     /// As [`DistributedLock::release`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
     async fn release(&self, lease: &Lease) -> Result<bool, LockError>;
 
     /// As [`DistributedLock::inspect`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
 
     /// As [`DistributedLock::release_after`]: by default a renewal with a TTL of
     /// `linger`, for backends whose renewal sets the lease's TTL.
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         if linger.is_zero() {
             return self.release(lease).await;
@@ -69,6 +81,9 @@ pub trait Backend: Send + Sync {
     /// read-write lock (`of` is [`Access::Read`] or [`Access::Write`]) named `name`,
     /// oldest grant first. Unsupported unless the backend declares
     /// [`Capabilities::shared`].
+    ///
+    /// # Cancel safety
+    /// A read: dropping it changes nothing.
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
         let _ = name;
         Err(LockError::unsupported(self.backend_name(), of))
@@ -76,6 +91,9 @@ pub trait Backend: Send + Sync {
 
     /// As [`DistributedLock::resume`]; a backend whose lease is its stored row or key
     /// answers with [`resume_held`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         let _ = ticket;
         Err(LockError::Unsupported {
@@ -85,11 +103,17 @@ pub trait Backend: Send + Sync {
     }
 
     /// As [`DistributedLock::diagnose`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
     async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
         Ok(Vec::new())
     }
 
     /// As [`DistributedLock::list`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         let _ = prefix;
         Err(LockError::Unsupported {
@@ -107,6 +131,9 @@ pub trait Backend: Send + Sync {
 /// # Errors
 /// [`LockError::LeaseLost`] when it is not held so; `InvalidArgument` for a ticket of
 /// another backend; the backend's error from `inspect`.
+///
+/// # Cancel safety
+/// A read: dropping it changes nothing.
 pub async fn resume_held<B: Backend + ?Sized>(
     backend: &B,
     ticket: &Ticket,
@@ -140,6 +167,9 @@ pub async fn resume_held<B: Backend + ?Sized>(
 pub trait Family<B: ?Sized + Sync>: Send + Sync {
     /// [`DistributedLock::try_acquire`] and its shared kin on `backend`; `value` is
     /// the holder value (mutex only).
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::try_acquire`].
     async fn try_acquire(
         backend: &B,
         name: &LockName,
@@ -149,6 +179,9 @@ pub trait Family<B: ?Sized + Sync>: Send + Sync {
     ) -> Result<Option<Lease>, LockError>;
 
     /// [`DistributedLock::acquire`] and its shared kin on `backend`.
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::acquire`].
     async fn acquire(
         backend: &B,
         name: &LockName,
@@ -159,6 +192,9 @@ pub trait Family<B: ?Sized + Sync>: Send + Sync {
     ) -> Result<Lease, LockError>;
 
     /// [`DistributedLock::holder_changed`] on `backend`.
+    ///
+    /// # Cancel safety
+    /// A wait: dropping it changes nothing.
     async fn holder_changed(
         backend: &B,
         name: &LockName,

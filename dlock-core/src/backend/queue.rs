@@ -45,6 +45,10 @@ pub trait QueueDriver: Send + Sync {
     /// leaves nothing queued when it does not. A backend without
     /// [`crate::Capabilities::shared`] answers [`LockError::Unsupported`] for anything but
     /// [`Access::Exclusive`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name. A queue entry created for a dropped call
+    /// must not outlive its TTL (rule 6).
     async fn try_take(
         &self,
         name: &LockName,
@@ -55,6 +59,10 @@ pub trait QueueDriver: Send + Sync {
 
     /// Joins `name`'s queue (of `access`'s primitive) for `owner`, with `ttl`; where the
     /// new entry stands.
+    ///
+    /// # Cancel safety
+    /// An entry created for a dropped call must be removed or expire within its TTL
+    /// (rule 6).
     async fn enqueue(
         &self,
         name: &LockName,
@@ -66,11 +74,17 @@ pub trait QueueDriver: Send + Sync {
     /// Waits until the entry right before ours is gone (or `until`, then answers
     /// [`Turn::Behind`]) and says where ours stands now. An entry that vanished meanwhile
     /// (session expired, key swept) is a transient error: the acquisition queues again.
+    ///
+    /// # Cancel safety
+    /// Dropping it changes nothing: the entry keeps its place.
     async fn next_turn(&self, entry: &mut Self::Entry, until: Instant) -> Result<Turn, LockError>;
 
     /// The lease of an entry at the head, which from then on is no longer left on drop;
     /// `None` when the grant cannot be trusted yet (the answer came too late: look
     /// again). After a wait (`waited`), the driver makes sure the entry still exists.
+    ///
+    /// # Cancel safety
+    /// As [`crate::DistributedLock::acquire`].
     async fn grant(
         &self,
         entry: &mut Self::Entry,
@@ -80,6 +94,9 @@ pub trait QueueDriver: Send + Sync {
     /// Waits until `holder`'s entry in `name`'s mutex queue is gone, or `until`
     /// (see [`crate::DistributedLock::holder_changed`]). The provided implementation
     /// polls; backends with watches wait on the entry itself.
+    ///
+    /// # Cancel safety
+    /// A wait: dropping it changes nothing.
     async fn holder_gone(
         &self,
         name: &LockName,

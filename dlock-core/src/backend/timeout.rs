@@ -25,6 +25,9 @@ use crate::LockError;
 ///
 /// # Errors
 /// `request`'s own error, or `Unavailable` at the limit.
+///
+/// # Cancel safety
+/// As the operation it bounds: dropping it drops that operation.
 pub async fn within<T>(
     limit: Duration,
     what: &str,

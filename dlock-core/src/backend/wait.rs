@@ -71,6 +71,10 @@ impl Subscription {
     }
 
     /// Completes at the next wake-up (or at once if one came since the last).
+    ///
+    /// # Cancel safety
+    /// Dropping it changes nothing: a later call still sees a notification sent since
+    /// the subscription began.
     pub async fn notified(&self) {
         if self.others.is_empty() {
             return self.notify.notified().await;
@@ -138,6 +142,10 @@ impl Default for WaitPolicy {
 ///
 /// # Errors
 /// [`LockError::Timeout`], or the last error from `attempt`.
+///
+/// # Cancel safety
+/// As [`crate::DistributedLock::acquire`]: a lock taken by an attempt whose answer was
+/// dropped is held until its TTL.
 pub async fn wait_for_lock<A, AF, S, SF>(
     name: &LockName,
     wait: Duration,
@@ -207,6 +215,9 @@ where
 /// # Errors
 /// The last attempt's error: `Timeout`, a permanent error, or the transient error that
 /// was still there when `wait` ran out.
+///
+/// # Cancel safety
+/// As the operation it retries: dropping it drops the attempt in flight.
 pub async fn retry_transient<F, Fut>(
     name: &LockName,
     wait: Duration,

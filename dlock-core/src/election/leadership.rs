@@ -51,6 +51,10 @@ impl Leadership {
     ///
     /// # Errors
     /// A backend error; the leadership then ends by its TTL.
+    ///
+    /// # Cancel safety
+    /// As [`crate::LockGuard::release`]: dropped before the release was answered, the
+    /// leadership ends by its TTL at the latest.
     pub async fn resign(self) -> Result<bool, LockError> {
         self.guard.release().await
     }

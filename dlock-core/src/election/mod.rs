@@ -154,6 +154,9 @@ impl Election {
     ///
     /// # Errors
     /// A backend error.
+    ///
+    /// # Cancel safety
+    /// A read: dropping it changes nothing.
     pub async fn leader(&self) -> Result<Option<Leader>, LockError> {
         Ok(self
             .lock
