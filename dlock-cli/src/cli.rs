@@ -72,7 +72,7 @@ appendonly/appendfsync, and the spread of Redlock's clocks; PostgreSQL version, 
 role, synchronous_commit, standbys, whether LISTEN/NOTIFY reaches dlock (not behind a \
 transaction pooler); MariaDB/MySQL version, clock, read_only, \
 innodb_flush_log_at_trx_commit; SQLite version, journal mode, filesystem (a network \
-filesystem is critical); etcd version, leader, members, alarms; ZooKeeper each \
+filesystem is critical); every SQL database's lock table and its columns; etcd version, leader, members, alarms; ZooKeeper each \
 server's version and mode, session-timeout bounds and the timeout granted.
 
 Exit codes: 0 nothing critical; 78 a critical finding; 69 backend unreachable.

@@ -106,6 +106,10 @@ fn postgres_without_synchronous_commit_is_critical() {
     );
     assert!(line(&text, "role").contains("primary"), "{text}");
     assert!(
+        line(&text, "lock table").contains("name,owner,token,expires_at"),
+        "{text}"
+    );
+    assert!(
         !text.contains("postgres:postgres@"),
         "the password is shown: {text}"
     );
@@ -129,6 +133,7 @@ fn sqlite_reports_its_filesystem() {
     assert_eq!(code, 0, "{text}");
     assert!(line(&text, "filesystem").contains("is on"), "{text}");
     line(&text, "journal_mode");
+    assert!(line(&text, "lock table").contains("info"), "{text}");
 }
 
 #[cfg(feature = "etcd")]

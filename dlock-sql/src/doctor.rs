@@ -7,6 +7,25 @@ use dlock_core::Finding;
 use dlock_core::{clock_offset, now_ms};
 use sqlx::Row;
 
+/// The finding on the lock table `table` whose columns are `columns` (comma-separated,
+/// empty when the table is missing).
+fn table_finding(table: &str, columns: &str) -> Finding {
+    let has = |c: &str| columns.split(',').any(|x| x.trim().eq_ignore_ascii_case(c));
+    let missing: Vec<&str> = ["name", "owner", "token", "expires_at"]
+        .into_iter()
+        .filter(|c| !has(c))
+        .collect();
+    if missing.is_empty() {
+        Finding::info("lock table", format!("{table} ({columns})"))
+    } else {
+        Finding::critical(
+            "lock table",
+            format!("{table} lacks {}", missing.join(", ")),
+            "another program owns a table of this name: give dlock its own (table=… in the URL)",
+        )
+    }
+}
+
 /// What losing the last commits does to a lock table: the rows go back, so a lock can
 /// be granted twice and tokens handed out again.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -18,6 +37,7 @@ const LOST_COMMITS: &str = "a crash can lose the last commits — the lock table
 pub(crate) async fn postgres(
     pool: &sqlx::postgres::PgPool,
     listen: bool,
+    table: &str,
 ) -> Result<Vec<Finding>, sqlx::Error> {
     let sent = now_ms();
     let row = sqlx::query(
@@ -72,6 +92,15 @@ pub(crate) async fn postgres(
             format!("{standbys} (synchronous_standby_names '{sync_names}')"),
         ));
     }
+    let columns: Option<String> = sqlx::query_scalar(
+        "SELECT string_agg(column_name, ',' ORDER BY ordinal_position)
+         FROM information_schema.columns
+         WHERE table_schema = current_schema() AND table_name = $1",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await?;
+    found.push(table_finding(table, &columns.unwrap_or_default()));
     found.push(if listen {
         notify_round_trip(pool).await?
     } else {
@@ -109,7 +138,10 @@ async fn notify_round_trip(pool: &sqlx::postgres::PgPool) -> Result<Finding, sql
 }
 
 #[cfg(feature = "mysql")]
-pub(crate) async fn mysql(pool: &sqlx::mysql::MySqlPool) -> Result<Vec<Finding>, sqlx::Error> {
+pub(crate) async fn mysql(
+    pool: &sqlx::mysql::MySqlPool,
+    table: &str,
+) -> Result<Vec<Finding>, sqlx::Error> {
     let sent = now_ms();
     let row = sqlx::query(
         "SELECT VERSION(),
@@ -131,6 +163,14 @@ pub(crate) async fn mysql(pool: &sqlx::mysql::MySqlPool) -> Result<Vec<Finding>,
             "point dlock at the primary: a read-only server refuses the writes a lock needs",
         ));
     }
+    let columns: Option<String> = sqlx::query_scalar(
+        "SELECT CAST(GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) AS CHAR)
+         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await?;
+    found.push(table_finding(table, &columns.unwrap_or_default()));
     let flush: i64 = row.try_get(3)?;
     if flush == 1 {
         found.push(Finding::info("innodb_flush_log_at_trx_commit", "1"));
@@ -158,7 +198,10 @@ const NETWORK_FILESYSTEMS: [&str; 8] = [
 ];
 
 #[cfg(feature = "sqlite")]
-pub(crate) async fn sqlite(pool: &sqlx::sqlite::SqlitePool) -> Result<Vec<Finding>, sqlx::Error> {
+pub(crate) async fn sqlite(
+    pool: &sqlx::sqlite::SqlitePool,
+    table: &str,
+) -> Result<Vec<Finding>, sqlx::Error> {
     let version: String = sqlx::query_scalar("SELECT sqlite_version()")
         .fetch_one(pool)
         .await?;
@@ -169,7 +212,13 @@ pub(crate) async fn sqlite(pool: &sqlx::sqlite::SqlitePool) -> Result<Vec<Findin
         .fetch_one(pool)
         .await?
         .try_get(2)?;
+    let columns: Option<String> =
+        sqlx::query_scalar("SELECT group_concat(name, ',') FROM pragma_table_info(?1)")
+            .bind(table)
+            .fetch_one(pool)
+            .await?;
     let mut found = vec![
+        table_finding(table, &columns.unwrap_or_default()),
         Finding::info("server version", format!("SQLite {version} (in process)")),
         Finding::info("journal_mode", journal),
         Finding::info(

@@ -193,7 +193,7 @@ impl Store for MySql {
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
-        crate::doctor::mysql(&self.pool).await
+        crate::doctor::mysql(&self.pool, &self.table).await
     }
 
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {

@@ -203,7 +203,7 @@ impl Store for Postgres {
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
-        crate::doctor::postgres(&self.pool, self.listen).await
+        crate::doctor::postgres(&self.pool, self.listen, &self.shared.table).await
     }
 
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {

@@ -144,7 +144,7 @@ impl Store for Sqlite {
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
-        crate::doctor::sqlite(&self.pool).await
+        crate::doctor::sqlite(&self.pool, &self.shared.table).await
     }
 
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
