@@ -79,8 +79,9 @@ pub use dlock_zk::ZkLock;
 /// [`LockError::Unavailable`] when the server cannot be reached.
 ///
 /// # Cancel safety
-/// Dropping it before it completes leaves nothing behind: what it opened so far
-/// (connections, a session) closes with it.
+/// Dropping it before it completes takes no lock: what it opened so far (connections, a
+/// session) closes with it; what it created (the lock table, a ZooKeeper root node)
+/// stays, and creating it again is harmless.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     let backend = connect_coordination(url).await?;
     Ok(Arc::new(Instrumented::new(backend)))
@@ -108,8 +109,9 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 /// As [`connect`].
 ///
 /// # Cancel safety
-/// Dropping it before it completes leaves nothing behind: what it opened so far
-/// (connections, a session) closes with it.
+/// Dropping it before it completes takes no lock: what it opened so far (connections, a
+/// session) closes with it; what it created (the lock table, a ZooKeeper root node)
+/// stays, and creating it again is harmless.
 pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     let mut fallback = Fallback::FailFast;
     let url = backend::take_query(url, |k, v| match k {

@@ -75,7 +75,8 @@ innodb_flush_log_at_trx_commit; SQLite version, journal mode, filesystem (a netw
 filesystem is critical); every SQL database's lock table and its columns; etcd version, leader, members, alarms; ZooKeeper each \
 server's version and mode, session-timeout bounds and the timeout granted.
 
-Exit codes: 0 nothing critical; 78 a critical finding; 69 backend unreachable.
+Exit codes: 0 nothing critical; 78 a critical finding; 69 backend unreachable; \
+70 backend error; 2 bad URL.
 
 Examples:
   dlock doctor --url redis://cache:6379
@@ -178,6 +179,10 @@ that took it.
 Exit codes: 0 done; 73 busy (--wait 0); 74 the wait ran out; 75 the ticket's lease is \
 gone (expired, released, taken over); 2 not a ticket, or one for another backend; \
 69 backend unreachable; 70 backend error.
+
+`dlock renew` prints the ticket again (with the TTL given by --ttl, if any). Pass a \
+ticket as an argument, in $DLOCK_TICKET, or as `-` on stdin: the process list (ps) \
+shows arguments to every user of the host.
 
 Examples:
   t=$(dlock acquire --ttl 10m deploy)     # exits holding the lock
@@ -411,7 +416,9 @@ pub struct TicketArgs {
     /// Backend URL.
     #[command(flatten)]
     pub backend: Backend,
-    /// The ticket `dlock acquire` printed.
+    /// The ticket `dlock acquire` printed; `-` reads it from stdin (keeping it out of
+    /// the process list, which other users can read).
+    #[arg(env = "DLOCK_TICKET")]
     pub ticket: String,
 }
 

@@ -7,11 +7,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// Installs the Prometheus recorder: latencies as histograms with
-/// [`dlock_any::metric_names::LATENCY_BUCKETS`] (summaries' client-side quantiles could
-/// not be added up across the hosts sharing a lock), every metric described.
+/// [`dlock_any::metric_names::LATENCY_BUCKETS`], hold times with `HOLD_BUCKETS`
+/// (summaries' client-side quantiles could not be added up across the hosts sharing a
+/// lock), every metric described.
 pub fn install() -> Result<PrometheusHandle, String> {
+    use dlock_any::metric_names::{HOLD, HOLD_BUCKETS, LATENCY_BUCKETS};
+    use metrics_exporter_prometheus::Matcher;
     let handle = PrometheusBuilder::new()
-        .set_buckets(dlock_any::metric_names::LATENCY_BUCKETS)
+        .set_buckets(LATENCY_BUCKETS)
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(HOLD.to_owned()), HOLD_BUCKETS))
         .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     dlock_any::metric_names::describe();

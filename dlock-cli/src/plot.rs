@@ -58,6 +58,14 @@ fn parse(text: &str) -> (Histograms, Counters) {
     (histograms, counters)
 }
 
+/// `text` safe inside an SVG element or attribute.
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 const PANEL_W: f64 = 440.0;
 const PANEL_H: f64 = 250.0;
 /// The x axis: 50 µs … 60 s, logarithmic.
@@ -154,7 +162,7 @@ fn cdf_panel(
 <text x="{}" y="{}" font-size="10" fill="{colour}">{} (n = {total})</text>"##,
             left + 60.0,
             top + 38.0 + 12.0 * i as f64,
-            labels.replace('"', "")
+            xml(&labels.replace('"', ""))
         );
     }
 }
@@ -177,9 +185,10 @@ fn bar_panel(out: &mut String, left: f64, top: f64, counters: &[(String, String,
         let width = (PANEL_W - 200.0) * value / max;
         let _ = writeln!(
             out,
-            r##"<text x="{}" y="{}" font-size="11">{label}</text><rect x="{}" y="{}" width="{width}" height="14" fill="#1f77b4"/><text x="{}" y="{}" font-size="10">{value}</text>"##,
+            r##"<text x="{}" y="{}" font-size="11">{}</text><rect x="{}" y="{}" width="{width}" height="14" fill="#1f77b4"/><text x="{}" y="{}" font-size="10">{value}</text>"##,
             left + 10.0,
             y + 11.0,
+            xml(&label),
             left + 150.0,
             y,
             left + 155.0 + width,
@@ -191,6 +200,7 @@ fn bar_panel(out: &mut String, left: f64, top: f64, counters: &[(String, String,
 /// The four panels for the metrics in `text`, titled `title`.
 pub fn dashboard_svg(text: &str, title: &str) -> String {
     let (histograms, counters) = parse(text);
+    let title = xml(title);
     let mut out = format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="#f7f7f7"/>
@@ -242,7 +252,8 @@ mod tests {
             vec![(0.001, 3.0), (f64::INFINITY, 4.0)]
         );
         assert_eq!(c.len(), 1);
-        let svg = dashboard_svg(text, "t");
+        let svg = dashboard_svg(text, "on postgres://x/db?a=1&b=<2>");
+        assert!(svg.contains("a=1&amp;b=&lt;2&gt;"), "{svg}");
         assert!(svg.starts_with("<svg") && svg.contains("polyline") && svg.ends_with("</svg>\n"));
     }
 }

@@ -23,8 +23,8 @@ struct Report {
 
 /// A name, or a ticket standing for its name and one lease on it.
 fn target(arg: &str) -> Result<(LockName, Option<Ticket>), LockError> {
-    if arg.starts_with("dlock-ticket") {
-        let ticket: Ticket = arg.parse()?;
+    if arg.starts_with("dlock-ticket") || arg == "-" {
+        let ticket = crate::ticket::ticket_of(arg)?;
         return Ok((ticket.name().clone(), Some(ticket)));
     }
     Ok((LockName::new(arg)?, None))
@@ -43,6 +43,13 @@ pub async fn status(args: StatusArgs) -> ExitCode {
         },
         Err(e) => return exit::fail(&e),
     };
+    if let Some(t) = tickets
+        .iter()
+        .flatten()
+        .find(|t| t.backend() != backend.backend_name())
+    {
+        return exit::fail(&t.foreign(backend.backend_name()));
+    }
     let mut reports = Vec::new();
     for (name, ticket) in names.iter().zip(&tickets) {
         match report(&*backend, name).await {

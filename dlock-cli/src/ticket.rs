@@ -40,8 +40,10 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
         dlock_any::FencingToken::new(0),
         args.ttl,
     );
-    if let Err(e @ LockError::Unsupported { .. }) = lock.resume(&probe).await {
-        return exit::fail(&e);
+    match lock.resume(&probe).await {
+        Err(LockError::LeaseLost { .. }) => {}
+        Err(e) => return exit::fail(&e),
+        Ok(_) => return exit::fail(&LockError::backend_msg("a probe ticket resumed a lease")),
     }
     let lease = match take(&lock, &name, &args).await {
         Ok(l) => l,
@@ -92,9 +94,21 @@ async fn take(
     }
 }
 
+/// The ticket in `args` (`-`: read from stdin, so it stays out of the process list).
+pub fn ticket_of(arg: &str) -> Result<Ticket, LockError> {
+    if arg != "-" {
+        return arg.parse();
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| LockError::InvalidArgument(format!("cannot read a ticket from stdin: {e}")))?;
+    line.parse()
+}
+
 /// The ticket in `args`, and the lease it stands for on its backend.
 async fn resume(args: &TicketArgs) -> Result<(Arc<dyn DistributedLock>, Lease), ExitCode> {
-    let ticket: Ticket = args.ticket.parse().map_err(|e| exit::fail(&e))?;
+    let ticket = ticket_of(&args.ticket).map_err(|e| exit::fail(&e))?;
     let lock = connect(&args.backend).await?;
     let lease = lock.resume(&ticket).await.map_err(|e| exit::fail(&e))?;
     Ok((lock, lease))
@@ -122,7 +136,12 @@ pub async fn renew(args: RenewArgs) -> ExitCode {
                 renewed.token(),
                 format_duration(renewed.ttl())
             );
-            ExitCode::SUCCESS
+            // the ticket again, carrying the TTL renewals now ask for
+            match Ticket::of(lock.backend_name(), &renewed) {
+                Ok(t) if print(&t.to_string()) => ExitCode::SUCCESS,
+                Ok(_) => ExitCode::from(exit::BACKEND),
+                Err(e) => exit::fail(&e),
+            }
         }
         Err(e) => exit::fail(&e),
     }

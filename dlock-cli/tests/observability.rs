@@ -116,13 +116,86 @@ fn dashboard_exprs(json: &str) -> Vec<String> {
     exprs
 }
 
+/// Skips one JSON value at the start of `s` (after whitespace); returns the rest, or
+/// `None` where `s` does not start with a valid value.
+fn json_value(s: &str) -> Option<&str> {
+    let s = s.trim_start();
+    let mut chars = s.chars();
+    match chars.next()? {
+        '{' | '[' => {
+            let close = if s.starts_with('{') { '}' } else { ']' };
+            let mut rest = s[1..].trim_start();
+            if let Some(after) = rest.strip_prefix(close) {
+                return Some(after);
+            }
+            loop {
+                if close == '}' {
+                    rest = json_value(rest)?.trim_start().strip_prefix(':')?; // a string key
+                }
+                rest = json_value(rest)?.trim_start();
+                match rest.chars().next()? {
+                    ',' => rest = &rest[1..],
+                    c if c == close => return Some(&rest[1..]),
+                    _ => return None,
+                }
+            }
+        }
+        '"' => {
+            let mut escaped = false;
+            for (i, c) in s.char_indices().skip(1) {
+                match (escaped, c) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => return Some(&s[i + 1..]),
+                    (false, c) if c.is_control() => return None,
+                    _ => {}
+                }
+            }
+            None
+        }
+        _ => {
+            let end = s
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '.')))
+                .unwrap_or(s.len());
+            let word = &s[..end];
+            (matches!(word, "true" | "false" | "null") || word.parse::<f64>().is_ok())
+                .then_some(&s[end..])
+        }
+    }
+}
+
+#[test]
+fn the_json_checker_refuses_broken_json() {
+    for good in ["{}", "[1, 2.5, -3e2]", r#"{"a": [true, null, "x\"y"]}"#] {
+        assert_eq!(json_value(good).map(str::trim), Some(""), "{good}");
+    }
+    for bad in ["{", r#"{"a" 1}"#, "[1,]", r#"{"a": tru}"#, "[1 2]"] {
+        assert!(
+            json_value(bad).is_none_or(|rest| !rest.trim().is_empty()),
+            "{bad}"
+        );
+    }
+}
+
 /// Every panel's query parses as PromQL (promtool checks them as recording rules, with
 /// Grafana's variables filled in) and reads only metrics dlock exports.
 #[test]
 fn dashboard_queries_parse_and_read_exported_metrics() {
     let json =
         std::fs::read_to_string(repo().join("contrib/grafana/dlock-dashboard.json")).unwrap();
-    assert!(json.contains("\"panels\""), "not a dashboard");
+    assert_eq!(
+        json_value(&json).map(str::trim),
+        Some(""),
+        "the dashboard is not one valid JSON value"
+    );
+    for key in [
+        "\"panels\"",
+        "\"title\"",
+        "\"templating\"",
+        "\"schemaVersion\"",
+    ] {
+        assert!(json.contains(key), "no {key}: not a Grafana dashboard");
+    }
     let exprs = dashboard_exprs(&json);
     assert!(exprs.len() >= 7, "{exprs:?}");
     let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
@@ -181,12 +254,11 @@ fn live_scrape_passes_promtool_check_metrics() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800)); // a few renewals at ttl/3
-    let mut conn = std::net::TcpStream::connect(&addr).expect("metrics endpoint");
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut reply = String::new();
-    conn.read_to_string(&mut reply).unwrap();
+    // a few renewals at ttl/3 once it holds
+    let reply = poll(|| {
+        let reply = try_scrape(&addr)?;
+        reply.contains("dlock_renew_total").then_some(reply)
+    });
     let body = reply
         .split_once("\r\n\r\n")
         .map(|(_, b)| b)
@@ -209,14 +281,26 @@ fn live_scrape_passes_promtool_check_metrics() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Scrapes `addr` once.
-fn scrape(addr: &str) -> String {
-    let mut conn = std::net::TcpStream::connect(addr).expect("metrics endpoint");
+/// Scrapes `addr` once; `None` while nothing listens there yet.
+fn try_scrape(addr: &str) -> Option<String> {
+    let mut conn = std::net::TcpStream::connect(addr).ok()?;
     conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+        .ok()?;
     let mut reply = String::new();
-    conn.read_to_string(&mut reply).unwrap();
-    reply
+    conn.read_to_string(&mut reply).ok()?;
+    Some(reply)
+}
+
+/// `probe`'s first answer within 20 s (a loaded machine starts processes slowly).
+fn poll(mut probe: impl FnMut() -> Option<String>) -> String {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < end, "nothing came within 20 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// `dlock_waiters` counts an `acquire` while it waits, and not after it got the lock.
@@ -234,8 +318,17 @@ fn waiters_gauge_counts_a_blocked_acquire() {
             .spawn()
             .unwrap()
     };
-    let mut holder = run(&["run", "queue", "--", "sleep", "2"]);
-    std::thread::sleep(Duration::from_millis(500));
+    let mut holder = run(&["run", "queue", "--", "sleep", "4"]);
+    let held = || {
+        Command::new(env!("CARGO_BIN_EXE_dlock"))
+            .args(["status", "queue"])
+            .env("DLOCK_URL", &url)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains("held by"))
+            .unwrap_or(false)
+    };
+    poll(|| held().then(String::new));
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -253,18 +346,16 @@ fn waiters_gauge_counts_a_blocked_acquire() {
         "sleep",
         "2",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
-    let waiting = scrape(&addr);
+    let waiting = poll(|| try_scrape(&addr).filter(|s| s.contains("dlock_waiters")));
     assert!(
         waiting.contains("dlock_waiters{backend=\"sqlite\"} 1"),
-        "{waiting}"
+        "the holder still holds for seconds, so its waiter must be counted: {waiting}"
     );
     let _ = holder.wait();
-    std::thread::sleep(Duration::from_millis(1000)); // the waiter polls, then holds
-    let holding = scrape(&addr);
+    // the waiter polls, then holds
+    let holding = poll(|| try_scrape(&addr).filter(|s| s.contains("outcome=\"acquired\"} 1")));
     assert!(
-        holding.contains("dlock_waiters{backend=\"sqlite\"} 0")
-            && holding.contains("dlock_acquire_total{backend=\"sqlite\",outcome=\"acquired\"} 1"),
+        holding.contains("dlock_waiters{backend=\"sqlite\"} 0"),
         "{holding}"
     );
     let _ = waiter.wait();

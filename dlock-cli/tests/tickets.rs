@@ -14,6 +14,18 @@ const BUSY: i32 = 73;
 const LEASE_LOST: i32 = 75;
 const USAGE: i32 = 2;
 
+/// `probe`'s first answer within 20 s (a loaded machine starts processes slowly).
+fn poll(mut probe: impl FnMut() -> Option<String>) -> String {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < end, "nothing came within 20 s");
+        sleep(Duration::from_millis(100));
+    }
+}
+
 fn code(url: &str, args: &[&str]) -> i32 {
     output(url, args).status.code().unwrap_or(-1)
 }
@@ -49,8 +61,24 @@ fn ticket_round_trip(url: &str) {
         String::from_utf8_lossy(&status.stdout).contains("the ticket's lease holds it"),
         "{status:?}"
     );
-    assert_eq!(code(url, &["renew", "--ttl", "2m", &ticket]), 0);
-    assert_eq!(code(url, &["release", &ticket]), 0);
+    // renew prints the ticket again, carrying the new TTL
+    let renewed = output(url, &["renew", "--ttl", "2m", &ticket]);
+    assert_eq!(renewed.status.code(), Some(0), "{renewed:?}");
+    let renewed = String::from_utf8(renewed.stdout).unwrap();
+    assert!(
+        renewed.starts_with(&format!(
+            "dlock-ticket1:{}:120000:",
+            ticket.split(':').nth(1).unwrap()
+        )),
+        "{renewed}"
+    );
+    // from the environment, so it stays out of the process list
+    let released = common::dlock(url)
+        .args(["release"])
+        .env("DLOCK_TICKET", renewed.trim())
+        .output()
+        .unwrap();
+    assert_eq!(released.status.code(), Some(0), "{released:?}");
     // gone: refused everywhere, and the name is free
     assert_eq!(code(url, &["status", &ticket]), LEASE_LOST);
     assert_eq!(code(url, &["renew", &ticket]), LEASE_LOST);
@@ -73,6 +101,7 @@ fn expired_and_foreign_tickets_are_refused(url: &str) {
     let backend = held.split(':').nth(1).unwrap();
     let foreign = held.replacen(&format!(":{backend}:"), ":elsewhere:", 1);
     assert_eq!(code(url, &["release", &foreign]), USAGE);
+    assert_eq!(code(url, &["status", &foreign]), USAGE);
     assert_eq!(code(url, &["release", "dlock-ticket1:nonsense"]), USAGE);
     assert_eq!(code(url, &["release", &held]), 0);
 }
@@ -82,25 +111,28 @@ fn expired_and_foreign_tickets_are_refused(url: &str) {
 fn list_shows_a_running_holder(url: &str) {
     let prefix = unique("listed");
     let name = format!("{prefix}/job");
-    let mut holder = spawn(url, &["run", &name, "--", "sleep", "3"]);
-    sleep(Duration::from_millis(800));
-    let mut waiter = spawn(url, &["run", "--wait", "20s", &name, "--", "true"]);
-    sleep(Duration::from_millis(800));
-    let out = output(url, &["list", "--json", &prefix]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let listed = String::from_utf8(out.stdout).unwrap();
+    let listed_json = || {
+        let out = output(url, &["list", "--json", &prefix]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let mut holder = spawn(url, &["run", &name, "--", "sleep", "8"]);
+    let listed = poll(|| Some(listed_json()).filter(|l| l.contains(&name)));
     assert!(
         listed.starts_with(&format!("[{{\"name\":\"{name}\",\"owner\":\"")),
         "{listed}"
     );
-    assert!(
-        listed.contains("\"waiters\":null") || listed.contains("\"waiters\":1"),
-        "{listed}"
-    );
+    let mut waiter = spawn(url, &["run", "--wait", "30s", &name, "--", "true"]);
+    // counted where the backend can tell (etcd, ZooKeeper), else not at all
+    let listed = poll(|| {
+        Some(listed_json())
+            .filter(|l| l.contains("\"waiters\":null") || l.contains("\"waiters\":1"))
+    });
+    assert!(listed.contains(&name), "{listed}");
     let text = String::from_utf8(output(url, &["list", &prefix]).stdout).unwrap();
     assert!(text.starts_with("NAME") && text.contains(&name), "{text}");
-    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
-    assert_eq!(wait_exit(&mut waiter, Duration::from_secs(20)), 0);
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(20)), 0);
+    assert_eq!(wait_exit(&mut waiter, Duration::from_secs(30)), 0);
     let after = String::from_utf8(output(url, &["list", "--json", &prefix]).stdout).unwrap();
     assert_eq!(after.trim(), "[]");
 }

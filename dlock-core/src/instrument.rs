@@ -47,6 +47,14 @@ pub mod names {
         0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     ];
 
+    /// Histogram buckets, in seconds, for [`HOLD`]: how long a lock is held runs from
+    /// milliseconds (a request's critical section) to hours (a nightly job), so its
+    /// buckets reach a day — an alert on a p99 hold of 5 minutes must be able to fire.
+    pub const HOLD_BUCKETS: &[f64] = &[
+        0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+        7200.0, 21_600.0, 86_400.0,
+    ];
+
     /// Gives every metric above its unit and help text in the installed recorder (a
     /// Prometheus exporter prints them as `# HELP` lines). Call it once, after
     /// installing the recorder.
@@ -64,9 +72,12 @@ pub mod names {
         );
         metrics::describe_counter!(
             ACQUIRE_TOTAL,
-            "Acquisitions by outcome: acquired, busy, timeout or error."
+            "Acquisitions by outcome: acquired, busy, timeout, lost or error."
         );
-        metrics::describe_counter!(RENEW_TOTAL, "Renewals by outcome: ok, lost or error.");
+        metrics::describe_counter!(
+            RENEW_TOTAL,
+            "Renewals by outcome: ok, lost (the lease was gone) or error."
+        );
         metrics::describe_counter!(
             RELEASE_TOTAL,
             "Releases by outcome: released, not_held or error."

@@ -78,8 +78,15 @@ impl Ticket {
     ///
     /// # Errors
     /// [`LockError::Unsupported`] for a semaphore's permit or a side of a read-write
-    /// lock: only a mutex's lease is written down.
+    /// lock (only a mutex's lease is written down), and for a lease a
+    /// [`crate::FallbackLock`] served during an outage: it holds nothing on the server.
     pub fn of(backend: &'static str, lease: &Lease) -> Result<Self, LockError> {
+        if lease.fallback().is_some() {
+            return Err(LockError::Unsupported {
+                backend,
+                what: "tickets for a fallback lease (it holds no lock on the server)".into(),
+            });
+        }
         if lease.access() != Access::Exclusive {
             return Err(LockError::Unsupported {
                 backend,
@@ -176,10 +183,14 @@ impl FromStr for Ticket {
             .map(Duration::from_millis)
             .map_err(|_| bad("the TTL is not a number of milliseconds"))?;
         crate::validate_ttl(ttl)?;
+        // dlock never hands out token 0: it is what `inspect` reports for a key another
+        // program set (Redis's plain layout), which a ticket must not reach
         let token = token
             .parse::<u64>()
+            .ok()
+            .filter(|t| *t > 0)
             .map(FencingToken::new)
-            .map_err(|_| bad("the token is not a number"))?;
+            .ok_or_else(|| bad("the token is not a number above 0"))?;
         let owner = unhex(owner).ok_or_else(|| bad("the owner id is not hex text"))?;
         if owner.is_empty() {
             return Err(bad("no owner id"));
@@ -243,6 +254,7 @@ mod tests {
             good.replacen(":300000:", ":0:", 1),
             format!("{good}:extra"),
             good.replacen(":redis:", "::", 1),
+            good.replacen(":1733000000000001:", ":0:", 1),
             good.trim_end_matches(|c| c != ':').to_owned() + "zz",
         ] {
             let err = bad.parse::<Ticket>().unwrap_err();

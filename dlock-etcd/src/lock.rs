@@ -333,16 +333,6 @@ impl Backend for EtcdLock {
         let members = self
             .rpc("member list", |mut c| async move { c.member_list().await })
             .await?;
-        let alarms = self
-            .rpc("alarms", |mut c| async move {
-                c.alarm(
-                    etcd_client::AlarmAction::Get,
-                    etcd_client::AlarmType::None,
-                    None,
-                )
-                .await
-            })
-            .await?;
         let mut found = vec![
             Finding::info("server version", format!("etcd {}", status.version())),
             Finding::info(
@@ -361,19 +351,45 @@ impl Backend for EtcdLock {
                 "none",
                 "the cluster has no quorum: nothing can be locked until a majority is back",
             ));
-        } else {
-            found.push(Finding::info(
-                "leader",
-                format!("member {:x}", status.leader()),
-            ));
+            // alarms go through raft: without a leader there is no asking
+            return Ok(found);
         }
-        for alarm in alarms.alarms() {
-            found.push(Finding::critical(
+        found.push(Finding::info(
+            "leader",
+            format!("member {:x}", status.leader()),
+        ));
+        let alarms = self
+            .rpc("alarms", |mut c| async move {
+                c.alarm(
+                    etcd_client::AlarmAction::Get,
+                    etcd_client::AlarmType::None,
+                    None,
+                )
+                .await
+            })
+            .await;
+        match alarms {
+            Ok(alarms) => {
+                for alarm in alarms.alarms() {
+                    let corrupt = alarm.alarm() == etcd_client::AlarmType::Corrupt;
+                    found.push(Finding::critical(
+                        "alarm",
+                        format!("{:?} on member {:x}", alarm.alarm(), alarm.member_id()),
+                        if corrupt {
+                            "a member's data is corrupt: replace the member from a healthy \
+                             snapshot; etcd refuses writes until then"
+                        } else {
+                            "etcd refuses writes while it is out of space: compact, \
+                             defragment, then etcdctl alarm disarm"
+                        },
+                    ));
+                }
+            }
+            Err(e) => found.push(Finding::warning(
                 "alarm",
-                format!("{:?} on member {:x}", alarm.alarm(), alarm.member_id()),
-                "etcd refuses writes while an alarm is raised: compact, defragment and \
-                 disarm it (etcdctl alarm disarm)",
-            ));
+                format!("cannot list alarms: {e}"),
+                "check with etcdctl alarm list",
+            )),
         }
         Ok(found)
     }

@@ -100,13 +100,14 @@ fn unescape(tag: &str) -> String {
     while let Some(i) = rest.find('%') {
         out.push_str(&rest[..i]);
         let code = rest.get(i..i + 3).unwrap_or("");
-        out.push_str(match code {
-            "%25" => "%",
-            "%7B" => "{",
-            "%7D" => "}",
-            _ => "%",
-        });
-        rest = &rest[i + if code.len() == 3 { 3 } else { 1 }..];
+        let (decoded, used) = match code {
+            "%25" => ("%", 3),
+            "%7B" => ("{", 3),
+            "%7D" => ("}", 3),
+            _ => ("%", 1), // not ours: kept as it is
+        };
+        out.push_str(decoded);
+        rest = &rest[i + used..];
     }
     out.push_str(rest);
     out

@@ -308,7 +308,8 @@ impl Node {
                 "eviction",
                 format!("maxmemory {}, maxmemory-policy {policy}", get("maxmemory")),
                 "set maxmemory-policy noeviction: under memory pressure Redis would evict lock \
-                 keys (a lock held twice) and fencing counters (tokens fall back to the clock)",
+                 keys, which carry a TTL (a lock held twice) — and under allkeys-* the fencing \
+                 counters too (tokens fall back to the clock)",
             ));
         }
         match (get("appendonly"), get("appendfsync")) {
@@ -319,8 +320,9 @@ impl Node {
             ("yes", fsync) => found.push(Finding::warning(
                 "persistence",
                 format!("appendonly yes, appendfsync {fsync}"),
-                "a crash can lose the last second of grants: a restarted server may grant a \
-                 lock twice (tokens stay above the old ones: the fence still holds)",
+                "a crash can lose the grants written since the last fsync (a second with \
+                 everysec, longer with no): a restarted server may grant a lock twice (tokens \
+                 stay above the old ones: the fence still holds)",
             )),
             (aof, _) => found.push(Finding::warning(
                 "persistence",

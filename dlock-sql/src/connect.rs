@@ -114,8 +114,9 @@ impl SqlLockBuilder {
     /// See [`SqlLock::connect`].
     ///
     /// # Cancel safety
-    /// Dropping it before it completes leaves nothing behind: what it opened so far
-    /// (connections, a session) closes with it.
+    /// Dropping it before it completes takes no lock: what it opened so far
+    /// (connections, a session) closes with it; what it created (the lock table, a
+    /// ZooKeeper root node) stays, and creating it again is harmless.
     pub async fn connect(self) -> Result<SqlLock, LockError> {
         if let Some(e) = self.table_error {
             return Err(LockError::Config(e));

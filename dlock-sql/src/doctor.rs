@@ -17,6 +17,12 @@ fn table_finding(table: &str, columns: &str) -> Finding {
         .collect();
     if missing.is_empty() {
         Finding::info("lock table", format!("{table} ({columns})"))
+    } else if columns.is_empty() {
+        Finding::critical(
+            "lock table",
+            format!("{table} is missing"),
+            "create it: connect without create_table=false once, or run dlock's CREATE TABLE",
+        )
     } else {
         Finding::critical(
             "lock table",
@@ -95,7 +101,7 @@ pub(crate) async fn postgres(
     let columns: Option<String> = sqlx::query_scalar(
         "SELECT string_agg(column_name, ',' ORDER BY ordinal_position)
          FROM information_schema.columns
-         WHERE table_schema = current_schema() AND table_name = $1",
+         WHERE table_schema = current_schema() AND table_name = lower($1)",
     )
     .bind(table)
     .fetch_one(pool)

@@ -122,8 +122,9 @@ impl SqlLock {
     /// [`LockError::Unavailable`] when the database cannot be reached.
     ///
     /// # Cancel safety
-    /// Dropping it before it completes leaves nothing behind: what it opened so far
-    /// (connections, a session) closes with it.
+    /// Dropping it before it completes takes no lock: what it opened so far
+    /// (connections, a session) closes with it; what it created (the lock table, a
+    /// ZooKeeper root node) stays, and creating it again is harmless.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
         SqlLockBuilder::new(url).connect().await
     }

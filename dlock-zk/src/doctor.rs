@@ -34,7 +34,9 @@ pub(crate) async fn diagnose(
     granted: Duration,
 ) -> Result<Vec<Finding>, LockError> {
     let mut found = Vec::new();
-    let mut leaders = 0;
+    // servers that answered, and those of them serving (a follower or an observer
+    // serves only inside a quorum)
+    let (mut answered, mut serving) = (0, 0);
     let mut bounds = None;
     for host in hosts.split(',').map(str::trim) {
         let Some(srvr) = four_letter(host, "srvr").await else {
@@ -45,7 +47,9 @@ pub(crate) async fn diagnose(
             ));
             continue;
         };
+        answered += 1;
         if srvr.contains("not in the whitelist") {
+            serving += 1; // it answers, so it runs; its mode is not ours to see
             found.push(Finding::info(
                 format!("{host}: four-letter words"),
                 "srvr and conf are not allowed (4lw.commands.whitelist)",
@@ -55,7 +59,10 @@ pub(crate) async fn diagnose(
         let version = field(&srvr, "Zookeeper version").unwrap_or("?");
         let version = version.split(['-', ',']).next().unwrap_or(version);
         let mode = field(&srvr, "Mode").unwrap_or("?");
-        leaders += usize::from(matches!(mode, "leader" | "standalone"));
+        serving += usize::from(matches!(
+            mode,
+            "leader" | "follower" | "observer" | "standalone" | "read-only"
+        ));
         found.push(Finding::info(
             format!("{host}: server"),
             format!("ZooKeeper {version}, {mode}"),
@@ -70,10 +77,10 @@ pub(crate) async fn diagnose(
             bounds = Some((Duration::from_millis(min), Duration::from_millis(max)));
         }
     }
-    if leaders == 0 {
+    if answered > 0 && serving == 0 {
         found.push(Finding::critical(
-            "leader",
-            "no server leads",
+            "quorum",
+            "no server that answered is serving requests",
             "the ensemble has no quorum: nothing can be locked until a majority is back",
         ));
     }

@@ -169,8 +169,9 @@ impl ZkLockBuilder {
     /// no server answers.
     ///
     /// # Cancel safety
-    /// Dropping it before it completes leaves nothing behind: what it opened so far
-    /// (connections, a session) closes with it.
+    /// Dropping it before it completes takes no lock: what it opened so far
+    /// (connections, a session) closes with it; what it created (the lock table, a
+    /// ZooKeeper root node) stays, and creating it again is harmless.
     pub async fn connect(self) -> Result<ZkLock, LockError> {
         if self.hosts.is_empty() || self.hosts.split(',').any(|h| h.trim().is_empty()) {
             return Err(LockError::Config(format!(
@@ -215,8 +216,9 @@ impl ZkLock {
     /// See [`ZkLockBuilder::connect`].
     ///
     /// # Cancel safety
-    /// Dropping it before it completes leaves nothing behind: what it opened so far
-    /// (connections, a session) closes with it.
+    /// Dropping it before it completes takes no lock: what it opened so far
+    /// (connections, a session) closes with it; what it created (the lock table, a
+    /// ZooKeeper root node) stays, and creating it again is harmless.
     pub async fn connect(addr: &str) -> Result<Self, LockError> {
         Self::builder(addr).connect().await
     }

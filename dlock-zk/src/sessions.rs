@@ -58,12 +58,12 @@ impl Sessions {
         })
     }
 
-    /// The session opened at connect: for operations that hold nothing.
     /// The servers and the session timeout asked for.
     pub(crate) fn asked(&self) -> (&str, Duration) {
         (&self.params.hosts, self.params.session_timeout)
     }
 
+    /// The session opened at connect: for operations that hold nothing.
     pub(crate) fn first(&self) -> &Arc<Slot> {
         &self.first
     }

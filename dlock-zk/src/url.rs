@@ -23,8 +23,9 @@ impl ZkLock {
     /// [`LockError::Unavailable`] when no server answers.
     ///
     /// # Cancel safety
-    /// Dropping it before it completes leaves nothing behind: what it opened so far
-    /// (connections, a session) closes with it.
+    /// Dropping it before it completes takes no lock: what it opened so far
+    /// (connections, a session) closes with it; what it created (the lock table, a
+    /// ZooKeeper root node) stays, and creating it again is harmless.
     pub async fn from_url(url: &str) -> Result<Self, LockError> {
         let shown = redact_url(url);
         let (mut session_timeout, mut timeout, mut root) = (None, None, None);

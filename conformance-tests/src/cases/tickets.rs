@@ -100,8 +100,20 @@ pub async fn list_shows_held_locks(h: &impl Harness) {
         let second = second.clone();
         tokio::spawn(async move { b.acquire(&second, LONG_TTL, Duration::from_secs(20)).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = match a.list(&prefix).await {
+    // the waiter queues: on etcd and ZooKeeper the list counts it once it has
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    let held = loop {
+        let listed = a.list(&prefix).await;
+        match &listed {
+            Ok(h)
+                if h.len() == 2 && h[1].waiters == Some(0) && tokio::time::Instant::now() < end =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            _ => break listed,
+        }
+    };
+    let held = match held {
         Err(LockError::Unsupported { backend, what }) => {
             // a process-local lock, and Redis's plain layout, whose keys look like any
             // other program's
