@@ -2,7 +2,6 @@
 //! the ratio to the floor, as text or JSON.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use dlock_bench::{Options, Report};
@@ -49,15 +48,10 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
                     out.push_str(&metrics);
                 }
             }
-            let mut stdout = std::io::stdout().lock();
-            if stdout
-                .write_all(out.as_bytes())
-                .and_then(|()| stdout.flush())
-                .is_err()
-            {
-                return ExitCode::from(exit::BACKEND);
+            match crate::stdout::write(out.as_bytes()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(code) => code,
             }
-            ExitCode::SUCCESS
         }
         Err(e) => exit::fail(&e),
     }

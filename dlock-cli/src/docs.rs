@@ -1,7 +1,6 @@
 //! `dlock completions` and `dlock man`: generated from the clap definition, so they
 //! never drift from `--help`.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
@@ -15,11 +14,10 @@ fn command() -> clap::Command {
 
 /// Writes `bytes` to stdout.
 fn emit(bytes: &[u8]) -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    if out.write_all(bytes).and_then(|()| out.flush()).is_err() {
-        return ExitCode::from(exit::BACKEND);
+    match crate::stdout::write(bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => code,
     }
-    ExitCode::SUCCESS
 }
 
 pub fn completions(shell: Shell) -> ExitCode {

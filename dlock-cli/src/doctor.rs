@@ -1,7 +1,6 @@
 //! `dlock doctor`: what decides whether locking on this backend is safe and fast.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -43,13 +42,8 @@ pub async fn doctor(args: DoctorArgs) -> ExitCode {
     } else {
         as_text(&redact_url(&url), &found)
     };
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-        .is_err()
-    {
-        return ExitCode::from(exit::BACKEND);
+    if let Err(code) = crate::stdout::write(out.as_bytes()) {
+        return code;
     }
     if found.iter().any(|f| f.severity == Severity::Critical) {
         return ExitCode::from(exit::GUARANTEE_BROKEN);

@@ -40,6 +40,33 @@ pub fn for_error(e: &LockError) -> u8 {
     }
 }
 
+/// Says who holds `name` (when `--wait 0` found it busy) and returns [`BUSY`].
+pub async fn busy(lock: &dyn dlock_any::DistributedLock, name: &dlock_any::LockName) -> ExitCode {
+    let holder = match lock.inspect(name).await {
+        Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
+        _ => String::new(),
+    };
+    eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");
+    ExitCode::from(BUSY)
+}
+
+/// The exit code of a wait for `name` that ended in `e`: [`TIMEOUT`] (said so) when
+/// `wait` ran out, else the error's.
+pub fn wait_failed(
+    name: &dlock_any::LockName,
+    wait: std::time::Duration,
+    e: &LockError,
+) -> ExitCode {
+    if let LockError::Timeout { .. } = e {
+        eprintln!(
+            "dlock: gave up waiting for {name} after {}",
+            dlock_any::format_duration(wait)
+        );
+        return ExitCode::from(TIMEOUT);
+    }
+    fail(e)
+}
+
 /// Prints the error and returns its exit code.
 pub fn fail(e: &LockError) -> ExitCode {
     eprintln!("dlock: {e}");

@@ -1,7 +1,6 @@
 //! `dlock list`: the held locks.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use dlock_any::{Held, format_duration};
@@ -26,13 +25,8 @@ pub async fn list(args: ListArgs) -> ExitCode {
     } else {
         as_text(&held)
     };
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-        .is_err()
-    {
-        return ExitCode::from(exit::BACKEND);
+    if let Err(code) = crate::stdout::write(out.as_bytes()) {
+        return code;
     }
     ExitCode::SUCCESS
 }

@@ -37,6 +37,7 @@ mod plot;
 mod progress;
 mod run;
 mod status;
+mod stdout;
 mod ticket;
 mod url;
 

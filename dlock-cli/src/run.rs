@@ -191,27 +191,14 @@ async fn take_one(
     if args.wait.is_zero() {
         return match locker.try_lock(name.as_str()).await {
             Ok(Some(g)) => Ok(g),
-            Ok(None) => {
-                let holder = match backend.inspect(name).await {
-                    Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
-                    _ => String::new(),
-                };
-                eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");
-                Err(ExitCode::from(exit::BUSY))
-            }
+            Ok(None) => Err(exit::busy(&**backend, name).await),
             Err(e) => Err(exit::fail(&e)),
         };
     }
     let acquire = locker.lock_within(name.as_str(), deadline.remaining());
     let report = progress::report_holder(Arc::clone(backend), name.clone(), args.quiet);
     tokio::select! {
-        r = acquire => r.map_err(|e| match e {
-            LockError::Timeout { .. } => {
-                eprintln!("dlock: gave up waiting for {name} after {}", format_duration(args.wait));
-                ExitCode::from(exit::TIMEOUT)
-            }
-            e => exit::fail(&e),
-        }),
+        r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e)),
         never = report => match never {},
     }
 }

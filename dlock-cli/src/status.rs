@@ -1,7 +1,6 @@
 //! `dlock status`: who holds each lock, and each name's semaphore and read-write lock.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use dlock_any::{
@@ -69,13 +68,8 @@ pub async fn status(args: StatusArgs) -> ExitCode {
     } else {
         as_text(&names, &reports)
     };
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-        .is_err()
-    {
-        return ExitCode::from(exit::BACKEND);
+    if let Err(code) = crate::stdout::write(out.as_bytes()) {
+        return code;
     }
     if reports.iter().any(|r| r.ticket_holds == Some(false)) {
         return ExitCode::from(exit::LEASE_LOST);

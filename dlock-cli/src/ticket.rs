@@ -17,9 +17,7 @@ async fn connect(backend: &Backend) -> Result<Arc<dyn DistributedLock>, ExitCode
 
 /// Prints `line` on stdout; `false` when stdout is gone.
 fn print(line: &str) -> bool {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+    crate::stdout::write(format!("{line}\n").as_bytes()).is_ok()
 }
 
 pub async fn acquire(args: AcquireArgs) -> ExitCode {
@@ -69,27 +67,14 @@ async fn take(
     if args.wait.is_zero() {
         return match lock.try_acquire(name, args.ttl).await {
             Ok(Some(lease)) => Ok(lease),
-            Ok(None) => {
-                let holder = match lock.inspect(name).await {
-                    Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
-                    _ => String::new(),
-                };
-                eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");
-                Err(ExitCode::from(exit::BUSY))
-            }
+            Ok(None) => Err(exit::busy(&**lock, name).await),
             Err(e) => Err(exit::fail(&e)),
         };
     }
     let acquire = lock.acquire(name, args.ttl, args.wait);
     let report = progress::report_holder(Arc::clone(lock), name.clone(), args.quiet);
     tokio::select! {
-        r = acquire => r.map_err(|e| match e {
-            LockError::Timeout { .. } => {
-                eprintln!("dlock: gave up waiting for {name} after {}", format_duration(args.wait));
-                ExitCode::from(exit::TIMEOUT)
-            }
-            e => exit::fail(&e),
-        }),
+        r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e)),
         never = report => match never {},
     }
 }
