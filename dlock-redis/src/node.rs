@@ -96,14 +96,12 @@ impl Node {
         self.run(what, call.invoke_async(&mut conn)).await
     }
 
-    /// Takes the lock for `owner`; `proposal` is a token to give if it is above the
-    /// node's own next one (0: none).
+    /// Takes the lock for `owner` at the node's next token.
     pub(crate) async fn acquire(
         &self,
         keys: &Keys,
         owner: &str,
         ttl: Duration,
-        proposal: u64,
     ) -> Result<Claim, LockError> {
         let mut conn = self.conn.clone();
         let (taken, n): (i64, i64) = self
@@ -114,31 +112,49 @@ impl Node {
                     .key(&keys.fence)
                     .arg(owner)
                     .arg(millis_u64(ttl))
-                    .arg(proposal)
                     .invoke_async(&mut conn),
             )
             .await?;
         Ok(if taken == 1 {
-            Claim::Taken(FencingToken::from_signed(
-                n,
-                &format!("fencing counter on {}", self.shown),
-            )?)
+            Claim::Taken(self.token(n)?)
         } else {
             Claim::Held(u64::try_from(n).ok().map(Duration::from_millis))
         })
     }
 
-    pub(crate) async fn raise_fence(&self, keys: &Keys, token: u64) -> Result<(), LockError> {
+    /// Takes the lock for `owner` at exactly the `proposal`ed token, or not at all.
+    pub(crate) async fn propose(
+        &self,
+        keys: &Keys,
+        owner: &str,
+        ttl: Duration,
+        proposal: u64,
+    ) -> Result<Grant, LockError> {
         let mut conn = self.conn.clone();
-        self.run(
-            "raise fence",
-            scripts::RAISE_FENCE
-                .key(&keys.fence)
-                .arg(token)
-                .invoke_async::<i64>(&mut conn),
-        )
-        .await
-        .map(|_| ())
+        let (answer, n, clock): (i64, i64, i64) = self
+            .run(
+                "acquire",
+                scripts::PROPOSE
+                    .key(&keys.lock)
+                    .key(&keys.fence)
+                    .arg(owner)
+                    .arg(millis_u64(ttl))
+                    .arg(proposal)
+                    .invoke_async(&mut conn),
+            )
+            .await?;
+        Ok(match answer {
+            1 => Grant::Taken,
+            2 => Grant::Refused {
+                counter: self.token(n)?.get(),
+                clock: self.token(clock)?.get(),
+            },
+            _ => Grant::Held(u64::try_from(n).ok().map(Duration::from_millis)),
+        })
+    }
+
+    fn token(&self, n: i64) -> Result<FencingToken, LockError> {
+        FencingToken::from_signed(n, &format!("fencing counter on {}", self.shown))
     }
 
     /// Queues a renewal with the other renewals due now, sent in one script call.
@@ -374,6 +390,17 @@ fn minted_by_dlock(owner: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         && (rest.is_empty() || rest.starts_with('.'))
+}
+
+/// A node's answer to a Redlock proposal.
+pub(crate) enum Grant {
+    /// Taken at the proposed token.
+    Taken,
+    /// Held by another owner, with its time left if the node knows it.
+    Held(Option<Duration>),
+    /// The proposal was not above the node's counter, or not within its clock (µs)
+    /// and 60 s ahead: propose again above both.
+    Refused { counter: u64, clock: u64 },
 }
 
 #[cfg(test)]

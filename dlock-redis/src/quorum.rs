@@ -1,5 +1,5 @@
 //! Redlock's rounds: one operation on every node at once, counted against the quorum;
-//! the acquisition round with its fencing settlement and undo.
+//! the acquisition round, its proposals and undo.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::keys::Keys;
-use crate::node::Node;
+use crate::node::{Grant, Node};
 use crate::redlock::Redlock;
 
 /// Tally of one round over all nodes.
@@ -91,8 +91,11 @@ impl Redlock {
         ))
     }
 
-    /// One acquisition round on every node: a quorum of grants within the validity
-    /// window, the counters settled at the winning token, or everything undone.
+    /// One acquisition on every node: a quorum of grants at one proposed token within
+    /// the validity window, or everything undone. Nodes that refuse the proposal (their
+    /// counter or clock is past it) name their counter and clock; when they could have
+    /// made up the quorum, the round proposes again above them all, at most
+    /// [`PROPOSALS`] times.
     pub(crate) async fn round(
         &self,
         keys: &Keys,
@@ -100,67 +103,62 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<Claim, LockError> {
         let sent = Instant::now();
-        let proposal = proposed_token();
-        let (k, o) = (keys.clone(), owner.as_str().to_owned());
-        let results = self
-            .on_all(move |n| {
-                let (k, o) = (k.clone(), o.clone());
-                async move { n.acquire(&k, &o, ttl, proposal).await }
-            })
-            .await;
-        let mut tokens = Vec::new();
-        let mut holder_pttl: Option<Duration> = None;
-        let mut failures = 0;
-        let mut last_error = None;
-        for r in results {
-            match r {
-                Ok(Claim::Taken(t)) => tokens.push(t),
-                Ok(Claim::Held(pttl)) => {
-                    holder_pttl = match (holder_pttl, pttl) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                }
-                Err(e) => {
-                    failures += 1;
-                    last_error = Some(e);
-                }
-            }
-        }
-        if tokens.len() >= self.quorum() {
-            let token = tokens.iter().copied().max().unwrap_or(FencingToken::new(0));
-            // A quorum of counters must stand at `token` or above. The nodes that answered
-            // `token` already do; only when they are too few does a second round raise
-            // the others (counters in step, the usual case, cost no second round).
-            let at_token = tokens.iter().filter(|t| **t == token).count();
-            let settled = if at_token >= self.quorum() {
-                at_token
-            } else {
-                let k = keys.clone();
-                self.on_all(move |n| {
-                    let k = k.clone();
-                    async move { n.raise_fence(&k, token.get()).await }
+        let mut proposal = proposed_token();
+        for proposals_left in (0..PROPOSALS).rev() {
+            let (k, o) = (keys.clone(), owner.as_str().to_owned());
+            let results = self
+                .on_all(move |n| {
+                    let (k, o) = (k.clone(), o.clone());
+                    async move { n.propose(&k, &o, ttl, proposal).await }
                 })
-                .await
-                .into_iter()
-                .filter(Result::is_ok)
-                .count()
-            };
-            // still within the validity window (ttl − elapsed − drift)?
-            let in_time = sent.elapsed() + drift_margin(ttl) < ttl;
-            if settled >= self.quorum() && in_time {
-                return Ok(Claim::Taken(token));
+                .await;
+            let (mut granted, mut refused, mut failures) = (0, 0, 0);
+            let (mut next, mut holder_pttl, mut last_error) = (None, None::<Duration>, None);
+            for r in results {
+                match r {
+                    Ok(Grant::Taken) => granted += 1,
+                    Ok(Grant::Refused { counter, clock }) => {
+                        refused += 1;
+                        next = next.max(Some(reproposal(counter, clock)));
+                    }
+                    Ok(Grant::Held(pttl)) => {
+                        holder_pttl = match (holder_pttl, pttl) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        };
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        last_error = Some(e);
+                    }
+                }
             }
-            self.undo(keys, owner).await;
-            return Ok(Claim::Held(Some(Duration::ZERO)));
+            if granted >= self.quorum() {
+                // still within the validity window (ttl − elapsed − drift)?
+                if sent.elapsed() + drift_margin(ttl) < ttl {
+                    return Ok(Claim::Taken(FencingToken::new(proposal)));
+                }
+                self.undo(keys, owner).await;
+                return Ok(Claim::Held(Some(Duration::ZERO)));
+            }
+            if granted + refused + failures > 0 {
+                self.undo(keys, owner).await;
+            }
+            if failures > self.nodes.len() - self.quorum() {
+                return Err(self.quorum_unreachable(failures, last_error));
+            }
+            match next {
+                Some(next) if granted + refused >= self.quorum() && proposals_left > 0 => {
+                    proposal = next;
+                }
+                // proposals used up: the caller's wait tries again at once
+                Some(_) if granted + refused >= self.quorum() => {
+                    return Ok(Claim::Held(Some(Duration::ZERO)));
+                }
+                _ => return Ok(Claim::Held(holder_pttl)),
+            }
         }
-        if !tokens.is_empty() || failures > 0 {
-            self.undo(keys, owner).await;
-        }
-        if failures > self.nodes.len() - self.quorum() {
-            return Err(self.quorum_unreachable(failures, last_error));
-        }
-        Ok(Claim::Held(holder_pttl))
+        Ok(Claim::Held(Some(Duration::ZERO)))
     }
 
     /// One subscription woken by a release on any node.
@@ -175,18 +173,33 @@ impl Redlock {
     }
 }
 
-/// A token every node can give: the client's clock in µs plus a second, ahead of each
-/// node's own clock (the script's lower bound) by more than clock skew and latency. So
-/// nodes whose counters are in step answer the same token, and the round needs no
-/// second one to settle them (a node whose counter is ahead answers its own, and the
-/// settling round raises the others as before). Tokens only need to grow: a proposal
-/// never lowers one. A node ignores a proposal more than 60 s ahead of its own clock
-/// (a client whose time of day jumped ahead); so does a node whose clock lags by more,
-/// which then answers a token of its own and costs the settling round.
+/// How many proposals one acquisition round makes before it lets the caller's wait
+/// try again: a second one follows a refusal, a third a race with another client's.
+const PROPOSALS: usize = 3;
+
+/// The first token a round proposes: the client's clock in µs plus a second, ahead of
+/// each node's own clock (the script's lower bound) by more than clock skew and
+/// latency. So nodes whose counters are in step all grant it, and a reader finds the
+/// same token on every node of the quorum. A node whose counter or clock is past it,
+/// or whose clock lags it by more than 60 s (the client's time of day jumped ahead),
+/// refuses, and the round proposes again with [`reproposal`].
 fn proposed_token() -> u64 {
-    const AHEAD: Duration = Duration::from_secs(1);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from((now + AHEAD).as_micros()).unwrap_or(u64::MAX)
 }
+
+/// The token to propose after a node refused with its `counter` and `clock` (µs):
+/// above the counter, and a second ahead of the node's clock, as the first proposal
+/// is of the client's; the highest over the refusing nodes is proposed. It follows the
+/// nodes' clocks, not the client's, so a client whose clock is off by more than a
+/// second still gets a lock (at a second round's cost), and counters never creep
+/// ahead of the nodes' time by more than the one second.
+fn reproposal(counter: u64, clock: u64) -> u64 {
+    let ahead = u64::try_from(AHEAD.as_micros()).unwrap_or(u64::MAX);
+    counter.saturating_add(1).max(clock.saturating_add(ahead))
+}
+
+/// How far ahead of a clock a proposal is made.
+const AHEAD: Duration = Duration::from_secs(1);

@@ -24,16 +24,18 @@ use crate::options::{CAPABILITIES, Options};
 /// run on every node; a renewal counts only on a quorum.
 ///
 /// **Fencing tokens are strictly monotonic across holders**: each node has its own
-/// counter, so after winning a quorum the client takes the largest token any node gave
-/// it and makes sure a quorum of counters stands at it: when fewer than a quorum of
-/// nodes answered that very token, a second, parallel round raises every node's counter
-/// to it, needing a quorum of acknowledgements before it returns the lease (counters in
-/// step — the usual case — need no second round). (`inspect` reports the
-/// highest counter among the holder's nodes, which is that token.) Any later quorum overlaps
-/// that one in at least one node, whose counter is already at least that high, so the
-/// next token is higher. Each node's token is `max(counter + 1, its clock in µs)`, so a
-/// node that loses data or comes back from an older snapshot still counts above every
-/// token it handed out while its clock does not step back.
+/// counter, and a round proposes one token to every node — the client's clock in µs
+/// plus a second. A node grants the lock at exactly that token, and only if it is above
+/// its counter and at or above its own clock, or refuses and names both; the round
+/// wins on a quorum of grants, or proposes again above what the refusing nodes named
+/// (counters in step — the usual case — need no second proposal). Any later quorum
+/// overlaps the winning one in at least one node, whose counter is already at the
+/// token, so the next token is higher. Since a node's counter never goes below its
+/// clock, a node that loses data or comes back from an older snapshot still counts
+/// above every token it handed out while its clock does not step back. And since every
+/// node of the quorum holds the same token from the moment it grants, `inspect` (and
+/// an election's observer) reads the holder's token from any of them: no second round
+/// raises it after a reader could have seen it.
 ///
 /// **Safety class**: Redlock's mutual exclusion rests on timing — bounded clock drift
 /// between nodes, bounded process pauses and network delays. A paused client can wake
@@ -271,8 +273,8 @@ impl Backend for Redlock {
     }
 }
 
-/// Acquire is one parallel round (a second one only when the nodes' counters are out
-/// of step), release one round, a renewal one script call per node shared with every
+/// Acquire is one parallel round (a second one only when a node's counter or clock is
+/// past the proposal), release one round, a renewal one script call per node shared with every
 /// renewal due on the same tick.
 #[async_trait]
 impl ClaimDriver for Redlock {

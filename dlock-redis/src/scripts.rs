@@ -4,26 +4,17 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token (0: none). Returns
-/// `{1, token}` when taken, else `{0, pttl}` of the holder.
+/// KEYS: lock, fence. ARGV: owner, ttl ms. Returns `{1, token}` when taken, else
+/// `{0, pttl}` of the holder.
 ///
-/// The token is a hybrid clock: `max(counter + 1, server TIME in µs, proposal)` (a
-/// proposal counts only within 60 s of the server's clock, see below), written
-/// back to the counter, which never expires. (Redlock proposes a token a little ahead
-/// of the client's clock, so that nodes whose counters are in step answer the same
-/// token and no second round is needed to settle them; a proposal only ever raises a
-/// token.) While a lock is held its counter is its holder's
+/// The token is a hybrid clock: `max(counter + 1, server TIME in µs)`, written back to
+/// the counter, which never expires. While a lock is held its counter is its holder's
 /// token. A counter that comes back *older* — a restore from an RDB/AOF snapshot,
 /// `appendfsync everysec`, a failover to a lagging replica, a restart without
 /// persistence — cannot make a token repeat: the next one is at least the server's
 /// clock, which is above every token handed out before as long as fewer than one
 /// acquisition per microsecond happened on average and the server clock did not step
 /// back by more than the tokens issued since (the one assumption left).
-///
-/// A proposal more than 60 s ahead of the server's clock is ignored: it comes from a
-/// client whose clock was stepped ahead (a bad RTC, a mistyped `date -s`), and taking
-/// it would move every later token on the name that far ahead for good — past 2⁵³ µs
-/// (year 2255), where Lua's numbers stop counting by one and tokens would repeat.
 ///
 /// A key that already holds our owner id is taken again (TTL refreshed, same token):
 /// an earlier attempt of this acquisition committed after its reply was given up on.
@@ -42,8 +33,6 @@ if found then
 end
 local now = redis.call('TIME')
 local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local p = tonumber(ARGV[3])
-if p > t and p <= t + 60000000 then t = p end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 if c >= t then t = c + 1 end
 redis.call('SET', KEYS[2], string.format('%d', t))
@@ -52,14 +41,46 @@ return {1, t}
     )
 });
 
-/// KEYS: fence. ARGV: token. Redlock's second round: raises the counter to at least
-/// `token`, so every later quorum, which must overlap this one, counts above it.
-pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
+/// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token. Redlock's grant: the lock
+/// at exactly the proposed token, or nothing. Returns `{1, token, 0}` when taken, `{0,
+/// pttl, 0}` of another holder, or `{2, counter, server TIME in µs}` when the proposal
+/// is refused: the client proposes again above both.
+///
+/// A proposal is taken only above the counter and at or above the server's clock in
+/// µs (the same hybrid clock as [`ACQUIRE`], so a node restored from an old snapshot
+/// cannot repeat a token). Since every node of a round grants the same token or none,
+/// a reader that finds the holder on a quorum of nodes reads its token from any of
+/// them: no node's counter is raised after the grants are visible.
+///
+/// A proposal more than 60 s ahead of the server's clock is refused too: it comes from
+/// a client whose clock was stepped ahead (a bad RTC, a mistyped `date -s`), and taking
+/// it would move every later token on the name that far ahead for good — past 2⁵³ µs
+/// (year 2255), where Lua's numbers stop counting by one and tokens would repeat.
+///
+/// A key that already holds our owner id (an earlier attempt of this acquisition that
+/// committed after its reply was given up on) is taken again at the proposal.
+pub(crate) static PROPOSE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
-return 1
+local found = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if found and found ~= ARGV[1] then
+  return {0, redis.call('PTTL', KEYS[1]), 0}
+end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+local p = tonumber(ARGV[3])
+if found and p == c then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, p, 0}
+end
+if p <= c or p < t or p > t + 60000000 then
+  if not found then redis.call('DEL', KEYS[1]) end
+  return {2, c, t}
+end
+if found then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+redis.call('SET', KEYS[2], ARGV[3])
+return {1, p, 0}
 ",
     )
 });
@@ -111,14 +132,14 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::ACQUIRE;
+    use super::PROPOSE;
 
     async fn server_micros(c: &mut redis::aio::MultiplexedConnection) -> u64 {
         let (s, us): (u64, u64) = redis::cmd("TIME").query_async(c).await.unwrap();
         s * 1_000_000 + us
     }
 
-    /// Fails on the script that took any proposal: a client clock ten years ahead set
+    /// Fails on a script that takes any proposal: a client clock ten years ahead set
     /// the name's token ten years ahead.
     #[tokio::test]
     async fn a_proposal_far_ahead_of_the_server_clock_is_ignored() {
@@ -131,30 +152,42 @@ mod tests {
         let tag = format!("{{dlock-test:proposal-{:016x}}}", dlock_core::random_u64());
         let (lock, fence) = (format!("{tag}:lock"), format!("{tag}:fence"));
         let acquire = |proposal: u64| {
-            let mut inv = ACQUIRE.key(&lock);
+            let mut inv = PROPOSE.key(&lock);
             inv.key(&fence).arg("owner-1").arg(10_000).arg(proposal);
             inv
         };
 
         let now = server_micros(&mut c).await;
         let ten_years = 10 * 365 * 86_400 * 1_000_000_u64;
-        let (taken, token): (i64, u64) =
+        let (answer, counter, clock): (i64, u64, u64) =
             acquire(now + ten_years).invoke_async(&mut c).await.unwrap();
-        assert_eq!(taken, 1);
+        assert_eq!((answer, counter), (2, 0), "refused, naming the counter");
         assert!(
-            token >= now && token < now + 60_000_000,
-            "token {token} follows the server clock ({now} µs), not the proposal"
+            clock >= now && clock < now + 60_000_000,
+            "and the server clock ({clock} µs, {now} before)"
         );
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&lock)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(exists, 0, "a refused proposal leaves no lock key behind");
 
-        // a proposal a second ahead, as Redlock makes, is still taken
+        // a proposal a second ahead, as Redlock makes, is taken at exactly that token
+        let proposal = server_micros(&mut c).await + 1_000_000;
+        let (taken, next, _): (i64, u64, u64) =
+            acquire(proposal).invoke_async(&mut c).await.unwrap();
+        assert_eq!((taken, next), (1, proposal));
+
+        // once released, the same proposal again is at the counter: refused
         let _: () = redis::cmd("DEL")
             .arg(&lock)
             .query_async(&mut c)
             .await
             .unwrap();
-        let proposal = server_micros(&mut c).await + 1_000_000;
-        let (taken, next): (i64, u64) = acquire(proposal).invoke_async(&mut c).await.unwrap();
-        assert_eq!((taken, next), (1, proposal));
+        let (answer, counter, _): (i64, u64, u64) =
+            acquire(proposal).invoke_async(&mut c).await.unwrap();
+        assert_eq!((answer, counter), (2, proposal));
         let _: () = redis::cmd("DEL")
             .arg(&lock)
             .arg(&fence)

@@ -84,7 +84,7 @@ impl ClaimDriver for RedisLock {
     ) -> Result<Claim, LockError> {
         if access == Access::Exclusive {
             let keys = Keys::new(&self.opts, name);
-            return self.node.acquire(&keys, owner.as_str(), ttl, 0).await;
+            return self.node.acquire(&keys, owner.as_str(), ttl).await;
         }
         let keys = SharedKeys::new(&self.opts.prefix, name, access);
         let attempt = SharedAttempt {
