@@ -127,6 +127,7 @@ impl EtcdLockBuilder {
         })
         .await?;
         let lock = EtcdLock {
+            watches: Arc::new(crate::watches::Watches::new(client.clone())),
             client,
             opts: Arc::new(self.opts),
             leases: Arc::default(),

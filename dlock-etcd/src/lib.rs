@@ -70,6 +70,7 @@ mod reads;
 mod session;
 mod shared;
 mod url;
+mod watches;
 
 use std::sync::Arc;
 
@@ -83,6 +84,7 @@ pub struct EtcdLock {
     client: etcd_client::Client,
     opts: Arc<client::Options>,
     leases: Arc<session::shared::SharedLeases>,
+    watches: Arc<watches::Watches>,
 }
 
 impl std::fmt::Debug for EtcdLock {

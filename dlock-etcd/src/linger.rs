@@ -77,7 +77,9 @@ impl EtcdLock {
         until: Instant,
     ) -> Result<(), LockError> {
         let key = format!("{}{}", queue_dir(&self.opts.prefix, name), holder.owner);
-        self.wait_for_delete(key.as_bytes(), HOLDER_REREAD, || async { Ok(()) }, until)
+        // no read to start from: 0 makes it read the key again once watched
+        self.wait_for_delete(key.as_bytes(), 0, HOLDER_REREAD, || async { Ok(()) }, until)
             .await
+            .map(|_| ())
     }
 }

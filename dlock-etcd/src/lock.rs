@@ -167,7 +167,8 @@ impl QueueDriver for EtcdLock {
                 Turn::Behind
             }
         };
-        let Some(pred) = self.predecessor(&e.dir, e.rev).await? else {
+        let ahead = self.ahead(&e.dir, e.rev).await?;
+        let Some(pred) = ahead.keys.first() else {
             // Nothing queued before us any more: we are the head now, or our key is
             // gone (deleted behind our back, or swept after a pause) — then looking
             // again would find the same thing until the wait runs out.
@@ -181,8 +182,14 @@ impl QueueDriver for EtcdLock {
         };
         let (id, granted) = (e.ticket.id, e.ticket.granted);
         let keep = || self.keep_key(id, &e.key, e.rev, granted);
-        self.wait_for_delete(pred.key(), granted / 3, keep, until)
+        let watched = self
+            .wait_for_delete(pred, ahead.read_at, granted / 3, keep, until)
             .await?;
+        if watched.is_some_and(|w| ahead.all_gone(&w)) {
+            // every key that was ahead is gone and none can join ahead: our turn,
+            // without reading the queue again
+            return Ok(Turn::Head);
+        }
         Ok(at_head(self.first_in_queue(&e.dir).await?))
     }
 
