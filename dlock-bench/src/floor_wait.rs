@@ -137,6 +137,7 @@ mod pg_wait {
     pub async fn connect(url: &str, name: &str) -> Result<Box<dyn FloorWaiter>, String> {
         let pool = PgPoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .connect(url)
             .await
             .map_err(|e| e.to_string())?;

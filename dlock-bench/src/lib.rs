@@ -29,6 +29,7 @@ pub mod election_runs;
 pub mod floor;
 mod floor_runs;
 pub mod floor_wait;
+pub(crate) mod process;
 mod run;
 pub mod scenarios;
 pub mod server_requests;

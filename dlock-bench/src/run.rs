@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use crate::floor_runs::{
     connect_many, floor_contended, floor_error, floor_handoff, floor_parallel,
 };
+use crate::process::cpu_time;
 use crate::stats::Samples;
 use crate::{election_runs, floor, scenarios, server_requests, shared_runs};
 
@@ -174,12 +175,22 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
         let per_round = (args.cycles / rounds as usize).max(10);
         let (mut ours, mut raw) = (Samples::default(), Samples::default());
         let (mut ours_time, mut raw_time) = (Duration::ZERO, Duration::ZERO);
+        // the client's CPU: dlock as services use it, the same backend without the
+        // spans and metrics (the instrumentation's share), and the floor
+        let bare = dlock_any::connect_coordination(&url).await?;
+        let (mut ours_cpu, mut bare_cpu, mut raw_cpu) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        let mut bare_cycles = 0;
         for _ in 0..rounds {
-            let t = Instant::now();
+            let (t, cpu) = (Instant::now(), cpu_time());
             ours.extend(scenarios::uncontended(&*lock, per_round).await?);
             ours_time += t.elapsed();
+            ours_cpu += cpu_time().saturating_sub(cpu);
+            let cpu = cpu_time();
+            bare_cycles += scenarios::uncontended(&*bare, per_round).await?.len();
+            bare_cpu += cpu_time().saturating_sub(cpu);
             if let Some(f) = &floor {
-                let t = Instant::now();
+                let (t, cpu) = (Instant::now(), cpu_time());
                 for i in 0..per_round + per_round / 10 {
                     let c = Instant::now();
                     f.cycle().await.map_err(floor_error)?;
@@ -188,6 +199,7 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
                     }
                 }
                 raw_time += t.elapsed();
+                raw_cpu += cpu_time().saturating_sub(cpu);
             }
         }
         let raw_some = |v: f64| floor.as_ref().map(|_| v);
@@ -209,6 +221,28 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
             metric: "cycles/s",
             dlock: rate(ours.len(), ours_time),
             floor: raw_some(rate(raw.len(), raw_time)),
+        });
+        // each side ran its cycles plus a tenth to warm up
+        let per_cycle = |cpu: Duration, n: usize| cpu.as_secs_f64() * 1e6 / (n as f64 * 1.1);
+        let (ours_us, bare_us) = (
+            per_cycle(ours_cpu, ours.len()),
+            per_cycle(bare_cpu, bare_cycles),
+        );
+        figures.push(Figure {
+            scenario: "uncontended",
+            metric: "client CPU µs/cycle",
+            dlock: ours_us,
+            floor: raw_some(per_cycle(raw_cpu, raw.len())),
+        });
+        figures.push(Figure {
+            scenario: "uncontended",
+            metric: "instrumentation % CPU",
+            dlock: if ours_us > 0.0 {
+                100.0 * (ours_us - bare_us) / ours_us
+            } else {
+                0.0
+            },
+            floor: None,
         });
     }
     if wants(Scenario::Handoff) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use dlock_any::{DistributedLock, LockError, LockName, Locker};
 use tokio::time::{Instant, sleep};
 
+use crate::process::{cpu_time, rss_bytes};
 use crate::stats::Samples;
 
 /// The lease TTL the scenarios use (held: its own TTL).
@@ -317,29 +318,4 @@ impl DistributedLock for Counting {
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
     }
-}
-
-/// Resident set size, from /proc/self/statm (pages × 4 KiB).
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
-}
-
-/// User + system CPU time of this process, from /proc/self/stat (clock ticks of 10 ms).
-fn cpu_time() -> Duration {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            Some(Duration::from_millis(ticks * 10))
-        })
-        .unwrap_or_default()
 }

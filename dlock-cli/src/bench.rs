@@ -10,16 +10,14 @@ use crate::cli::BenchArgs;
 use crate::{exit, json, url};
 
 pub async fn bench(args: BenchArgs) -> ExitCode {
-    let recorder = if args.metrics || args.metrics_svg.is_some() {
-        match crate::metrics::install() {
-            Ok(h) => Some(h),
-            Err(e) => {
-                eprintln!("dlock: {e}");
-                return ExitCode::from(exit::BACKEND);
-            }
+    // Always recording, as a service exporting its metrics does: the figures include
+    // what the instrumentation costs (its share is reported), printed only on request.
+    let recorder = match crate::metrics::install() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("dlock: {e}");
+            return ExitCode::from(exit::BACKEND);
         }
-    } else {
-        None
     };
     let url = match url::resolve(args.backend.url.as_deref()) {
         Ok(u) => u,
@@ -32,8 +30,8 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
             } else {
                 as_text(&report)
             };
-            if let Some(h) = recorder {
-                let metrics = h.render();
+            if args.metrics || args.metrics_svg.is_some() {
+                let metrics = recorder.render();
                 if let Some(file) = &args.metrics_svg {
                     let title = format!("dlock bench on {}", dlock_any::redact_url(&url));
                     if let Err(e) =

@@ -8,12 +8,15 @@ use dlock_core::backend::{from_millis, micros};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::hot::Hot;
 use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct MySql {
     shared: std::sync::Arc<SharedSql>,
     pool: MySqlPool,
+    /// The single statements of acquire, renew, release and inspect.
+    hot: Hot<sqlx::MySql>,
     create: String,
     table: String,
     take: String,
@@ -37,6 +40,7 @@ impl MySql {
             format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::MySql, table)),
+            hot: Hot::new(pool.clone()),
             pool,
             table: table.to_owned(),
             // VARBINARY: names compare byte for byte ('A' <> 'a', no collation folding).
@@ -131,18 +135,15 @@ impl Store for MySql {
             .bind(owner) // free?
             .bind(owner) // mine?
             .bind(owner) // free?
-            .bind(micros(ttl))
-            .execute(&self.pool)
-            .await?;
+            .bind(micros(ttl));
+        let r = self.hot.execute(r).await?;
         let token = r.last_insert_id();
         if token > 0 {
             return Ok(Taken::Yes(i64::try_from(token).unwrap_or(i64::MAX)));
         }
         // Polling backends need the holder's remaining time to size their sleep.
-        let row = sqlx::query(AssertSqlSafe(self.remaining.as_str()))
-            .bind(name.as_bytes())
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(AssertSqlSafe(self.remaining.as_str())).bind(name.as_bytes());
+        let row = self.hot.fetch_optional(row).await?;
         let ms = match row {
             Some(r) => r.try_get::<Option<i64>, _>(0)?,
             None => None,
@@ -161,9 +162,8 @@ impl Store for MySql {
             .bind(micros(ttl))
             .bind(name.as_bytes())
             .bind(owner)
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
+            .bind(token);
+        let r = self.hot.execute(r).await?;
         Ok(r.rows_affected() == 1)
     }
 
@@ -171,17 +171,14 @@ impl Store for MySql {
         let r = sqlx::query(AssertSqlSafe(self.release.as_str()))
             .bind(name.as_bytes())
             .bind(owner)
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
+            .bind(token);
+        let r = self.hot.execute(r).await?;
         Ok(r.rows_affected() == 1)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
-        let row = sqlx::query(AssertSqlSafe(self.holder.as_str()))
-            .bind(name.as_bytes())
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(AssertSqlSafe(self.holder.as_str())).bind(name.as_bytes());
+        let row = self.hot.fetch_optional(row).await?;
         row.map(|r| {
             Ok(Holder {
                 owner: r.try_get(0)?,

@@ -8,12 +8,15 @@ use dlock_core::backend::{OwnedTask, Subscription, WakeupHub, from_millis, milli
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::hot::Hot;
 use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Postgres {
     shared: std::sync::Arc<SharedSql>,
     pool: PgPool,
+    /// The single statements of acquire, renew, release and inspect.
+    hot: Hot<sqlx::Postgres>,
     /// Where the LISTEN connection goes: its own connection, never one of the pool's,
     /// so waiters cannot starve the holders' renewals and releases of connections.
     listen_to: PgConnectOptions,
@@ -42,6 +45,7 @@ impl Postgres {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Postgres, table)),
+            hot: Hot::new(pool.clone()),
             pool,
             listen_to,
             channel: format!("dlock_release_{table}"),
@@ -144,9 +148,8 @@ impl Store for Postgres {
         let row = sqlx::query(AssertSqlSafe(self.sql.take.as_str()))
             .bind(name)
             .bind(owner)
-            .bind(millis(ttl))
-            .fetch_optional(&self.pool)
-            .await?;
+            .bind(millis(ttl));
+        let row = self.hot.fetch_optional(row).await?;
         let Some(row) = row else {
             // held by a row our snapshot did not see yet
             return Ok(Taken::No(None));
@@ -170,9 +173,8 @@ impl Store for Postgres {
             .bind(name)
             .bind(owner)
             .bind(token)
-            .bind(millis(ttl))
-            .execute(&self.pool)
-            .await?;
+            .bind(millis(ttl));
+        let r = self.hot.execute(r).await?;
         Ok(r.rows_affected() == 1)
     }
 
@@ -181,17 +183,14 @@ impl Store for Postgres {
             .bind(name)
             .bind(owner)
             .bind(token)
-            .bind(&self.channel)
-            .fetch_all(&self.pool)
-            .await?;
+            .bind(&self.channel);
+        let rows = self.hot.fetch_all(rows).await?;
         Ok(rows.len() == 1)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
-        let row = sqlx::query(AssertSqlSafe(self.sql.holder.as_str()))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(AssertSqlSafe(self.sql.holder.as_str())).bind(name);
+        let row = self.hot.fetch_optional(row).await?;
         row.map(|r| {
             Ok(Holder {
                 owner: r.try_get(0)?,

@@ -505,3 +505,55 @@ async fn postgres_listener_reconnect_wakes_waiters() {
     assert!(lease.token() > held.token());
     assert!(waiter.release(&lease).await.unwrap());
 }
+
+/// The connection kept out of the pool for single statements, killed by the server
+/// with the pool's: the dead ones fail a call or two each (a transient error: sqlx's
+/// pool keeps a killed connection until it met the server's goodbye and then the
+/// closed socket; the hot one is dropped at the first) and are replaced, so calls
+/// recover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_hot_connection_is_replaced() {
+    let url = common::postgres_url();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let lock = SqlLock::builder(&format!("{url}{sep}application_name=dlock-hot-test"))
+        .connect()
+        .await
+        .unwrap();
+    let n = name("hot-connection");
+    let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    assert!(lock.release(&lease).await.unwrap());
+
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = 'dlock-hot-test') t",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(killed >= 1, "the lock's connections");
+
+    let mut outcomes = Vec::new();
+    for _ in 0..12 {
+        match lock.try_acquire(&n, LONG).await {
+            Ok(Some(lease)) => {
+                assert!(lock.release(&lease).await.unwrap());
+                outcomes.push(true);
+            }
+            Ok(None) => panic!("nobody else holds {n}"),
+            Err(e) => {
+                assert!(e.is_transient(), "{e}");
+                outcomes.push(false);
+            }
+        }
+    }
+    let failures = outcomes.iter().filter(|ok| !**ok).count();
+    assert!(
+        i64::try_from(failures).unwrap() < 2 * killed,
+        "{failures} calls failed for {killed} dead connections: {outcomes:?}"
+    );
+    assert!(
+        outcomes[9..].iter().all(|ok| *ok),
+        "recovered: {outcomes:?}"
+    );
+}
