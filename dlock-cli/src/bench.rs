@@ -79,7 +79,7 @@ fn as_text(r: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<12} {:<16} {:>12} {:>12} {:>8}",
+        "{:<12} {:<26} {:>12} {:>12} {:>8}",
         "scenario", "metric", "dlock", "floor", "ratio"
     );
     for f in &r.figures {
@@ -89,7 +89,7 @@ fn as_text(r: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<12} {:<16} {:>12.3} {floor:>12} {ratio:>8}",
+            "{:<12} {:<26} {:>12.3} {floor:>12} {ratio:>8}",
             f.scenario, f.metric, f.dlock
         );
     }
