@@ -12,7 +12,7 @@ use crate::floor_runs::{
 };
 use crate::process::cpu_time;
 use crate::stats::Samples;
-use crate::{election_runs, floor, scenarios, server_requests, shared_runs};
+use crate::{election_runs, floor, scale_runs, scenarios, server_requests, shared_runs};
 
 /// The scenarios `run` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,11 +34,14 @@ pub enum Scenario {
     /// Leader election: resignation to observer and to standby, against the hand-off
     /// floor.
     Election,
+    /// How costs grow: waiters on one name, locks held, distinct names over time. Not
+    /// in the default set (it takes minutes); ask for it by name.
+    Scale,
 }
 
 impl Scenario {
     /// Every scenario, in the order a run measures them.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Self::Uncontended,
         Self::Handoff,
         Self::Contended,
@@ -47,7 +50,14 @@ impl Scenario {
         Self::Semaphore,
         Self::RwLock,
         Self::Election,
+        Self::Scale,
     ];
+
+    /// Whether a run with no scenario named measures it.
+    #[must_use]
+    pub fn by_default(self) -> bool {
+        self != Self::Scale
+    }
 
     /// The scenario's name on the command line and in reports.
     #[must_use]
@@ -61,6 +71,7 @@ impl Scenario {
             Self::Semaphore => "semaphore",
             Self::RwLock => "rwlock",
             Self::Election => "election",
+            Self::Scale => "scale",
         }
     }
 }
@@ -100,6 +111,12 @@ pub struct Options {
     pub held_ttl: Duration,
     /// Whether to measure the raw-protocol floor beside dlock.
     pub floor: bool,
+    /// The scale scenario's most waiters on one name (of 1, 10, 100, 1 000).
+    pub scale_waiters: usize,
+    /// The scale scenario's most held locks (of 1 000, 10 000, 100 000).
+    pub scale_held: usize,
+    /// Distinct names the scale scenario acquires and releases once each.
+    pub scale_names: usize,
 }
 
 impl Default for Options {
@@ -114,6 +131,9 @@ impl Default for Options {
             held_locks: 10_000,
             held_ttl: Duration::from_secs(3),
             floor: true,
+            scale_waiters: 100,
+            scale_held: 10_000,
+            scale_names: 10_000,
         }
     }
 }
@@ -184,7 +204,8 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
             .transpose()
             .map_err(floor_error)?
     };
-    let wants = |s: Scenario| args.scenarios.is_empty() || args.scenarios.contains(&s);
+    let wants =
+        |s: Scenario| (args.scenarios.is_empty() && s.by_default()) || args.scenarios.contains(&s);
     let rounds: u32 = 3;
     let mut figures = Vec::new();
     let mut server_count: Option<&'static str> = None;
@@ -423,6 +444,11 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
     }
     if wants(Scenario::Election) {
         figures.extend(election_runs::election(&url, args.floor, args.trials).await?);
+    }
+    if wants(Scenario::Scale) {
+        let counter = server_requests::for_url(&url).await;
+        server_count = server_count.or(counter.as_ref().map(|c| c.describe()));
+        figures.extend(scale_runs::scale(&url, &lock, args, counter.as_deref()).await?);
     }
     Ok(Report {
         backend: lock.backend_name(),

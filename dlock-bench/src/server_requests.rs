@@ -27,6 +27,13 @@ pub async fn for_url(url: &str) -> Option<Box<dyn RequestCounter>> {
         "redlock" => Some(Box::new(RedisCommands(
             hosts.iter().map(|h| format!("redis://{h}")).collect(),
         ))),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Some(Box::new(PgStatements(url.to_owned(), 0.into()))),
+        #[cfg(feature = "mysql")]
+        "mysql" | "mariadb" => Some(Box::new(MySqlQuestions(
+            url.replacen("mariadb:", "mysql:", 1),
+            0.into(),
+        ))),
         "etcd" => Some(Box::new(EtcdMessages(hosts.first()?.clone()))),
         "zk" | "zookeeper" => Some(Box::new(ZkPackets(hosts.first()?.clone()))),
         _ => None,
@@ -72,6 +79,71 @@ impl RequestCounter for RedisCommands {
     }
 }
 
+/// PostgreSQL: statements run, from `pg_stat_statements` (counted as each statement
+/// ends; `pg_stat_database` lags by up to the backends' 10 s flush interval). Needs
+/// `shared_preload_libraries = pg_stat_statements`, as `scripts/services` starts it;
+/// the extension is created on first use. Reported net of the counter's own.
+#[cfg(feature = "postgres")]
+struct PgStatements(String, std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "postgres")]
+#[async_trait]
+impl RequestCounter for PgStatements {
+    fn describe(&self) -> &'static str {
+        "statements (pg_stat_statements calls), all databases"
+    }
+    async fn requests(&self) -> Option<u64> {
+        use sqlx::Connection;
+        let base = self.0.split('?').next().unwrap_or(&self.0);
+        let mut c = sqlx::PgConnection::connect(base).await.ok()?;
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .execute(&mut c)
+            .await
+            .ok()?;
+        let calls: Option<i64> =
+            sqlx::query_scalar("SELECT sum(calls)::bigint FROM pg_stat_statements")
+                .fetch_one(&mut c)
+                .await
+                .ok()?;
+        let _ = c.close().await;
+        // net of this counter's own statements: two per earlier read, and this read's
+        // CREATE EXTENSION (its SELECT counts once it is done)
+        let earlier = self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        u64::try_from(calls.unwrap_or(0))
+            .ok()
+            .map(|c| c.saturating_sub(2 * earlier + 1))
+    }
+}
+
+/// MySQL/MariaDB: statements clients sent (`Questions` in `SHOW GLOBAL STATUS`), net
+/// of the counter's own.
+#[cfg(feature = "mysql")]
+struct MySqlQuestions(String, std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "mysql")]
+#[async_trait]
+impl RequestCounter for MySqlQuestions {
+    fn describe(&self) -> &'static str {
+        "statements (Questions in SHOW GLOBAL STATUS)"
+    }
+    async fn requests(&self) -> Option<u64> {
+        use sqlx::Connection;
+        let base = self.0.split('?').next().unwrap_or(&self.0);
+        let mut c = sqlx::MySqlConnection::connect(base).await.ok()?;
+        let (_, value): (String, String) = sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Questions'")
+            .fetch_one(&mut c)
+            .await
+            .ok()?;
+        let _ = c.close().await;
+        // net of this counter's own statements, this one included
+        let earlier = self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        value
+            .parse::<u64>()
+            .ok()
+            .map(|q| q.saturating_sub(earlier + 1))
+    }
+}
+
 /// etcd: gRPC request messages received (keep-alives on a stream count one each), from
 /// the member's Prometheus endpoint.
 struct EtcdMessages(String);
@@ -110,7 +182,7 @@ impl RequestCounter for ZkPackets {
 }
 
 /// Sends `request` on a new TCP connection and reads the answer to its end.
-async fn exchange(host: &str, request: &[u8]) -> Option<String> {
+pub(crate) async fn exchange(host: &str, request: &[u8]) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let limit = std::time::Duration::from_secs(5);
     let mut s = tokio::time::timeout(limit, tokio::net::TcpStream::connect(host))

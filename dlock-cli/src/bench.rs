@@ -66,6 +66,9 @@ fn options(args: &BenchArgs) -> Options {
         held_locks: args.held_locks,
         held_ttl: args.held_ttl,
         floor: !args.no_floor,
+        scale_waiters: args.scale_waiters,
+        scale_held: args.scale_held,
+        scale_names: args.scale_names,
     }
 }
 

@@ -450,8 +450,9 @@ pub struct BenchArgs {
     /// Backend URL.
     #[command(flatten)]
     pub backend: Backend,
-    /// Scenarios to run (default: all): uncontended, handoff, contended, parallel, held,
-    /// semaphore, rwlock (the last two where the backend offers them), election.
+    /// Scenarios to run (default: all but scale): uncontended, handoff, contended,
+    /// parallel, held, semaphore, rwlock (the last two where the backend offers them),
+    /// election, scale (how costs grow with waiters, held locks and names; minutes).
     #[arg(long, value_delimiter = ',', value_parser = scenario)]
     pub scenario: Vec<dlock_bench::Scenario>,
     /// Length of the contended and parallel runs.
@@ -475,6 +476,18 @@ pub struct BenchArgs {
     /// TTL of the held locks (held for three of them).
     #[arg(long, default_value = "3s", value_parser = duration)]
     pub held_ttl: Duration,
+    /// The scale scenario's most waiters on one name (it measures 1, 10, 100, 1000 up
+    /// to this), spread over `--clients` clients.
+    #[arg(long, default_value_t = 100)]
+    pub scale_waiters: usize,
+    /// The scale scenario's most held locks (it measures 1000, 10000, 100000 up to
+    /// this).
+    #[arg(long, default_value_t = 10_000)]
+    pub scale_held: usize,
+    /// Distinct names the scale scenario acquires and releases once each, to see what
+    /// the server keeps per name (0: skip).
+    #[arg(long, default_value_t = 10_000)]
+    pub scale_names: usize,
     /// Skip the raw-protocol floor.
     #[arg(long)]
     pub no_floor: bool,

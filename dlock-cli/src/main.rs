@@ -77,7 +77,7 @@ fn main() -> ExitCode {
             cli::Command::Elect(args) => elect::elect(args).await,
             cli::Command::Leader(args) => leader::leader(args).await,
             cli::Command::Status(args) => status::status(args).await,
-            cli::Command::Bench(args) => bench::bench(args).await,
+            cli::Command::Bench(args) => Box::pin(bench::bench(args)).await,
             cli::Command::Acquire(args) => ticket::acquire(args).await,
             cli::Command::Renew(args) => ticket::renew(args).await,
             cli::Command::Release(args) => ticket::release(args).await,

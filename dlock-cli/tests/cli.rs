@@ -563,6 +563,60 @@ fn bench_handoff_and_contention_have_floors_on_redis() {
     }
 }
 
+/// `dlock bench --scenario scale` reports how costs grow with waiters, and what the
+/// server keeps per name: SQLite keeps one row per name ever locked (the row carries
+/// the name's fencing token, so it is never deleted).
+#[test]
+fn bench_scale_reports_growth() {
+    let dir = scratch();
+    let url = format!("sqlite://{}/bench-scale.sqlite", dir.display());
+    let out = output(
+        &url,
+        &[
+            "bench",
+            "--json",
+            "--scenario",
+            "scale",
+            "--clients",
+            "3",
+            "--scale-waiters",
+            "10",
+            "--scale-held",
+            "0",
+            "--scale-names",
+            "200",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = String::from_utf8_lossy(&out.stdout);
+    for metric in [
+        "waiters=1 hand-off ms",
+        "waiters=10 hand-off ms",
+        "names cycles/s",
+    ] {
+        assert!(
+            json.contains(&format!("{{\"scenario\":\"scale\",\"metric\":\"{metric}\"")),
+            "{metric}: {json}"
+        );
+    }
+    assert!(
+        json.contains("{\"scenario\":\"scale\",\"metric\":\"names records/1000\",\"dlock\":1000"),
+        "one row per name: {json}"
+    );
+    assert!(
+        !json.contains("waiters=100 "),
+        "no more than --scale-waiters: {json}"
+    );
+    assert!(
+        !json.contains("\"scenario\":\"uncontended\""),
+        "only the scale scenario: {json}"
+    );
+}
+
 /// `dlock bench` runs every scenario and reports each figure, with the floor and its
 /// ratio on the uncontended cycle.
 #[test]
