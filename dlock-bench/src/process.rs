@@ -1,6 +1,7 @@
 //! This process's own resource use, from `/proc` (Linux): what a figure cost the
 //! client.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Resident set size, from /proc/self/statm (pages × 4 KiB).
@@ -15,23 +16,55 @@ pub(crate) fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-/// CPU time this process has run, every thread's: the sum of
+/// The CPU time each of this process's threads has run so far, from
 /// `/proc/self/task/*/schedstat` (nanoseconds, so a few thousand cycles of a fraction
-/// of a millisecond each measure precisely), or user + system time from
-/// `/proc/self/stat` (10 ms ticks) where schedstat is missing. Threads that exited
-/// are not counted: tokio's workers live as long as the runtime.
-pub(crate) fn cpu_time() -> Duration {
-    schedstat().unwrap_or_else(stat_ticks)
+/// of a millisecond each measure precisely). [`CpuClock::elapsed`] sums, per thread,
+/// what ran since: a thread that exited meanwhile (tokio's idle blocking threads do)
+/// drops out without taking its earlier time with it, and one that started counts
+/// whole. Where schedstat is missing, user + system time from `/proc/self/stat` (10 ms
+/// ticks) for the whole process stands in.
+pub(crate) struct CpuClock {
+    threads: HashMap<String, u64>,
+    ticks: Duration,
 }
 
-fn schedstat() -> Option<Duration> {
-    let mut total = 0_u64;
-    for task in std::fs::read_dir("/proc/self/task").ok()? {
-        let path = task.ok()?.path().join("schedstat");
-        let text = std::fs::read_to_string(path).ok()?;
-        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+impl CpuClock {
+    /// The threads' CPU times now.
+    pub(crate) fn now() -> Self {
+        Self {
+            threads: threads(),
+            ticks: stat_ticks(),
+        }
     }
-    Some(Duration::from_nanos(total))
+
+    /// The CPU time this process's threads ran since [`CpuClock::now`].
+    pub(crate) fn elapsed(&self) -> Duration {
+        let now = threads();
+        if now.is_empty() {
+            return stat_ticks().saturating_sub(self.ticks);
+        }
+        let ns: u64 = now
+            .iter()
+            .map(|(tid, t)| t.saturating_sub(self.threads.get(tid).copied().unwrap_or(0)))
+            .sum();
+        Duration::from_nanos(ns)
+    }
+}
+
+/// Each live thread's run time in ns, by thread id (a thread that vanishes while they
+/// are read is left out).
+fn threads() -> HashMap<String, u64> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return HashMap::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let task = task.ok()?;
+            let text = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            let ns = text.split_whitespace().next()?.parse::<u64>().ok()?;
+            Some((task.file_name().to_string_lossy().into_owned(), ns))
+        })
+        .collect()
 }
 
 fn stat_ticks() -> Duration {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::floor_runs::{
     connect_many, floor_contended, floor_error, floor_handoff, floor_parallel,
 };
-use crate::process::cpu_time;
+use crate::process::CpuClock;
 use crate::stats::Samples;
 use crate::{election_runs, floor, scale_runs, scenarios, server_requests, shared_runs};
 
@@ -174,12 +174,12 @@ async fn instrumentation_cost() -> Result<f64, LockError> {
     let without = dlock_any::connect_coordination("memory://").await?;
     let (mut with_cpu, mut without_cpu) = (Duration::ZERO, Duration::ZERO);
     for _ in 0..3 {
-        let cpu = cpu_time();
+        let cpu = CpuClock::now();
         scenarios::uncontended(&*with, CYCLES).await?;
-        with_cpu += cpu_time().saturating_sub(cpu);
-        let cpu = cpu_time();
+        with_cpu += cpu.elapsed();
+        let cpu = CpuClock::now();
         scenarios::uncontended(&*without, CYCLES).await?;
-        without_cpu += cpu_time().saturating_sub(cpu);
+        without_cpu += cpu.elapsed();
     }
     let per_cycle = |d: Duration| d.as_secs_f64() * 1e6 / (3.0 * CYCLES as f64 * 1.1);
     Ok((per_cycle(with_cpu) - per_cycle(without_cpu)).max(0.0))
@@ -218,12 +218,12 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
         // the client's CPU per cycle, dlock's and the floor's
         let (mut ours_cpu, mut raw_cpu) = (Duration::ZERO, Duration::ZERO);
         for _ in 0..rounds {
-            let (t, cpu) = (Instant::now(), cpu_time());
+            let (t, cpu) = (Instant::now(), CpuClock::now());
             ours.extend(scenarios::uncontended(&*lock, per_round).await?);
             ours_time += t.elapsed();
-            ours_cpu += cpu_time().saturating_sub(cpu);
+            ours_cpu += cpu.elapsed();
             if let Some(f) = &floor {
-                let (t, cpu) = (Instant::now(), cpu_time());
+                let (t, cpu) = (Instant::now(), CpuClock::now());
                 for i in 0..per_round + per_round / 10 {
                     let c = Instant::now();
                     f.cycle().await.map_err(floor_error)?;
@@ -232,7 +232,7 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
                     }
                 }
                 raw_time += t.elapsed();
-                raw_cpu += cpu_time().saturating_sub(cpu);
+                raw_cpu += cpu.elapsed();
             }
         }
         let raw_some = |v: f64| floor.as_ref().map(|_| v);

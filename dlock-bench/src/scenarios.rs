@@ -7,7 +7,7 @@ use std::time::Duration;
 use dlock_any::{DistributedLock, LockError, LockName, Locker};
 use tokio::time::{Instant, sleep};
 
-use crate::process::{cpu_time, rss_bytes};
+use crate::process::{CpuClock, rss_bytes};
 use crate::stats::Samples;
 
 /// The lease TTL the scenarios use (held: its own TTL).
@@ -241,7 +241,7 @@ pub async fn held(
         None => None,
     };
     let (cpu0, t0, r0) = (
-        cpu_time(),
+        CpuClock::now(),
         Instant::now(),
         counting.renewals.load(Ordering::Relaxed),
     );
@@ -255,7 +255,7 @@ pub async fn held(
     let server_requests_per_s = s0
         .zip(s1)
         .map(|(a, b)| b.saturating_sub(a) as f64 / elapsed);
-    let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
+    let cpu = cpu0.elapsed().as_secs_f64();
     // at the end of the hold, with renewals running: the steady state, and never less
     // than what holding them cost right after acquiring
     let rss_end = rss_bytes();

@@ -135,12 +135,13 @@ impl RequestCounter for MySqlQuestions {
             .await
             .ok()?;
         let _ = c.close().await;
-        // net of this counter's own statements, this one included
+        // net of this counter's own statements, this read's included: sqlx's connect
+        // runs one (SET sql_mode, time_zone, NAMES), then the SHOW
         let earlier = self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         value
             .parse::<u64>()
             .ok()
-            .map(|q| q.saturating_sub(earlier + 1))
+            .map(|q| q.saturating_sub(2 * (earlier + 1)))
     }
 }
 

@@ -242,7 +242,9 @@ async fn run_watch(
                             && let Some(kv) = e.kv()
                         {
                             me.with_queue(queue, id, |q| q.recent.record(kv.key(), kv.mod_revision()));
-                            hub.wake_one(&String::from_utf8_lossy(kv.key()));
+                            // everyone waiting on that key: a queue's successor,
+                            // and observers of the holder
+                            hub.wake_each(&String::from_utf8_lossy(kv.key()));
                         }
                     }
                 }

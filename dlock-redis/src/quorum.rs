@@ -141,7 +141,8 @@ impl Redlock {
                 self.undo(keys, owner).await;
                 return Ok(Claim::Held(Some(Duration::ZERO)));
             }
-            if granted + refused + failures > 0 {
+            // a refusing node kept no key of ours: only grants and unknowns to undo
+            if granted + failures > 0 {
                 self.undo(keys, owner).await;
             }
             if failures > self.nodes.len() - self.quorum() {

@@ -52,13 +52,17 @@ return {1, t}
 /// a reader that finds the holder on a quorum of nodes reads its token from any of
 /// them: no node's counter is raised after the grants are visible.
 ///
-/// A proposal more than 60 s ahead of the server's clock is refused too: it comes from
-/// a client whose clock was stepped ahead (a bad RTC, a mistyped `date -s`), and taking
-/// it would move every later token on the name that far ahead for good — past 2⁵³ µs
-/// (year 2255), where Lua's numbers stop counting by one and tokens would repeat.
+/// A proposal more than 60 s ahead of the node's own next token (`max(counter + 1,
+/// clock)`) is refused too: it comes from a client whose clock was stepped ahead (a
+/// bad RTC, a mistyped `date -s`), and taking it would move every later token on the
+/// name that far ahead for good — past 2⁵³ µs (year 2255), where Lua's numbers stop
+/// counting by one and tokens would repeat. (Measured from the next token, not the
+/// clock alone, so a node whose clock stepped back below its counter still takes the
+/// counter's successor.)
 ///
 /// A key that already holds our owner id (an earlier attempt of this acquisition that
-/// committed after its reply was given up on) is taken again at the proposal.
+/// committed after its reply was given up on) is taken again at the proposal. A
+/// refused proposal leaves no key of ours behind, whichever attempt set it.
 pub(crate) static PROPOSE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -74,8 +78,10 @@ if found and p == c then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, p, 0}
 end
-if p <= c or p < t or p > t + 60000000 then
-  if not found then redis.call('DEL', KEYS[1]) end
+local floor = t
+if c + 1 > floor then floor = c + 1 end
+if p <= c or p < t or p > floor + 60000000 then
+  redis.call('DEL', KEYS[1])
   return {2, c, t}
 end
 if found then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -188,6 +194,19 @@ mod tests {
         let (answer, counter, _): (i64, u64, u64) =
             acquire(proposal).invoke_async(&mut c).await.unwrap();
         assert_eq!((answer, counter), (2, proposal));
+
+        // a node whose counter stands two minutes past its clock (the clock stepped
+        // back) still takes the counter's successor
+        let ahead = server_micros(&mut c).await + 120_000_000;
+        let _: () = redis::cmd("SET")
+            .arg(&fence)
+            .arg(ahead)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let (taken, next, _): (i64, u64, u64) =
+            acquire(ahead + 1).invoke_async(&mut c).await.unwrap();
+        assert_eq!((taken, next), (1, ahead + 1));
         let _: () = redis::cmd("DEL")
             .arg(&lock)
             .arg(&fence)

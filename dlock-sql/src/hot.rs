@@ -3,9 +3,9 @@
 //! Every connection sqlx's pool hands out is given back on drop by a spawned task, so
 //! each statement through the pool costs a wake-up of another thread besides its round
 //! trip: about three times the client CPU of the same statements on a connection of
-//! one's own (`dlock bench`, PostgreSQL uncontended). Statements that need no
-//! transaction go to the hot connection when it is free and to the pool when another
-//! caller is using it, so concurrency is still the pool's.
+//! one's own (`dlock bench`, PostgreSQL uncontended; SQLite's pool pays the same).
+//! Statements that need no transaction go to the hot connection when it is free and to
+//! the pool when another caller is using it, so concurrency is still the pool's.
 
 use sqlx::query::Query;
 use sqlx::{Database, Executor, IntoArguments, Pool, pool::PoolConnection};
@@ -15,6 +15,8 @@ use tokio::sync::{Mutex, MutexGuard};
 pub(crate) struct Hot<DB: Database> {
     pool: Pool<DB>,
     slot: Mutex<Option<PoolConnection<DB>>>,
+    /// Off for a pool of one connection: holding it would leave none for transactions.
+    enabled: bool,
 }
 
 impl<DB> Hot<DB>
@@ -25,40 +27,59 @@ where
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
 {
     pub(crate) fn new(pool: Pool<DB>) -> Self {
+        let enabled = pool.options().get_max_connections() > 1;
         Self {
             pool,
             slot: Mutex::new(None),
+            enabled,
         }
     }
 
-    /// The hot connection if nobody is using it (taken from the pool the first time).
-    async fn free(
-        &self,
-    ) -> Result<Option<MutexGuard<'_, Option<PoolConnection<DB>>>>, sqlx::Error> {
+    /// The hot connection, taken out of its slot, if nobody is using it (from the pool
+    /// the first time, and after one was dropped). It goes back with [`Hot::put_back`]
+    /// once its statement completed; a statement dropped midway (a timeout, a
+    /// cancelled caller) drops it with its future — back to the pool, which checks it
+    /// — so a connection that may still owe a reply is never handed out hot again.
+    async fn take(&self) -> Result<Option<Taken<'_, DB>>, sqlx::Error> {
+        if !self.enabled {
+            return Ok(None);
+        }
         let Ok(mut slot) = self.slot.try_lock() else {
             return Ok(None);
         };
-        if slot.is_none() {
-            *slot = Some(self.pool.acquire().await?);
+        let conn = match slot.take() {
+            Some(c) => c,
+            None => self.pool.acquire().await?,
+        };
+        Ok(Some((slot, conn)))
+    }
+
+    /// Returns the hot connection after a completed statement — unless the statement's
+    /// error says the connection may be unusable.
+    fn put_back(
+        mut slot: MutexGuard<'_, Option<PoolConnection<DB>>>,
+        mut conn: PoolConnection<DB>,
+        err: Option<&sqlx::Error>,
+    ) {
+        if is_broken(err) {
+            conn.close_on_drop();
+        } else {
+            *slot = Some(conn);
         }
-        Ok(Some(slot))
     }
 
     /// As `Query::fetch_optional`.
     ///
     /// # Cancel safety
     /// As the statement's own: dropped after it was sent, it may or may not have run.
-    /// The connection stays usable (sqlx reads what it still owes before the next
-    /// statement).
+    /// The connection it ran on goes back to the pool, not to the hot slot.
     pub(crate) async fn fetch_optional<'q>(
         &self,
         q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<Option<DB::Row>, sqlx::Error> {
-        if let Some(mut slot) = self.free().await?
-            && let Some(conn) = slot.as_mut()
-        {
-            let r = q.fetch_optional(&mut **conn).await;
-            drop_if_broken(&mut slot, r.as_ref().err());
+        if let Some((slot, mut conn)) = self.take().await? {
+            let r = q.fetch_optional(&mut *conn).await;
+            Self::put_back(slot, conn, r.as_ref().err());
             return r;
         }
         q.fetch_optional(&self.pool).await
@@ -72,11 +93,9 @@ where
         &self,
         q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<Vec<DB::Row>, sqlx::Error> {
-        if let Some(mut slot) = self.free().await?
-            && let Some(conn) = slot.as_mut()
-        {
-            let r = q.fetch_all(&mut **conn).await;
-            drop_if_broken(&mut slot, r.as_ref().err());
+        if let Some((slot, mut conn)) = self.take().await? {
+            let r = q.fetch_all(&mut *conn).await;
+            Self::put_back(slot, conn, r.as_ref().err());
             return r;
         }
         q.fetch_all(&self.pool).await
@@ -90,31 +109,32 @@ where
         &self,
         q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<DB::QueryResult, sqlx::Error> {
-        if let Some(mut slot) = self.free().await?
-            && let Some(conn) = slot.as_mut()
-        {
-            let r = q.execute(&mut **conn).await;
-            drop_if_broken(&mut slot, r.as_ref().err());
+        if let Some((slot, mut conn)) = self.take().await? {
+            let r = q.execute(&mut *conn).await;
+            Self::put_back(slot, conn, r.as_ref().err());
             return r;
         }
         q.execute(&self.pool).await
     }
 }
 
-/// Closes the hot connection after an error that may have left it unusable (the next
-/// caller takes a fresh one from the pool); a statement's own error leaves it be. A
-/// server that ends the session says so first (SQLSTATE class 57P, operator
+/// The hot slot, locked and emptied, and the connection that was in it.
+type Taken<'a, DB> = (
+    MutexGuard<'a, Option<PoolConnection<DB>>>,
+    PoolConnection<DB>,
+);
+
+/// Whether an error may have left the connection unusable (it is closed then, and the
+/// next caller takes a fresh one from the pool); a statement's own error leaves it be.
+/// A server that ends the session says so first (SQLSTATE class 57P, operator
 /// intervention, or 08, connection exception): the connection is dropped at that
 /// message rather than at the closed socket the call after it would meet.
-fn drop_if_broken<DB: Database>(slot: &mut Option<PoolConnection<DB>>, err: Option<&sqlx::Error>) {
-    let broken = match err {
+fn is_broken(err: Option<&sqlx::Error>) -> bool {
+    match err {
         Some(sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_)) => true,
         Some(sqlx::Error::Database(e)) => e
             .code()
             .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")),
         _ => false,
-    };
-    if broken && let Some(mut conn) = slot.take() {
-        conn.close_on_drop();
     }
 }

@@ -59,7 +59,6 @@ mod connect;
 mod doctor;
 mod errors;
 pub mod fence;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod hot;
 #[macro_use]
 pub mod results;

@@ -7,12 +7,15 @@ use dlock_core::backend::{from_millis, millis};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::hot::Hot;
 use crate::shared::{Dialect, SharedSql};
 use crate::store::{Holder, Store, Taken};
 
 pub(crate) struct Sqlite {
     shared: std::sync::Arc<SharedSql>,
     pool: SqlitePool,
+    /// The single statements of acquire, renew, release and inspect.
+    hot: Hot<sqlx::Sqlite>,
     create: String,
     take: String,
     remaining: String,
@@ -29,6 +32,7 @@ impl Sqlite {
         let now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
+            hot: Hot::new(pool.clone()),
             pool,
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (
@@ -85,19 +89,18 @@ impl Store for Sqlite {
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
-        let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.take.as_str()))
+        let take = sqlx::query(AssertSqlSafe(self.take.as_str()))
             .bind(name)
             .bind(owner)
-            .bind(millis(ttl))
-            .fetch_optional(&self.pool)
-            .await?;
-        if let Some(t) = token {
-            return Ok(Taken::Yes(t));
+            .bind(millis(ttl));
+        if let Some(row) = self.hot.fetch_optional(take).await? {
+            return Ok(Taken::Yes(row.try_get(0)?));
         }
-        let ms: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.remaining.as_str()))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let remaining = sqlx::query(AssertSqlSafe(self.remaining.as_str())).bind(name);
+        let ms: Option<i64> = match self.hot.fetch_optional(remaining).await? {
+            Some(row) => row.try_get(0)?,
+            None => None,
+        };
         Ok(Taken::No(from_millis(ms)))
     }
 
@@ -112,9 +115,8 @@ impl Store for Sqlite {
             .bind(name)
             .bind(owner)
             .bind(token)
-            .bind(millis(ttl))
-            .execute(&self.pool)
-            .await?;
+            .bind(millis(ttl));
+        let r = self.hot.execute(r).await?;
         Ok(r.rows_affected() == 1)
     }
 
@@ -122,17 +124,14 @@ impl Store for Sqlite {
         let r = sqlx::query(AssertSqlSafe(self.release.as_str()))
             .bind(name)
             .bind(owner)
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
+            .bind(token);
+        let r = self.hot.execute(r).await?;
         Ok(r.rows_affected() == 1)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
-        let row = sqlx::query(AssertSqlSafe(self.holder.as_str()))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(AssertSqlSafe(self.holder.as_str())).bind(name);
+        let row = self.hot.fetch_optional(row).await?;
         row.map(|r| {
             Ok(Holder {
                 owner: r.try_get(0)?,

@@ -20,8 +20,10 @@ pub async fn client_with_lease(url: &str) -> Result<(Client, i64), String> {
     let mut client = Client::connect(&endpoints, None)
         .await
         .map_err(|e| e.to_string())?;
+    // an hour: a run's scenarios take minutes (the held one alone can take one), and
+    // the floor's keys are deleted every cycle, so nothing lingers on it
     let lease = client
-        .lease_grant(60, None)
+        .lease_grant(3600, None)
         .await
         .map_err(|e| e.to_string())?
         .id();

@@ -84,6 +84,16 @@ impl WakeupHub {
         }
     }
 
+    /// Wakes every waiter of `channel` (an event each of them waits for, not a
+    /// release only one can take: a key deleted that several waiters watch).
+    pub fn wake_each(&self, channel: &str) {
+        if let Some(ws) = self.channels().get(channel) {
+            for n in ws.iter().filter_map(|(_, w)| w.upgrade()) {
+                n.notify_one();
+            }
+        }
+    }
+
     /// Wakes every waiter of every channel, so each looks again (the notification
     /// stream was interrupted, and what it missed is unknown).
     pub fn wake_all(&self) {
@@ -205,5 +215,29 @@ mod tests {
         assert!(has_permit(&a) && has_permit(&b));
         drop(a);
         assert!(left.load(Ordering::SeqCst) && hub.is_idle("a") && !hub.is_idle("b"));
+    }
+
+    /// `wake_each` wakes every waiter of the channel, not just the oldest; other
+    /// channels' waiters sleep on.
+    #[tokio::test]
+    async fn wake_each_wakes_every_waiter_of_the_channel() {
+        let hub = WakeupHub::new();
+        let (a, _) = hub.join("k", None);
+        let (b, _) = hub.join("k", None);
+        let (other, _) = hub.join("other", None);
+        hub.wake_each("k");
+        let soon = std::time::Duration::from_millis(500);
+        tokio::time::timeout(soon, a.notified())
+            .await
+            .expect("a woken");
+        tokio::time::timeout(soon, b.notified())
+            .await
+            .expect("b woken");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(20), other.notified())
+                .await
+                .is_err(),
+            "another channel's waiter is not woken"
+        );
     }
 }
