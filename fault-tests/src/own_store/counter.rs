@@ -261,13 +261,29 @@ impl OwnStore {
                         .await
                         .map(drop)
                 } else {
-                    client
+                    // A plain client whose session expired while it was stopped opens
+                    // a new one and writes anyway: the harm the fence prevents. (On its
+                    // old session the write would fail for an unrelated reason, and a
+                    // control that does no harm shows nothing.)
+                    let first = client
                         .get()
                         .await?
                         .set_data(&path, history.as_bytes(), None)
-                        .await
-                        .map(drop)
-                        .map_err(zk_err("write"))
+                        .await;
+                    match first {
+                        Err(
+                            zk::Error::SessionExpired
+                            | zk::Error::ConnectionLoss
+                            | zk::Error::ClientClosed,
+                        ) => client
+                            .reconnect()
+                            .await?
+                            .set_data(&path, history.as_bytes(), None)
+                            .await
+                            .map(drop)
+                            .map_err(zk_err("write")),
+                        other => other.map(drop).map_err(zk_err("write")),
+                    }
                 }
             }
         }

@@ -85,6 +85,16 @@ impl ZkClient {
         }
         Ok(client.clone())
     }
+
+    /// A client on a new session, whatever the old one's state.
+    ///
+    /// # Errors
+    /// The ensemble unreachable.
+    pub async fn reconnect(&self) -> Result<zk::Client, LockError> {
+        let mut client = self.client.lock().await;
+        *client = Self::connect(&self.hosts).await?;
+        Ok(client.clone())
+    }
 }
 
 /// The run's part of a lock name (its last segment): counters and requests are keyed by
