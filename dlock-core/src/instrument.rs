@@ -116,7 +116,9 @@ pub(crate) fn labels(
     name: &LockName,
     with_name: bool,
 ) -> Vec<metrics::Label> {
-    let mut l = vec![metrics::Label::new("backend", backend)];
+    // room for the name and the one label `with` adds: no reallocation per operation
+    let mut l = Vec::with_capacity(3);
+    l.push(metrics::Label::new("backend", backend));
     if with_name {
         l.push(metrics::Label::new("lock", name.as_str().to_owned()));
     }

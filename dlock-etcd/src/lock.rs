@@ -24,6 +24,8 @@ use crate::shared::stand;
 #[derive(Debug)]
 struct Held {
     lease_id: i64,
+    /// The holder's key, kept so that a renewal does not build it again.
+    key: String,
 }
 
 /// Uncontended, `acquire` is one txn (create our key if the queue is empty, else queue
@@ -235,14 +237,18 @@ impl Backend for EtcdLock {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let held = lease.renewable_data::<Held>()?;
-        let (id, rev, key) = (held.lease_id, revision(lease), self.holder_key(lease));
-        match self.leases.lookup(id, &key, rev) {
+        let (id, rev, key) = (held.lease_id, revision(lease), held.key.as_str());
+        // most renewals of a tick find the shared lease just refreshed by the first
+        if let Some((granted, refreshed)) = self.leases.renew_if_fresh(id, key, rev) {
+            return Ok(lease.renewed(granted, refreshed));
+        }
+        match self.leases.lookup(id, key, rev) {
             Lookup::Held { granted, gate, .. } => {
                 // the first renewal of a tick refreshes the shared lease for all
                 self.refresh_shared(id, &gate).await?;
-                match self.leases.lookup(id, &key, rev) {
+                match self.leases.lookup(id, key, rev) {
                     Lookup::Held { refreshed, .. }
-                        if self.leases.extend(id, &key, rev, Instant::now() + granted) =>
+                        if self.leases.extend(id, key, rev, Instant::now() + granted) =>
                     {
                         Ok(lease.renewed(granted, refreshed))
                     }
@@ -254,7 +260,7 @@ impl Backend for EtcdLock {
             // can extend it.
             Lookup::Unknown => {
                 // boxed: the common path above should not carry the space of an RPC
-                if Box::pin(self.key_has_revision(&key, rev)).await? {
+                if Box::pin(self.key_has_revision(key, rev)).await? {
                     Err(LockError::InvalidArgument(format!(
                         "the lease on {} was acquired through another EtcdLock; renew it there",
                         lease.name()
@@ -514,6 +520,7 @@ impl EtcdLock {
             .confirm(ticket.id, key, rev, Instant::now() + ticket.granted);
         Ok(lease.with_backend_data(Arc::new(Held {
             lease_id: ticket.id,
+            key: key.to_owned(),
         })))
     }
 }

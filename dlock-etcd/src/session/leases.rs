@@ -92,22 +92,38 @@ impl EtcdLock {
         outcome
     }
 
-    /// One keep-alive, and alongside it a read of the keys still attached to the lease
-    /// (a key deleted by someone else is no longer held).
+    /// One keep-alive, then in the background a read of the keys still attached to the
+    /// lease (a key deleted by someone else is no longer held). The renewals waiting
+    /// for this refresh wait for the keep-alive only: the read grows with the keys on
+    /// the lease, and at thousands of keys it took longer than the TTL.
     async fn refresh_once(&self, id: i64) -> Result<(), LockError> {
         let sent = Instant::now();
-        let (alive, attached) = tokio::join!(self.keep_alive(id), self.attached_keys(id));
-        if !alive? {
+        if !self.keep_alive(id).await? {
             self.leases.dead(id);
             return Ok(());
         }
         self.leases.refreshed(id, sent);
-        // a failed read is not a failed renewal: the next tick checks again
-        if let Ok(Some(keys)) = attached {
+        if self.leases.start_check(id) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    let lock = self.clone();
+                    rt.spawn(async move { lock.check_attached(id).await });
+                }
+                Err(_) => self.leases.check_done(id),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the keys attached to lease `id` and forgets the confirmed ones missing
+    /// from it. A failed read is not a failed renewal: the next refresh reads again.
+    async fn check_attached(&self, id: i64) {
+        let sent = Instant::now();
+        if let Ok(Some(keys)) = self.attached_keys(id).await {
             self.leases
                 .attached(id, sent, &keys, Instant::now() + self.opts.timeout);
         }
-        Ok(())
+        self.leases.check_done(id);
     }
 
     /// The keys attached to lease `id`, or `None` if the server does not know it.

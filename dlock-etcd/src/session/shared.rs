@@ -41,13 +41,28 @@ struct Shared {
     /// When the last refresh failed without an answer: renewals that were waiting for
     /// it fail too instead of each trying again in turn.
     failed_at: Option<Instant>,
+    /// A read of the keys attached to the lease is in flight (one at a time, and never
+    /// on a renewal's path: at many keys it is a large response).
+    checking: bool,
+    /// When the last read of the attached keys started.
+    checked: Option<Instant>,
 }
 
 impl Shared {
     fn fresh_for(&self, part: u32) -> bool {
         !self.dead && self.refreshed.elapsed() < self.granted / part
     }
+
+    /// Full: new acquisitions take a new lease, so the read of the keys attached to
+    /// one lease stays far below gRPC's 4 MiB message limit.
+    fn full(&self) -> bool {
+        self.keys.len() >= KEYS_PER_LEASE
+    }
 }
+
+/// Keys per shared lease: at about 100 bytes per key in the attached-keys read, 8 192
+/// keys are an 800 KiB response.
+const KEYS_PER_LEASE: usize = 8192;
 
 #[derive(Default)]
 struct State {
@@ -117,7 +132,7 @@ impl SharedLeases {
             .current
             .get(&secs)
             .and_then(|id| g.leases.get(id).map(|s| (*id, s)))
-            .filter(|(_, s)| s.fresh_for(3))
+            .filter(|(_, s)| s.fresh_for(3) && !s.full())
             .map(|(id, s)| Usable {
                 id,
                 granted: s.granted,
@@ -141,6 +156,8 @@ impl SharedLeases {
                 keys: HashMap::new(),
                 gate: Arc::default(),
                 failed_at: None,
+                checking: false,
+                checked: None,
             },
         );
         if let Some(old) = g.current.insert(secs, id) {
@@ -284,6 +301,29 @@ impl SharedLeases {
         }
     }
 
+    /// Renews `key` held at `revision` without a request when lease `id` was refreshed
+    /// within the last grid step: its TTL and last refresh, or `None` when a refresh
+    /// is due or the key is not held (the caller then takes the slow path).
+    pub(crate) fn renew_if_fresh(
+        &self,
+        id: i64,
+        key: &str,
+        revision: i64,
+    ) -> Option<(Duration, Instant)> {
+        let mut g = self.state();
+        let s = g.leases.get_mut(&id)?;
+        if !s.fresh_for(FRESH_PART) {
+            return None;
+        }
+        let (granted, refreshed) = (s.granted, s.refreshed);
+        let e = s.keys.get_mut(key)?;
+        if e.swept || e.revision != revision {
+            return None;
+        }
+        e.deadline = e.deadline.max(Instant::now() + granted);
+        Some((granted, refreshed))
+    }
+
     /// Whether lease `id` was refreshed recently enough to serve a renewal without
     /// another keep-alive.
     pub(crate) fn recently_refreshed(&self, id: i64) -> bool {
@@ -291,6 +331,31 @@ impl SharedLeases {
             .leases
             .get(&id)
             .is_some_and(|s| s.fresh_for(FRESH_PART))
+    }
+
+    /// Whether a read of the keys attached to lease `id` should start now (marked as
+    /// started if so): not while one is in flight, and once per third of the TTL (a
+    /// key deleted behind its holder's back is noticed well within the TTL, and the
+    /// read of thousands of keys is not repeated at every renewal tick).
+    pub(crate) fn start_check(&self, id: i64) -> bool {
+        let mut g = self.state();
+        let Some(s) = g.leases.get_mut(&id) else {
+            return false;
+        };
+        let due = s.checked.is_none_or(|c| c.elapsed() >= s.granted / 3);
+        if s.checking || !due {
+            return false;
+        }
+        s.checking = true;
+        s.checked = Some(Instant::now());
+        true
+    }
+
+    /// The read of the keys attached to lease `id` finished (or failed).
+    pub(crate) fn check_done(&self, id: i64) {
+        if let Some(s) = self.state().leases.get_mut(&id) {
+            s.checking = false;
+        }
     }
 
     /// A refresh of lease `id` failed without an answer.

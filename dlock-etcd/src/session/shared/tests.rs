@@ -122,3 +122,50 @@ async fn attached_keys_nobody_tracks_are_swept_after_the_grace_period() {
     assert!(matches!(l.lookup(1, "mine", 3), Lookup::Held { .. }));
     assert!(matches!(l.lookup(1, "stray", 0), Lookup::NotHeld));
 }
+
+#[tokio::test]
+async fn a_full_lease_takes_no_more_keys() {
+    let l = leases();
+    let far = Instant::now() + TTL;
+    for i in 0..KEYS_PER_LEASE - 1 {
+        l.expect(1, &format!("k{i}"), far);
+    }
+    assert_eq!(l.usable(9).0.map(|u| u.id), Some(1));
+    l.expect(1, "last", far);
+    assert!(
+        l.usable(9).0.is_none(),
+        "{KEYS_PER_LEASE} keys: new acquisitions need a new lease"
+    );
+}
+
+#[tokio::test]
+async fn one_attached_keys_read_at_a_time_and_once_per_third_of_the_ttl() {
+    let l = leases();
+    let short = Duration::from_millis(300);
+    l.install(1, 5, short, Instant::now());
+    assert!(l.start_check(5));
+    assert!(!l.start_check(5), "one in flight");
+    l.check_done(5);
+    assert!(!l.start_check(5), "not again within a third of the TTL");
+    tokio::time::sleep(short / 3).await;
+    assert!(l.start_check(5));
+    assert!(!l.start_check(99), "an unknown lease is not read");
+}
+
+#[tokio::test]
+async fn a_renewal_on_a_fresh_lease_needs_no_request() {
+    let l = leases();
+    let now = Instant::now();
+    l.expect(1, "k", now + TTL);
+    l.confirm(1, "k", 7, now + TTL / 2);
+    let (granted, _) = l.renew_if_fresh(1, "k", 7).expect("fresh: renewed locally");
+    assert_eq!(granted, TTL);
+    assert!(l.renew_if_fresh(1, "k", 8).is_none(), "another revision");
+    l.install(9, 2, TTL, now - TTL / 2);
+    l.expect(2, "j", now + TTL);
+    l.confirm(2, "j", 9, now + TTL);
+    assert!(
+        l.renew_if_fresh(2, "j", 9).is_none(),
+        "a lease not refreshed within the grid step goes the slow way"
+    );
+}
