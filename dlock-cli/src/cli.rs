@@ -55,6 +55,10 @@ pub enum Command {
     /// version, round trip, clock offset, durability, eviction, cluster health.
     #[command(after_help = DOCTOR_HELP)]
     Doctor(DoctorArgs),
+    /// Delete the rows SQL backends keep for names unheld for longer than --idle-for
+    /// (each name's row carries its fencing token, so release never deletes it).
+    #[command(after_help = PRUNE_HELP)]
+    Prune(PruneArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions(CompletionsArgs),
@@ -189,6 +193,17 @@ Examples:
   ./step-one && dlock renew \"$t\" && ./step-two
   dlock release \"$t\"
   dlock status \"$t\"                       # does it still hold?";
+
+const PRUNE_HELP: &str = "\
+A name taken again after its row was deleted starts from the database clock in \
+microseconds, above every token it had, as long as the database clock never steps back \
+by more than --idle-for: pick a day or more. Safe while locks are in use; held names \
+are never deleted. Deletes in batches of 1000 rows.
+
+Examples:
+  dlock prune --url postgres://dlock@db/app --idle-for 7d
+  DLOCK_URL=sqlite:///var/lib/dlock/locks.db dlock prune --idle-for 30d
+";
 
 const LIST_HELP: &str = "\
 Waiters are counted on etcd and ZooKeeper (the queue behind the holder); on SQL and \
@@ -420,6 +435,17 @@ pub struct TicketArgs {
     /// the process list, which other users can read).
     #[arg(env = "DLOCK_TICKET")]
     pub ticket: String,
+}
+
+/// `dlock prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Delete rows of names unheld for longer than this (at least 1s).
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub idle_for: Duration,
 }
 
 /// `dlock list`.

@@ -35,6 +35,7 @@ mod list;
 mod metrics;
 mod plot;
 mod progress;
+mod prune;
 mod run;
 mod status;
 mod stdout;
@@ -83,6 +84,7 @@ fn main() -> ExitCode {
             cli::Command::Release(args) => ticket::release(args).await,
             cli::Command::List(args) => list::list(args).await,
             cli::Command::Doctor(args) => doctor::doctor(args).await,
+            cli::Command::Prune(args) => prune::prune(args).await,
             cli::Command::Completions(args) => docs::completions(args.shell),
             cli::Command::Man => docs::man(),
         }

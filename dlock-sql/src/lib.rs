@@ -10,7 +10,9 @@
 //!   the token (PostgreSQL and SQLite `ON CONFLICT … DO UPDATE … WHERE … RETURNING`;
 //!   MySQL `ON DUPLICATE KEY UPDATE` with `LAST_INSERT_ID(expr)`);
 //! - renew and release: owner- and token-checked `UPDATE`s. Release expires the row
-//!   instead of deleting it, so the token never goes back.
+//!   instead of deleting it, so the token never goes back. A new row's first token is
+//!   the database clock in microseconds, so [`SqlLock::prune`] can delete the rows of
+//!   long-idle names and a name created again still starts above its old tokens.
 //!
 //! Waiters on PostgreSQL are woken by `LISTEN`/`NOTIFY` (the release statement
 //! notifies); on MySQL and SQLite they poll with jittered backoff capped by the
@@ -69,6 +71,7 @@ mod mysql;
 mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub mod prune;
 #[cfg(test)]
 mod retake_tests;
 #[cfg(feature = "sqlite")]
@@ -92,6 +95,7 @@ use tokio::time::Instant;
 pub use connect::SqlLockBuilder;
 pub use fence::SqlFence;
 pub use options::{DEFAULT_TABLE, validate_table_name};
+pub use prune::Pruned;
 pub use results::SqlResults;
 
 use options::Options;

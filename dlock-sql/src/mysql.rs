@@ -32,6 +32,8 @@ impl MySql {
         // UTC_TIMESTAMP, not NOW(): NOW() follows each session's time_zone, and two
         // clients with different zones must still agree on expiry.
         let now = "UTC_TIMESTAMP(6)";
+        // a new row's first token: see `prune`
+        let first = crate::prune::now_us(Dialect::MySql);
         let free = format!("(expires_at <= {now} OR owner = ?)");
         // ours and unexpired: a late duplicate of our own attempt keeps the token (the
         // owner was just assigned, expires_at not yet: it is assigned last)
@@ -54,14 +56,14 @@ impl MySql {
             ),
             // The assignments run left to right and see earlier new values, so
             // expires_at must come last. LAST_INSERT_ID(x) makes the statement report
-            // the token: 1 on insert, token+1 on takeover, the same token when the row
+            // the token: the clock in µs on insert, token+1 on takeover, the same token when the row
             // is already ours and unexpired, 0 while held by someone else. A row already
             // ours counts as free: an earlier attempt of this acquisition committed
             // after its reply was given up on (owner only changes when the row is
             // free, so the condition reads the same in every assignment).
             take: format!(
                 "INSERT INTO {table} (name, owner, token, expires_at)
-                 VALUES (?, ?, LAST_INSERT_ID(1), {now} + INTERVAL ? MICROSECOND)
+                 VALUES (?, ?, LAST_INSERT_ID({first}), {now} + INTERVAL ? MICROSECOND)
                  ON DUPLICATE KEY UPDATE
                    owner = IF({free}, ?, owner),
                    token = IF({free}, LAST_INSERT_ID(IF({mine}, token, token + 1)), token + LAST_INSERT_ID(0)),

@@ -43,6 +43,8 @@ impl Postgres {
         listen: bool,
     ) -> Self {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
+        // a new row's first token: see `prune`
+        let first = crate::prune::now_us(Dialect::Postgres);
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Postgres, table)),
             hot: Hot::new(pool.clone()),
@@ -67,7 +69,7 @@ impl Postgres {
                 take: format!(
                     "WITH taken AS (
                         INSERT INTO {table} AS d (name, owner, token, expires_at)
-                        VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
+                        VALUES ($1, $2, {first}, clock_timestamp() + $3 * interval '1 millisecond')
                         ON CONFLICT (name) DO UPDATE
                           SET owner = EXCLUDED.owner,
                               token = CASE WHEN d.owner = EXCLUDED.owner AND d.expires_at > clock_timestamp()

@@ -30,6 +30,8 @@ impl Sqlite {
         // The bundled SQLite (3.51) has unixepoch('subsec'); a system SQLite before
         // 3.42 would return NULL here, which is why the crate bundles its own.
         let now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+        // a new row's first token: see `prune`
+        let first = crate::prune::now_us(Dialect::Sqlite);
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
             hot: Hot::new(pool.clone()),
@@ -46,7 +48,7 @@ impl Sqlite {
             // (a late duplicate of our own attempt: see the PostgreSQL statement).
             take: format!(
                 "INSERT INTO {table} (name, owner, token, expires_at)
-                 VALUES (?1, ?2, 1, {now} + ?3)
+                 VALUES (?1, ?2, {first}, {now} + ?3)
                  ON CONFLICT (name) DO UPDATE
                    SET owner = excluded.owner,
                        token = CASE WHEN {table}.owner = excluded.owner AND {table}.expires_at > {now}

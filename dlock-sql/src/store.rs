@@ -41,6 +41,9 @@ pub(crate) trait SharedStore: Send + Sync {
     -> Result<bool, sqlx::Error>;
     /// The unexpired holders, oldest grant first.
     async fn holders_shared(&self, key: &str) -> Result<Vec<SharedHolder>, sqlx::Error>;
+    /// Deletes one batch of rows idle for longer than `idle_ms` from the lock table,
+    /// the shared table and the holders table (see [`crate::prune`]); how many of each.
+    async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 3], sqlx::Error>;
 }
 
 /// One dialect's statements. Each is a single statement, so it is atomic on its own

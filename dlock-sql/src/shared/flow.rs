@@ -102,6 +102,20 @@ macro_rules! shared_store {
                     })
                     .collect()
             }
+
+            async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 3], sqlx::Error> {
+                let mut deleted = [0; 3];
+                let statements =
+                    $crate::prune::statements(self.shared.dialect, &self.shared.table, idle_ms);
+                for (n, sql) in deleted.iter_mut().zip(statements) {
+                    *n = sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .persistent(false)
+                        .execute(&self.pool)
+                        .await?
+                        .rows_affected();
+                }
+                Ok(deleted)
+            }
         }
 
         impl $ty {
@@ -176,7 +190,9 @@ macro_rules! shared_store {
                         return Ok(SharedTaken::No(None));
                     }
                     Decision::Grant => {
-                        let token = head.token + 1;
+                        // at least the clock in µs: a row pruned and created again
+                        // starts above its old tokens (see `prune`)
+                        let token = (head.token + 1).max(head.now.saturating_mul(1000));
                         let permits = match req.access {
                             dlock_core::Access::Permit(n) => i64::from(n),
                             _ => head.permits,

@@ -43,6 +43,7 @@ impl Dialect {
 
 /// Every statement of the shared tables for one dialect and table name.
 pub(crate) struct SharedSql {
+    pub dialect: Dialect,
     /// The lock table these tables go with.
     pub table: String,
     /// The idempotency records' statements.
@@ -145,6 +146,7 @@ impl SharedSql {
         };
         let n = |sql: String| dialect.number(&sql);
         Self {
+            dialect,
             table: table.to_owned(),
             results,
             create,

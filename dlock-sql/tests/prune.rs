@@ -1,0 +1,94 @@
+//! `SqlLock::prune`: rows of names unheld for longer than `idle` are deleted, held ones
+//! stay, and a pruned name taken again gets a token above every token it had.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, DistributedSemaphore, LockError, LockName, random_u64};
+use dlock_sql::SqlLock;
+
+const LONG: Duration = Duration::from_secs(60);
+const IDLE: Duration = Duration::from_secs(1);
+
+fn name(case: &str) -> LockName {
+    LockName::new(&format!("prune/{case}/{:016x}", random_u64())).unwrap()
+}
+
+async fn prune_deletes_idle_rows_and_keeps_tokens_monotonic(url: &str) {
+    // a table of its own: what is pruned is exactly what this test left
+    let table = format!("dlock_prune_{:08x}", random_u64() as u32);
+    let locks: SqlLock = SqlLock::builder(url).table(&table).connect().await.unwrap();
+    let (released, held, crashed) = (name("released"), name("held"), name("crashed"));
+    let (sem_released, sem_crashed) = (name("sem-released"), name("sem-crashed"));
+
+    let r = locks.try_acquire(&released, LONG).await.unwrap().unwrap();
+    assert!(locks.release(&r).await.unwrap());
+    let h = locks.try_acquire(&held, LONG).await.unwrap().unwrap();
+    let c = locks
+        .try_acquire(&crashed, Duration::from_millis(200))
+        .await
+        .unwrap()
+        .unwrap();
+    let sr = locks
+        .try_acquire_permit(&sem_released, 2, LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(locks.release(&sr).await.unwrap());
+    let sc = locks
+        .try_acquire_permit(&sem_crashed, 2, Duration::from_millis(200))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // nothing is idle for a second yet
+    assert_eq!(locks.prune(IDLE).await.unwrap().total(), 0);
+    tokio::time::sleep(IDLE * 2 + Duration::from_millis(500)).await;
+    let pruned = locks.prune(IDLE).await.unwrap();
+    assert_eq!(
+        (pruned.locks, pruned.shared, pruned.holders),
+        (2, 2, 1),
+        "released + crashed mutexes, both semaphores, the crashed permit: {pruned:?}"
+    );
+    assert_eq!(locks.prune(IDLE).await.unwrap().total(), 0, "nothing left");
+
+    // the held lock was not touched
+    let h2 = locks.renew(&h).await.expect("the held lock is still held");
+    assert_eq!(h2.token(), h.token());
+    assert!(locks.try_acquire(&held, LONG).await.unwrap().is_none());
+
+    // pruned names start above every token they had
+    for (n, old) in [(&released, r.token()), (&crashed, c.token())] {
+        let again = locks.try_acquire(n, LONG).await.unwrap().unwrap();
+        assert!(again.token() > old, "{n}: {} after {}", again.token(), old);
+        assert!(locks.release(&again).await.unwrap());
+    }
+    for (n, old) in [(&sem_released, sr.token()), (&sem_crashed, sc.token())] {
+        let again = locks.try_acquire_permit(n, 2, LONG).await.unwrap().unwrap();
+        assert!(again.token() > old, "{n}: {} after {}", again.token(), old);
+        assert!(locks.release(&again).await.unwrap());
+    }
+    assert!(locks.release(&h2).await.unwrap());
+
+    assert!(matches!(
+        locks.prune(Duration::from_millis(10)).await,
+        Err(LockError::InvalidArgument(_))
+    ));
+}
+
+#[tokio::test]
+async fn postgres_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
+    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::postgres_url()).await;
+}
+
+#[tokio::test]
+async fn mysql_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
+    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::mysql_url()).await;
+}
+
+#[tokio::test]
+async fn sqlite_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
+    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::sqlite_url()).await;
+}
