@@ -77,6 +77,20 @@ impl<L> Builder<L> {
         self
     }
 
+    /// How long a released lock's fencing counter (one small key per name) is kept
+    /// before it expires (default 7 days; `counter-retention=` in the URL; at least
+    /// 1 s). A name taken again after that gets its token from the server clock, above
+    /// its old tokens as long as that clock never steps back by more than this.
+    #[must_use]
+    pub fn counter_retention(mut self, d: Duration) -> Self {
+        if d < Duration::from_secs(1) {
+            self.error = Some(format!("counter retention {d:?}: at least 1s"));
+        } else {
+            self.opts.counter_retention = d;
+        }
+        self
+    }
+
     /// The settings and one connected node per URL (dlock's URL parameters applied).
     /// Nodes that are down are retried on use.
     async fn nodes(self, lazy: bool) -> Result<(Vec<Arc<Node>>, Options), LockError> {
@@ -94,7 +108,7 @@ impl<L> Builder<L> {
         }
         let mut nodes = Vec::new();
         for u in &plain {
-            let node = Node::connect(u, opts.timeout, lazy, opts.tls_ca.as_deref());
+            let node = Node::connect(u, &opts, lazy);
             nodes.push(Arc::new(node.await?));
         }
         Ok((nodes, opts))

@@ -11,8 +11,9 @@ pub(crate) struct Keys {
     /// `PREFIX{name}:lock` — value: the holder's owner id (unique per acquisition;
     /// release and renew compare it), with the lease as its PX expiry.
     pub lock: String,
-    /// `PREFIX{name}:fence` — the fencing counter; never expires. Only a new holder
-    /// increments it, so while a lock is held it equals the holder's token.
+    /// `PREFIX{name}:fence` — the fencing counter. Only a new holder increments it, so
+    /// while a lock is held it equals the holder's token; it expires a retention after
+    /// a release (see `scripts::RELEASE`).
     pub fence: String,
     /// `PREFIX{name}:released` — pub/sub channel a release publishes on.
     pub channel: String,

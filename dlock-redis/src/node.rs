@@ -10,6 +10,7 @@ use redis::{IntoConnectionInfo, ProtocolVersion, Value};
 
 use crate::errors::from_redis;
 use crate::keys::Keys;
+use crate::options::Options;
 use crate::renewals::{self, Renewal, Renewals};
 use crate::scripts;
 use crate::wakeups::Wakeups;
@@ -19,18 +20,16 @@ pub(crate) struct Node {
     wakeups: Arc<Wakeups>,
     renewals: Renewals,
     timeout: Duration,
+    /// See [`scripts::RELEASE`].
+    counter_retention: Duration,
     shown: String,
 }
 
 impl Node {
     /// Connects (or, when `lazy`, prepares to connect on first use) with RESP3 so
     /// release notifications arrive on the same multiplexed connection.
-    pub(crate) async fn connect(
-        url: &str,
-        timeout: Duration,
-        lazy: bool,
-        tls_ca: Option<&[u8]>,
-    ) -> Result<Self, LockError> {
+    pub(crate) async fn connect(url: &str, opts: &Options, lazy: bool) -> Result<Self, LockError> {
+        let (timeout, tls_ca) = (opts.timeout, opts.tls_ca.as_deref());
         let shown = redact_url(url);
         let info = url
             .into_connection_info()
@@ -70,6 +69,7 @@ impl Node {
             wakeups,
             renewals,
             timeout,
+            counter_retention: opts.counter_retention,
             shown,
         })
     }
@@ -178,8 +178,10 @@ impl Node {
                 "release",
                 scripts::RELEASE
                     .key(&keys.lock)
+                    .key(&keys.fence)
                     .arg(owner)
                     .arg(&keys.channel)
+                    .arg(millis_u64(self.counter_retention))
                     .invoke_async(&mut conn),
             )
             .await?;

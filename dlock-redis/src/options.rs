@@ -8,6 +8,14 @@ use dlock_core::{Capabilities, LockError, parse_duration};
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "dlock:";
 
+/// How long a released lock's fencing counter is kept: a name unused for a week leaves
+/// no key behind. Its next token comes from the server clock, above the old ones as long
+/// as that clock never steps back by more than this.
+pub const DEFAULT_COUNTER_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The shortest `counter-retention` accepted.
+const MIN_COUNTER_RETENTION: Duration = Duration::from_secs(1);
+
 /// What `RedisLock` and `Redlock` declare: leases that expire on their own, waiters
 /// woken by a release message (not in order), renewals due together sent as one script
 /// call per server. (`RedisLock` adds semaphores and read-write locks; `Redlock` does
@@ -56,6 +64,9 @@ pub(crate) struct Options {
     /// How lock keys are named.
     pub layout: KeyLayout,
     pub timeout: Duration,
+    /// How long a released lock's fencing counter lives on before it expires (see
+    /// `scripts::RELEASE`).
+    pub counter_retention: Duration,
     pub policy: WaitPolicy,
     /// A CA certificate (PEM) to trust for `rediss://` instead of the system roots.
     pub tls_ca: Option<Vec<u8>>,
@@ -67,6 +78,7 @@ impl Options {
             prefix: DEFAULT_PREFIX.into(),
             layout: KeyLayout::Tagged,
             timeout,
+            counter_retention: DEFAULT_COUNTER_RETENTION,
             policy: WaitPolicy::default(),
             tls_ca: None,
         }
@@ -97,10 +109,19 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
             }
             "timeout" => opts.timeout = parse_duration(value).map_err(|e| e.to_string())?,
             "layout" => opts.layout = value.parse().map_err(|e: LockError| e.to_string())?,
+            "counter-retention" => {
+                let d = parse_duration(value).map_err(|e| e.to_string())?;
+                if d < MIN_COUNTER_RETENTION {
+                    return Err(format!(
+                        "counter-retention={value}: at least {MIN_COUNTER_RETENTION:?}"
+                    ));
+                }
+                opts.counter_retention = d;
+            }
             _ if client_keys.contains(&key) => return Ok(false),
             _ => {
                 return Err(format!(
-                    "unknown parameter: dlock reads prefix, layout and timeout; the Redis client reads {}",
+                    "unknown parameter: dlock reads prefix, layout, timeout and counter-retention; the Redis client reads {}",
                     client_keys.join(", ")
                 ));
             }

@@ -8,7 +8,7 @@ use redis::Script;
 /// `{0, pttl}` of the holder.
 ///
 /// The token is a hybrid clock: `max(counter + 1, server TIME in µs)`, written back to
-/// the counter, which never expires. While a lock is held its counter is its holder's
+/// the counter (without expiry while held; see `RELEASE`). While a lock is held its counter is its holder's
 /// token. A counter that comes back *older* — a restore from an RDB/AOF snapshot,
 /// `appendfsync everysec`, a failover to a lagging replica, a restart without
 /// persistence — cannot make a token repeat: the next one is at least the server's
@@ -91,13 +91,26 @@ return {1, p, 0}
     )
 });
 
-/// KEYS: lock. ARGV: owner, channel. Deletes the key if our owner id (unique per
-/// acquisition) still holds it, and wakes waiters.
+/// KEYS: lock, fence. ARGV: owner, channel, counter retention ms. Deletes the key if
+/// our owner id (unique per acquisition) still holds it, and wakes waiters.
+///
+/// The fencing counter then expires after the retention (plus however far it runs
+/// ahead of the server clock), unless a new holder takes the name first (its `SET`
+/// clears the expiry): a name nobody uses leaves no key behind. Its next token is at
+/// least the server clock, so above every token the counter gave as long as the clock
+/// does not step back by more than the retention. A crashed holder's counter, never
+/// released, keeps no expiry.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local now = redis.call('TIME')
+  local ahead = c - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  if c > 0 then
+    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
+  end
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1
 end
