@@ -39,4 +39,4 @@ pub mod server_requests;
 pub mod shared_runs;
 pub mod stats;
 
-pub use run::{Figure, Options, Report, Scenario, run};
+pub use run::{CDF_POINTS, Distribution, Figure, Options, Report, Scenario, run};

@@ -151,6 +151,40 @@ pub struct Figure {
     pub floor: Option<f64>,
 }
 
+/// One latency distribution of a scenario, dlock's and the floor's, for a CDF plot.
+#[derive(Clone, Debug)]
+pub struct Distribution {
+    /// The scenario it belongs to.
+    pub scenario: &'static str,
+    /// What was timed (`cycle`, `hand-off`, `wait`).
+    pub what: &'static str,
+    /// dlock's samples at [`CDF_POINTS`] evenly spaced ranks, in ms.
+    pub dlock: Vec<f64>,
+    /// The floor's, measured in the same run, when there is one.
+    pub floor: Option<Vec<f64>>,
+}
+
+/// Points kept of each distribution.
+pub const CDF_POINTS: usize = 201;
+
+impl Distribution {
+    fn of(
+        scenario: &'static str,
+        what: &'static str,
+        ours: &Samples,
+        raw: Option<&Samples>,
+    ) -> Self {
+        Self {
+            scenario,
+            what,
+            dlock: ours.quantiles_ms(CDF_POINTS),
+            floor: raw
+                .filter(|r| !r.is_empty())
+                .map(|r| r.quantiles_ms(CDF_POINTS)),
+        }
+    }
+}
+
 /// What a run found.
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -164,6 +198,8 @@ pub struct Report {
     pub server_count: Option<&'static str>,
     /// The figures, in scenario order.
     pub figures: Vec<Figure>,
+    /// The latency distributions of the scenarios that time single operations.
+    pub distributions: Vec<Distribution>,
 }
 
 /// The client CPU the instrumentation (spans and metrics) adds to an acquire + release
@@ -208,6 +244,7 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
         |s: Scenario| (args.scenarios.is_empty() && s.by_default()) || args.scenarios.contains(&s);
     let rounds: u32 = 3;
     let mut figures = Vec::new();
+    let mut distributions = Vec::new();
     let mut server_count: Option<&'static str> = None;
 
     if wants(Scenario::Uncontended) {
@@ -236,6 +273,7 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
             }
         }
         let raw_some = |v: f64| floor.as_ref().map(|_| v);
+        distributions.push(Distribution::of("uncontended", "cycle", &ours, Some(&raw)));
         figures.push(Figure {
             scenario: "uncontended",
             metric: "cycle p50 ms",
@@ -307,6 +345,7 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
             }
         }
         let raw_some = |v: f64| has_raw.then_some(v);
+        distributions.push(Distribution::of("handoff", "hand-off", &ours, Some(&raw)));
         figures.push(Figure {
             scenario: "handoff",
             metric: "p50 ms",
@@ -337,6 +376,12 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
             }
         }
         let raw_some = |v: f64| has_raw.then_some(v);
+        distributions.push(Distribution::of(
+            "contended",
+            "wait",
+            &ours_waits,
+            Some(&raw_waits),
+        ));
         figures.push(Figure {
             scenario: "contended",
             metric: "cycles/s",
@@ -456,5 +501,6 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
         floor: floor.as_ref().map(|f| f.describe()),
         server_count,
         figures,
+        distributions,
     })
 }

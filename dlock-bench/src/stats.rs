@@ -41,6 +41,21 @@ impl Samples {
         v[rank.min(v.len()) - 1].as_secs_f64() * 1000.0
     }
 
+    /// The distribution in milliseconds: the samples at `points` evenly spaced ranks
+    /// from the smallest to the largest (empty without samples), for a CDF plot.
+    #[must_use]
+    pub fn quantiles_ms(&self, points: usize) -> Vec<f64> {
+        if self.0.is_empty() || points < 2 {
+            return Vec::new();
+        }
+        let mut v = self.0.clone();
+        v.sort();
+        let last = v.len() - 1;
+        (0..points)
+            .map(|i| v[i * last / (points - 1)].as_secs_f64() * 1000.0)
+            .collect()
+    }
+
     /// The largest sample in milliseconds.
     #[must_use]
     pub fn max_ms(&self) -> f64 {

@@ -25,6 +25,14 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
     };
     match dlock_bench::run(&url, &options(&args)).await {
         Ok(report) => {
+            if let Some(file) = &args.plot_svg {
+                let title = format!("dlock bench on {}", report.url);
+                if let Err(e) = std::fs::write(file, crate::bench_plot::bench_svg(&report, &title))
+                {
+                    eprintln!("dlock: cannot write {}: {e}", file.display());
+                    return ExitCode::from(exit::USAGE);
+                }
+            }
             let mut out = if args.json {
                 as_json(&report)
             } else {

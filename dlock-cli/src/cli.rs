@@ -528,4 +528,8 @@ pub struct BenchArgs {
     /// counts) in an SVG file.
     #[arg(long, value_name = "FILE")]
     pub metrics_svg: Option<std::path::PathBuf>,
+    /// Draw the run's figures in an SVG file: a latency CDF per scenario (dlock and
+    /// its floor) and, for the scale scenario, each cost against N.
+    #[arg(long, value_name = "FILE")]
+    pub plot_svg: Option<std::path::PathBuf>,
 }

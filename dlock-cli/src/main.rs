@@ -23,6 +23,7 @@
 //! directory. See `dlock run --help` for the exit codes.
 
 mod bench;
+mod bench_plot;
 mod child;
 mod cli;
 mod docs;

@@ -59,30 +59,30 @@ fn parse(text: &str) -> (Histograms, Counters) {
 }
 
 /// `text` safe inside an SVG element or attribute.
-fn xml(text: &str) -> String {
+pub(crate) fn xml(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
 
-const PANEL_W: f64 = 440.0;
-const PANEL_H: f64 = 250.0;
+pub(crate) const PANEL_W: f64 = 440.0;
+pub(crate) const PANEL_H: f64 = 250.0;
 /// The x axis: 50 µs … 60 s, logarithmic.
 const X_MIN: f64 = 5e-5;
 const X_MAX: f64 = 60.0;
-const COLOURS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+pub(crate) const COLOURS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
-fn x_of(seconds: f64, left: f64) -> f64 {
+pub(crate) fn x_of(seconds: f64, left: f64) -> f64 {
     let t = (seconds.max(X_MIN).log10() - X_MIN.log10()) / (X_MAX.log10() - X_MIN.log10());
     left + 50.0 + t * (PANEL_W - 70.0)
 }
 
-fn y_of(share: f64, top: f64) -> f64 {
+pub(crate) fn y_of(share: f64, top: f64) -> f64 {
     top + PANEL_H - 40.0 - share * (PANEL_H - 75.0)
 }
 
-fn frame(out: &mut String, left: f64, top: f64, title: &str) {
+pub(crate) fn frame(out: &mut String, left: f64, top: f64, title: &str) {
     let _ = writeln!(
         out,
         r##"<rect x="{left}" y="{top}" width="{PANEL_W}" height="{PANEL_H}" fill="#fff" stroke="#ccc"/>
@@ -100,6 +100,21 @@ fn cdf_panel(
     title: &str,
     series: Option<&BTreeMap<String, Buckets>>,
 ) {
+    cdf_axes(out, left, top, title);
+    let Some(series) = series.filter(|s| !s.is_empty()) else {
+        let _ = writeln!(
+            out,
+            r##"<text x="{}" y="{}" font-size="12" fill="#888">no samples in this run</text>"##,
+            left + 150.0,
+            top + PANEL_H / 2.0
+        );
+        return;
+    };
+    draw_series(out, left, top, series);
+}
+
+/// A panel's frame with a CDF's axes: share 0 … 1 up, latency 50 µs … 60 s across (log).
+pub(crate) fn cdf_axes(out: &mut String, left: f64, top: f64, title: &str) {
     frame(out, left, top, title);
     for (label, share) in [("0", 0.0), ("0.5", 0.5), ("1", 1.0)] {
         let y = y_of(share, top);
@@ -129,15 +144,9 @@ fn cdf_panel(
             y_of(0.0, top) + 14.0
         );
     }
-    let Some(series) = series.filter(|s| !s.is_empty()) else {
-        let _ = writeln!(
-            out,
-            r##"<text x="{}" y="{}" font-size="12" fill="#888">no samples in this run</text>"##,
-            left + 150.0,
-            top + PANEL_H / 2.0
-        );
-        return;
-    };
+}
+
+fn draw_series(out: &mut String, left: f64, top: f64, series: &BTreeMap<String, Buckets>) {
     for (i, (labels, buckets)) in series.iter().enumerate() {
         let total = buckets.last().map_or(0.0, |b| b.1);
         if total <= 0.0 {

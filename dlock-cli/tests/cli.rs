@@ -585,6 +585,8 @@ fn bench_scale_reports_growth() {
             "0",
             "--scale-names",
             "200",
+            "--plot-svg",
+            dir.join("scale.svg").to_str().unwrap(),
         ],
     );
     assert!(
@@ -615,6 +617,12 @@ fn bench_scale_reports_growth() {
         !json.contains("\"scenario\":\"uncontended\""),
         "only the scale scenario: {json}"
     );
+    // the plot: the hand-off against the waiters (SQLite has no server request count
+    // for the other costs), and no CDF (no scenario that times single operations ran)
+    let svg = std::fs::read_to_string(dir.join("scale.svg")).unwrap();
+    assert!(svg.contains("hand-off ms by waiters"), "{svg}");
+    assert_eq!(svg.matches("<polyline").count(), 1, "{svg}");
+    assert_eq!(svg.matches("<circle").count(), 2, "waiters=1 and 10: {svg}");
 }
 
 /// `dlock bench` runs every scenario and reports each figure, with the floor and its
