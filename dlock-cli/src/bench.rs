@@ -23,7 +23,8 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
         Ok(u) => u,
         Err(e) => return exit::fail(&e),
     };
-    match dlock_bench::run(&url, &options(&args)).await {
+    // boxed: the run future carries every scenario's state
+    match Box::pin(dlock_bench::run(&url, &options(&args))).await {
         Ok(report) => {
             if let Some(file) = &args.plot_svg {
                 let title = format!("dlock bench on {}", report.url);

@@ -198,7 +198,8 @@ const PRUNE_HELP: &str = "\
 A name taken again after its row was deleted starts from the database clock in \
 microseconds, above every token it had, as long as the database clock never steps back \
 by more than --idle-for: pick a day or more. Safe while locks are in use; held names \
-are never deleted. Deletes in batches of 1000 rows.
+are never deleted. Deletes in batches of 1000 rows. Every client of the table must run \
+a dlock with prune first (an older one starts a recreated name at token 1).
 
 Examples:
   dlock prune --url postgres://dlock@db/app --idle-for 7d

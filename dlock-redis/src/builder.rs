@@ -8,7 +8,9 @@ use std::time::Duration;
 use dlock_core::LockError;
 
 use crate::node::Node;
-use crate::options::{KeyLayout, Options, take_url_options, validate_prefix};
+use crate::options::{
+    KeyLayout, Options, take_url_options, validate_counter_retention, validate_prefix,
+};
 use crate::{RedisLock, Redlock};
 
 /// Builds a [`RedisLock`] or a [`Redlock`] (`L`) with a key prefix and a timeout; see
@@ -78,15 +80,14 @@ impl<L> Builder<L> {
     }
 
     /// How long a released lock's fencing counter (one small key per name) is kept
-    /// before it expires (default 7 days; `counter-retention=` in the URL; at least
-    /// 1 s). A name taken again after that gets its token from the server clock, above
+    /// before it expires (default 7 days; `counter-retention=` in the URL; 1 s to 10
+    /// years). A name taken again after that gets its token from the server clock, above
     /// its old tokens as long as that clock never steps back by more than this.
     #[must_use]
     pub fn counter_retention(mut self, d: Duration) -> Self {
-        if d < Duration::from_secs(1) {
-            self.error = Some(format!("counter retention {d:?}: at least 1s"));
-        } else {
-            self.opts.counter_retention = d;
+        match validate_counter_retention(d) {
+            Ok(()) => self.opts.counter_retention = d,
+            Err(e) => self.error = Some(e),
         }
         self
     }

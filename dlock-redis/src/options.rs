@@ -15,6 +15,17 @@ pub const DEFAULT_COUNTER_RETENTION: Duration = Duration::from_secs(7 * 24 * 360
 
 /// The shortest `counter-retention` accepted.
 const MIN_COUNTER_RETENTION: Duration = Duration::from_secs(1);
+/// The longest: ten years, a `PEXPIRE` argument Redis takes.
+const MAX_COUNTER_RETENTION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Checks a counter retention: 1 s to 10 years.
+pub(crate) fn validate_counter_retention(d: Duration) -> Result<(), String> {
+    if (MIN_COUNTER_RETENTION..=MAX_COUNTER_RETENTION).contains(&d) {
+        Ok(())
+    } else {
+        Err(format!("counter retention {d:?}: between 1s and 10 years"))
+    }
+}
 
 /// What `RedisLock` and `Redlock` declare: leases that expire on their own, waiters
 /// woken by a release message (not in order), renewals due together sent as one script
@@ -111,11 +122,7 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
             "layout" => opts.layout = value.parse().map_err(|e: LockError| e.to_string())?,
             "counter-retention" => {
                 let d = parse_duration(value).map_err(|e| e.to_string())?;
-                if d < MIN_COUNTER_RETENTION {
-                    return Err(format!(
-                        "counter-retention={value}: at least {MIN_COUNTER_RETENTION:?}"
-                    ));
-                }
+                validate_counter_retention(d)?;
                 opts.counter_retention = d;
             }
             _ if client_keys.contains(&key) => return Ok(false),

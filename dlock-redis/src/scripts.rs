@@ -104,13 +104,13 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
   local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-  local now = redis.call('TIME')
-  local ahead = c - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
   if c > 0 then
+    local now = redis.call('TIME')
+    local ahead = c - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
     redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
   end
+  redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1
 end

@@ -100,16 +100,18 @@ async fn redlock_counters_expire_after_release() {
 }
 
 #[tokio::test]
-async fn a_retention_below_a_second_is_refused() {
+async fn a_retention_outside_a_second_to_ten_years_is_refused() {
     let url = common::redis_url();
     let err = RedisLock::connect(&format!("{url}?counter-retention=10ms"))
         .await
         .unwrap_err();
     assert!(matches!(err, LockError::Config(_)), "{err}");
-    let err = RedisLock::builder(&url)
-        .counter_retention(Duration::from_millis(10))
-        .connect()
-        .await
-        .unwrap_err();
-    assert!(matches!(err, LockError::Config(_)), "{err}");
+    for wrong in [Duration::from_millis(10), Duration::MAX] {
+        let err = RedisLock::builder(&url)
+            .counter_retention(wrong)
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LockError::Config(_)), "{wrong:?}: {err}");
+    }
 }

@@ -19,12 +19,16 @@
 use std::time::Duration;
 
 use dlock_core::LockError;
+use dlock_core::backend::within;
 
 use crate::SqlLock;
 use crate::shared::Dialect;
 
 /// Rows deleted per statement.
 pub(crate) const BATCH: u64 = 1000;
+
+/// The longest one batch may take.
+const BATCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The shortest `idle` accepted: tokens stay monotonic only while the database clock
 /// does not step back by more than `idle`.
@@ -56,7 +60,12 @@ impl SqlLock {
     /// batches, until none is left. Tokens stay monotonic as long as the database
     /// clock never steps back by more than `idle`: pick a day or more in production.
     /// Safe to run while locks are taken and released; run it from cron, e.g.
-    /// `dlock prune --idle-for 7d`.
+    /// `dlock prune --idle-for 7d`, often enough that each run finds a day's worth
+    /// (each batch scans the table for idle rows).
+    ///
+    /// Every client of the table must run a dlock version with `prune` before the
+    /// first prune: an older one would start a pruned name's tokens again at 1, below
+    /// the tokens it had.
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), dlock_core::LockError> {
@@ -82,9 +91,17 @@ impl SqlLock {
         }
         let idle_ms = dlock_core::backend::millis(idle);
         let mut pruned = Pruned::default();
+        // a batch scans the table for idle rows: more than one lock operation's time
+        let timeout = self.opts.op_timeout.max(BATCH_TIMEOUT);
+        let what = format!("prune on {}", self.store.kind());
         loop {
-            let [locks, shared, holders] =
-                self.op("prune", self.store.prune_batch(idle_ms)).await?;
+            let [locks, shared, holders] = within(timeout, &what, async {
+                self.store
+                    .prune_batch(idle_ms)
+                    .await
+                    .map_err(|e| crate::errors::from_sqlx(&what, e))
+            })
+            .await?;
             pruned.locks += locks;
             pruned.shared += shared;
             pruned.holders += holders;
@@ -143,7 +160,8 @@ fn delete_batch(dialect: Dialect, table: &str, key: &str, cond: &str) -> String 
             "DELETE FROM {table} WHERE {cond} AND ({key}) IN
                (SELECT {key} FROM {table} WHERE {cond} LIMIT {BATCH} FOR UPDATE SKIP LOCKED)"
         ),
-        Dialect::MySql => format!("DELETE FROM {table} WHERE {cond} LIMIT {BATCH}"),
+        // ordered, so statement-based replication deletes the same rows on replicas
+        Dialect::MySql => format!("DELETE FROM {table} WHERE {cond} ORDER BY {key} LIMIT {BATCH}"),
         Dialect::Sqlite => format!(
             "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {cond} LIMIT {BATCH})"
         ),

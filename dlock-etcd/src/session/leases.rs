@@ -11,6 +11,16 @@ use tokio::time::Instant;
 
 use crate::EtcdLock;
 use crate::errors::is_lease_not_found;
+use crate::session::shared::SharedLeases;
+
+/// Marks lease `id`'s attached-keys read as finished when dropped.
+struct CheckDone<'a>(&'a SharedLeases, i64);
+
+impl Drop for CheckDone<'_> {
+    fn drop(&mut self) {
+        self.0.check_done(self.1);
+    }
+}
 
 /// A lease an acquisition hangs its key on.
 #[derive(Clone, Copy, Debug)]
@@ -118,12 +128,19 @@ impl EtcdLock {
     /// Reads the keys attached to lease `id` and forgets the confirmed ones missing
     /// from it. A failed read is not a failed renewal: the next refresh reads again.
     async fn check_attached(&self, id: i64) {
+        // done even if this task is dropped halfway (a runtime shutting down)
+        let _done = CheckDone(&self.leases, id);
         let sent = Instant::now();
-        if let Ok(Some(keys)) = self.attached_keys(id).await {
-            self.leases
-                .attached(id, sent, &keys, Instant::now() + self.opts.timeout);
+        match self.attached_keys(id).await {
+            Ok(Some(keys)) => {
+                self.leases
+                    .attached(id, sent, &keys, Instant::now() + self.opts.timeout);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(lease = id, error = %e, "reading the keys attached to a shared etcd lease failed; a key deleted behind its holder's back is noticed at the next read");
+            }
         }
-        self.leases.check_done(id);
     }
 
     /// The keys attached to lease `id`, or `None` if the server does not know it.

@@ -60,9 +60,14 @@ impl Shared {
     }
 }
 
-/// Keys per shared lease: at about 100 bytes per key in the attached-keys read, 8 192
-/// keys are an 800 KiB response.
-const KEYS_PER_LEASE: usize = 8192;
+/// Keys per shared lease: at about 100 bytes per key in the attached-keys read, 4 096
+/// keys are a 400 KiB response, and still below gRPC's 4 MiB at the longest keys
+/// (about 1 KiB: a long name escaped, a holder value in the owner id).
+const KEYS_PER_LEASE: usize = 4096;
+
+/// Above this many keys a lease's attached keys are read once per third of the TTL
+/// instead of at every refresh (a grid step): the read grows with the keys.
+const KEYS_READ_EVERY_REFRESH: usize = 512;
 
 #[derive(Default)]
 struct State {
@@ -274,12 +279,16 @@ impl SharedLeases {
     }
 
     /// A lease with no keys that new acquisitions no longer use is forgotten (it
-    /// expires on the server by itself).
+    /// expires on the server by itself) — but not within a TTL of its last refresh: an
+    /// acquisition handed it by `lease_for` may not have noted its key yet (another
+    /// grant can replace it as the current lease in between), and a key created on a
+    /// forgotten lease could never be renewed. The sweeper forgets it later.
     fn drop_if_unused(g: &mut State, id: i64) {
-        let unused = g
-            .leases
-            .get(&id)
-            .is_some_and(|s| s.keys.is_empty() && (s.dead || g.current.get(&s.secs) != Some(&id)));
+        let unused = g.leases.get(&id).is_some_and(|s| {
+            s.keys.is_empty()
+                && (s.dead
+                    || (g.current.get(&s.secs) != Some(&id) && s.refreshed.elapsed() >= s.granted))
+        });
         if unused {
             g.leases.remove(&id);
         }
@@ -334,15 +343,21 @@ impl SharedLeases {
     }
 
     /// Whether a read of the keys attached to lease `id` should start now (marked as
-    /// started if so): not while one is in flight, and once per third of the TTL (a
-    /// key deleted behind its holder's back is noticed well within the TTL, and the
-    /// read of thousands of keys is not repeated at every renewal tick).
+    /// started if so): not while one is in flight; at every refresh (a grid step) on a
+    /// lease of a few hundred keys, so a key deleted behind its holder's back is noticed
+    /// within a step or two; once per third of the TTL on a larger one, whose read is
+    /// not worth repeating at every tick.
     pub(crate) fn start_check(&self, id: i64) -> bool {
         let mut g = self.state();
         let Some(s) = g.leases.get_mut(&id) else {
             return false;
         };
-        let due = s.checked.is_none_or(|c| c.elapsed() >= s.granted / 3);
+        let every = if s.keys.len() > KEYS_READ_EVERY_REFRESH {
+            s.granted / 3
+        } else {
+            s.granted / FRESH_PART
+        };
+        let due = s.checked.is_none_or(|c| c.elapsed() >= every);
         if s.checking || !due {
             return false;
         }

@@ -107,10 +107,18 @@ macro_rules! shared_store {
                 let mut deleted = [0; 3];
                 let statements =
                     $crate::prune::statements(self.shared.dialect, &self.shared.table, idle_ms);
+                let mut conn = self.pool.acquire().await?;
                 for (n, sql) in deleted.iter_mut().zip(statements) {
+                    // MySQL: READ COMMITTED, so the scan keeps no lock on the rows it
+                    // passes over (held locks renew meanwhile)
+                    if let Some(set) = &self.shared.before_begin {
+                        sqlx::query(sqlx::AssertSqlSafe(set.as_str()))
+                            .execute(&mut *conn)
+                            .await?;
+                    }
                     *n = sqlx::query(sqlx::AssertSqlSafe(sql))
                         .persistent(false)
-                        .execute(&self.pool)
+                        .execute(&mut *conn)
                         .await?
                         .rows_affected();
                 }

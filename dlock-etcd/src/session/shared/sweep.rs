@@ -55,6 +55,10 @@ impl SharedLeases {
     /// Keys past their deadline, marked as swept, and the next deadline after them.
     pub(crate) fn expired(&self, now: Instant) -> (Vec<Expired>, Option<Instant>) {
         let mut g = self.state();
+        let idle: Vec<i64> = g.leases.keys().copied().collect();
+        for id in idle {
+            Self::drop_if_unused(&mut g, id);
+        }
         let mut due = Vec::new();
         let mut next: Option<Instant> = None;
         for (id, s) in &mut g.leases {

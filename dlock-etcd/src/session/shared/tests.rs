@@ -139,14 +139,14 @@ async fn a_full_lease_takes_no_more_keys() {
 }
 
 #[tokio::test]
-async fn one_attached_keys_read_at_a_time_and_once_per_third_of_the_ttl() {
+async fn one_attached_keys_read_at_a_time_and_not_more_than_once_per_grid_step() {
     let l = leases();
     let short = Duration::from_millis(300);
     l.install(1, 5, short, Instant::now());
     assert!(l.start_check(5));
     assert!(!l.start_check(5), "one in flight");
     l.check_done(5);
-    assert!(!l.start_check(5), "not again within a third of the TTL");
+    assert!(!l.start_check(5), "not again within a grid step");
     tokio::time::sleep(short / 3).await;
     assert!(l.start_check(5));
     assert!(!l.start_check(99), "an unknown lease is not read");
@@ -167,5 +167,21 @@ async fn a_renewal_on_a_fresh_lease_needs_no_request() {
     assert!(
         l.renew_if_fresh(2, "j", 9).is_none(),
         "a lease not refreshed within the grid step goes the slow way"
+    );
+}
+
+#[tokio::test]
+async fn a_lease_replaced_before_its_first_key_is_noted_is_kept() {
+    // two acquisitions race for a lease: the first is handed lease 1, the second's
+    // grant (lease 2) becomes the current one before the first notes its key
+    let l = SharedLeases::default();
+    let now = Instant::now();
+    l.install(9, 1, TTL, now);
+    l.install(9, 2, TTL, now);
+    l.expect(1, "k", now + TTL);
+    l.confirm(1, "k", 7, now + TTL);
+    assert!(
+        matches!(l.lookup(1, "k", 7), Lookup::Held { .. }),
+        "the key on lease 1 is tracked and can be renewed"
     );
 }
