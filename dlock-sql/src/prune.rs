@@ -12,7 +12,7 @@
 //!   the clock minus `idle`: the clock would have to step back by more than `idle`
 //!   for a token to repeat.
 //!
-//! Each statement deletes at most [`BATCH`] rows, so no transaction holds many row
+//! Each statement deletes at most 1 000 rows, so no transaction holds many row
 //! locks; a row an acquisition has locked is skipped (PostgreSQL) or waited for, and
 //! one taken meanwhile no longer matches.
 
