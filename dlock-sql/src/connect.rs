@@ -93,6 +93,24 @@ impl SqlLockBuilder {
         self
     }
 
+    /// PostgreSQL reached through a transaction-mode pooler (PgBouncer
+    /// `pool_mode=transaction` before 1.21, or without `max_prepared_statements`),
+    /// where each transaction may run on another server connection; URL
+    /// `pooler=transaction`. Default off.
+    ///
+    /// On, every statement runs in a transaction of its own (`BEGIN`, the statement,
+    /// `COMMIT`) as an unnamed prepared statement, so nothing a statement needs
+    /// outlives its transaction; waiters poll instead of `LISTEN`ing (a notification
+    /// would reach a server connection the waiter no longer has). An operation then
+    /// costs four round trips instead of one: a pooler that keeps prepared statements
+    /// (PgBouncer 1.21 and later with `max_prepared_statements`) or session mode do
+    /// not need it.
+    #[must_use]
+    pub fn transaction_pooler(mut self, on: bool) -> Self {
+        self.opts.transaction_pooler = on;
+        self
+    }
+
     /// How long a PostgreSQL waiter sleeps at most between looks when it relies on
     /// notifications (default 1 s, jittered): the safety net for a lost `NOTIFY`.
     #[must_use]
@@ -123,6 +141,9 @@ impl SqlLockBuilder {
         }
         let mut opts = self.opts;
         let url = take_url_options(&self.url, &mut opts)?;
+        if opts.transaction_pooler {
+            opts.listen = false;
+        }
         let shown = redact_url(&url);
         let scheme = url
             .split_once(':')
@@ -185,6 +206,7 @@ async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Stor
         options_for_listen,
         &opts.table,
         opts.listen,
+        opts.transaction_pooler,
     )))
 }
 

@@ -42,20 +42,22 @@ const LOST_COMMITS: &str = "a crash can lose the last commits — the lock table
 #[cfg(feature = "postgres")]
 pub(crate) async fn postgres(
     pool: &sqlx::postgres::PgPool,
+    hot: &crate::hot::Hot<sqlx::Postgres>,
     listen: bool,
     table: &str,
 ) -> Result<Vec<Finding>, sqlx::Error> {
     let sent = now_ms();
-    let row = sqlx::query(
-        "SELECT current_setting('server_version'),
+    let row = hot
+        .fetch_optional(sqlx::query(
+            "SELECT current_setting('server_version'),
                 (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint,
                 pg_is_in_recovery(),
                 current_setting('synchronous_commit'),
                 (SELECT count(*) FROM pg_stat_replication),
                 current_setting('synchronous_standby_names')",
-    )
-    .fetch_one(pool)
-    .await?;
+        ))
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
     let received = now_ms();
     let mut found = vec![
         Finding::info(
@@ -98,16 +100,23 @@ pub(crate) async fn postgres(
             format!("{standbys} (synchronous_standby_names '{sync_names}')"),
         ));
     }
-    let columns: Option<String> = sqlx::query_scalar(
+    let columns = sqlx::query(
         "SELECT string_agg(column_name, ',' ORDER BY ordinal_position)
          FROM information_schema.columns
          WHERE table_schema = current_schema() AND table_name = lower($1)",
     )
-    .bind(table)
-    .fetch_one(pool)
-    .await?;
+    .bind(table);
+    let columns: Option<String> = match hot.fetch_optional(columns).await? {
+        Some(row) => row.try_get(0)?,
+        None => None,
+    };
     found.push(table_finding(table, &columns.unwrap_or_default()));
-    found.push(if listen {
+    found.push(if hot.own_transactions() {
+        Finding::info(
+            "wake-ups",
+            "pooler=transaction: each statement in a transaction of its own; waiters poll",
+        )
+    } else if listen {
         notify_round_trip(pool).await?
     } else {
         Finding::info("wake-ups", "listen=false: waiters poll")
@@ -138,7 +147,7 @@ async fn notify_round_trip(pool: &sqlx::postgres::PgPool) -> Result<Finding, sql
             "wake-ups",
             "a notification did not arrive within 2 s",
             "behind a transaction pooler (PgBouncer) notifications go astray: waiters then \
-             wait for their next poll; add listen=false to the URL to say so",
+             wait for their next poll; add pooler=transaction to the URL to say so",
         ),
     })
 }

@@ -115,7 +115,7 @@ pub async fn fence_postgres(
     resource: &str,
     token: FencingToken,
 ) -> Result<(), LockError> {
-    let stored = raise_postgres(conn, lock_table, resource, as_i64(resource, token)?)
+    let stored = raise_postgres(conn, lock_table, resource, as_i64(resource, token)?, true)
         .await
         .map_err(|e| from_sqlx("fence", e))?;
     judge(resource, token, stored)
@@ -127,6 +127,7 @@ pub(crate) async fn raise_postgres(
     lock_table: &str,
     resource: &str,
     token: i64,
+    persistent: bool,
 ) -> Result<i64, sqlx::Error> {
     crate::validate_table_name(lock_table).map_err(|e| sqlx::Error::Configuration(e.into()))?;
     let t = fence_table(lock_table);
@@ -135,6 +136,7 @@ pub(crate) async fn raise_postgres(
          SET token = GREATEST({t}.token, EXCLUDED.token) RETURNING token"
     );
     sqlx::query_scalar(AssertSqlSafe(sql))
+        .persistent(persistent)
         .bind(resource)
         .bind(token)
         .fetch_one(conn)

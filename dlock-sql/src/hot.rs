@@ -6,6 +6,11 @@
 //! one's own (`dlock bench`, PostgreSQL uncontended; SQLite's pool pays the same).
 //! Statements that need no transaction go to the hot connection when it is free and to
 //! the pool when another caller is using it, so concurrency is still the pool's.
+//!
+//! Behind a transaction-mode pooler (`pooler=transaction`) each statement instead runs
+//! in a transaction of its own, unprepared: sqlx sends a statement's parse and its
+//! execution as two exchanges, and between them the pooler may hand the server
+//! connection to another client (whose statement of the same name would run).
 
 use sqlx::query::Query;
 use sqlx::{Database, Executor, IntoArguments, Pool, pool::PoolConnection};
@@ -17,22 +22,32 @@ pub(crate) struct Hot<DB: Database> {
     slot: Mutex<Option<PoolConnection<DB>>>,
     /// Off for a pool of one connection: holding it would leave none for transactions.
     enabled: bool,
+    /// Each statement in a transaction of its own, unprepared (a transaction pooler).
+    own_transactions: bool,
 }
 
 impl<DB> Hot<DB>
 where
-    DB: Database,
+    DB: Database + sqlx::database::HasStatementCache,
     <DB as Database>::Arguments: IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
 {
-    pub(crate) fn new(pool: Pool<DB>) -> Self {
-        let enabled = pool.options().get_max_connections() > 1;
+    /// `own_transactions`: behind a transaction-mode pooler (see the module doc).
+    pub(crate) fn new(pool: Pool<DB>, own_transactions: bool) -> Self {
+        let enabled = pool.options().get_max_connections() > 1 && !own_transactions;
         Self {
             pool,
             slot: Mutex::new(None),
             enabled,
+            own_transactions,
         }
+    }
+
+    /// Whether each statement runs in a transaction of its own: statements run
+    /// elsewhere must then be unprepared too (`Query::persistent(false)`).
+    pub(crate) fn own_transactions(&self) -> bool {
+        self.own_transactions
     }
 
     /// The hot connection, taken out of its slot, if nobody is using it (from the pool
@@ -82,6 +97,12 @@ where
             Self::put_back(slot, conn, r.as_ref().err());
             return r;
         }
+        if self.own_transactions {
+            let mut tx = self.pool.begin().await?;
+            let r = q.persistent(false).fetch_optional(&mut *tx).await?;
+            tx.commit().await?;
+            return Ok(r);
+        }
         q.fetch_optional(&self.pool).await
     }
 
@@ -98,6 +119,12 @@ where
             Self::put_back(slot, conn, r.as_ref().err());
             return r;
         }
+        if self.own_transactions {
+            let mut tx = self.pool.begin().await?;
+            let r = q.persistent(false).fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            return Ok(r);
+        }
         q.fetch_all(&self.pool).await
     }
 
@@ -113,6 +140,12 @@ where
             let r = q.execute(&mut *conn).await;
             Self::put_back(slot, conn, r.as_ref().err());
             return r;
+        }
+        if self.own_transactions {
+            let mut tx = self.pool.begin().await?;
+            let r = q.persistent(false).execute(&mut *tx).await?;
+            tx.commit().await?;
+            return Ok(r);
         }
         q.execute(&self.pool).await
     }

@@ -17,7 +17,9 @@
 //! Waiters on PostgreSQL are woken by `LISTEN`/`NOTIFY` (the release statement
 //! notifies); on MySQL and SQLite they poll with jittered backoff capped by the
 //! holder's remaining time. No session state is relied on, so the lock works behind a
-//! transaction-mode pooler (set `listen=false` there: `LISTEN` needs a session).
+//! transaction-mode pooler such as PgBouncer: add `pooler=transaction` to the URL
+//! ([`SqlLockBuilder::transaction_pooler`]), and each statement runs unprepared in a
+//! transaction of its own while waiters poll (`LISTEN` needs a session).
 //!
 //! ```no_run
 //! use std::time::Duration;

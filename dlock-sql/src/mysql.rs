@@ -42,7 +42,7 @@ impl MySql {
             format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::MySql, table)),
-            hot: Hot::new(pool.clone()),
+            hot: Hot::new(pool.clone(), false),
             pool,
             table: table.to_owned(),
             // VARBINARY: names compare byte for byte ('A' <> 'a', no collation folding).

@@ -9,7 +9,8 @@ use dlock_core::{LockError, parse_duration};
 pub const DEFAULT_TABLE: &str = "dlock_locks";
 
 /// Settings of a [`crate::SqlLock`], set through [`crate::SqlLockBuilder`] or URL
-/// query parameters (`table`, `pool_size`, `op_timeout`, `poll_max`, `listen`).
+/// query parameters (`table`, `pool_size`, `op_timeout`, `poll_max`, `listen`,
+/// `pooler`).
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
     pub table: String,
@@ -19,6 +20,9 @@ pub(crate) struct Options {
     pub poll_max: Duration,
     pub notify_fallback: Duration,
     pub listen: bool,
+    /// PostgreSQL behind a transaction-mode pooler (PgBouncer `pool_mode=transaction`):
+    /// see [`crate::SqlLockBuilder::transaction_pooler`].
+    pub transaction_pooler: bool,
     pub create_table: bool,
 }
 
@@ -32,6 +36,7 @@ impl Default for Options {
             poll_max: Duration::from_millis(100),
             notify_fallback: Duration::from_secs(1),
             listen: true,
+            transaction_pooler: false,
             create_table: true,
         }
     }
@@ -91,6 +96,13 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                     _ => return Err("listen must be true or false".into()),
                 }
             }
+            "pooler" if url.starts_with("postgres") => {
+                opts.transaction_pooler = match value {
+                    "transaction" => true,
+                    "none" | "session" => false,
+                    _ => return Err("pooler must be transaction, session or none".into()),
+                };
+            }
             _ if client_keys.contains(&key)
                 || (url.starts_with("postgres") && key.starts_with("options[")) =>
             {
@@ -98,8 +110,8 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
             }
             _ => {
                 return Err(format!(
-                    "unknown parameter: dlock reads table, pool_size, op_timeout, poll_max and \
-                     listen; the database driver reads {}",
+                    "unknown parameter: dlock reads table, pool_size, op_timeout, poll_max, \
+                     listen and (PostgreSQL) pooler; the database driver reads {}",
                     client_keys.join(", ")
                 ));
             }
@@ -195,6 +207,24 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("pool_size") && !msg.contains("pw"), "{msg}");
         assert!(take_url_options("sqlite://x?table=a;b", &mut o).is_err());
+    }
+
+    #[test]
+    fn pooler_is_read_for_postgres_only() {
+        let mut o = Options::default();
+        let url = take_url_options("postgres://h/db?pooler=transaction", &mut o).unwrap();
+        assert_eq!(url, "postgres://h/db");
+        assert!(o.transaction_pooler);
+        take_url_options("postgresql://h/db?pooler=session", &mut o).unwrap();
+        assert!(!o.transaction_pooler);
+        for bad in [
+            "postgres://h/db?pooler=statement",
+            "mysql://h/db?pooler=transaction",
+            "sqlite:///tmp/x.db?pooler=transaction",
+        ] {
+            let err = take_url_options(bad, &mut o).unwrap_err();
+            assert!(matches!(err, LockError::Config(_)), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -41,13 +41,17 @@ impl Postgres {
         listen_to: PgConnectOptions,
         table: &str,
         listen: bool,
+        transaction_pooler: bool,
     ) -> Self {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
         // a new row's first token: see `prune`
         let first = crate::prune::now_us(Dialect::Postgres);
         Self {
-            shared: std::sync::Arc::new(SharedSql::new(Dialect::Postgres, table)),
-            hot: Hot::new(pool.clone()),
+            shared: std::sync::Arc::new(SharedSql {
+                persistent: !transaction_pooler,
+                ..SharedSql::new(Dialect::Postgres, table)
+            }),
+            hot: Hot::new(pool.clone(), transaction_pooler),
             pool,
             listen_to,
             channel: format!("dlock_release_{table}"),
@@ -133,13 +137,16 @@ impl Store for Postgres {
         // sessions race; a transaction-scoped advisory lock serialises them.
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext('dlock:migrate'))")
+            .persistent(false)
             .execute(&mut *tx)
             .await?;
         sqlx::query(AssertSqlSafe(self.sql.create.clone()))
+            .persistent(false)
             .execute(&mut *tx)
             .await?;
         for create in &self.shared.create {
             sqlx::query(AssertSqlSafe(create.as_str()))
+                .persistent(false)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -204,14 +211,12 @@ impl Store for Postgres {
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
-        crate::doctor::postgres(&self.pool, self.listen, &self.shared.table).await
+        crate::doctor::postgres(&self.pool, &self.hot, self.listen, &self.shared.table).await
     }
 
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error> {
-        let rows = sqlx::query(AssertSqlSafe(self.sql.held.as_str()))
-            .bind(prefix)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(AssertSqlSafe(self.sql.held.as_str())).bind(prefix);
+        let rows = self.hot.fetch_all(rows).await?;
         rows.iter()
             .map(|r| {
                 Ok((
@@ -235,8 +240,14 @@ impl Store for Postgres {
 
     async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let stored =
-            crate::fence::raise_postgres(&mut tx, &self.shared.table, resource, token).await?;
+        let stored = crate::fence::raise_postgres(
+            &mut tx,
+            &self.shared.table,
+            resource,
+            token,
+            self.shared.persistent,
+        )
+        .await?;
         tx.commit().await?;
         Ok(stored)
     }
@@ -300,10 +311,10 @@ impl Wakeups {
     }
 }
 
-shared_store!(Postgres, sqlx::postgres::PgPool, |this| if this.listen {
-    Some(this.channel.as_str())
-} else {
-    None
-});
+// The release statement always notifies (its text binds the channel), so waiters of
+// other clients that do listen are woken by a client that does not.
+shared_store!(Postgres, sqlx::postgres::PgPool, |this| Some(
+    this.channel.as_str()
+));
 
 result_rows!(Postgres);

@@ -208,19 +208,16 @@ macro_rules! result_rows {
                     .bind(request)
                     .bind(token)
                     .bind(retain_ms);
-                match r.begin.get(1) {
-                    None => {
-                        use sqlx::Row as _;
-                        upsert.fetch_one(&self.pool).await?.try_get(0)
-                    }
+                use sqlx::Row as _;
+                let row = match r.begin.get(1) {
+                    None => self.hot.fetch_optional(upsert).await?,
                     Some(read) => {
-                        upsert.execute(&self.pool).await?;
-                        sqlx::query_scalar(AssertSqlSafe(read.as_str()))
-                            .bind(request)
-                            .fetch_one(&self.pool)
-                            .await
+                        self.hot.execute(upsert).await?;
+                        let read = sqlx::query(AssertSqlSafe(read.as_str())).bind(request);
+                        self.hot.fetch_optional(read).await?
                     }
-                }
+                };
+                row.ok_or(sqlx::Error::RowNotFound)?.try_get(0)
             }
 
             async fn record_result(
@@ -236,27 +233,30 @@ macro_rules! result_rows {
                     .bind(retain_ms)
                     .bind(token)
                     .bind(request)
-                    .bind(token)
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected();
+                    .bind(token);
+                let updated = self.hot.execute(updated).await?.rows_affected();
                 if updated > 0 {
                     return Ok((true, None));
                 }
                 // none updated: a higher token holds the request — or (MySQL) the row
                 // already had these very values
-                let seen: Option<i64> = sqlx::query_scalar(AssertSqlSafe(r.token.as_str()))
-                    .bind(request)
-                    .fetch_optional(&self.pool)
-                    .await?;
+                use sqlx::Row as _;
+                let seen = sqlx::query(AssertSqlSafe(r.token.as_str())).bind(request);
+                let seen: Option<i64> = match self.hot.fetch_optional(seen).await? {
+                    Some(row) => Some(row.try_get(0)?),
+                    None => None,
+                };
                 Ok((seen.is_some_and(|s| s <= token), seen))
             }
 
             async fn request_result(&self, request: &str) -> Result<Option<Vec<u8>>, sqlx::Error> {
-                sqlx::query_scalar(AssertSqlSafe(self.shared.results.result.as_str()))
-                    .bind(request)
-                    .fetch_optional(&self.pool)
-                    .await
+                use sqlx::Row as _;
+                let q =
+                    sqlx::query(AssertSqlSafe(self.shared.results.result.as_str())).bind(request);
+                match self.hot.fetch_optional(q).await? {
+                    Some(row) => Ok(Some(row.try_get(0)?)),
+                    None => Ok(None),
+                }
             }
         }
     };

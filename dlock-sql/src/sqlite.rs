@@ -34,7 +34,7 @@ impl Sqlite {
         let first = crate::prune::now_us(Dialect::Sqlite);
         Self {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
-            hot: Hot::new(pool.clone()),
+            hot: Hot::new(pool.clone(), false),
             pool,
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (

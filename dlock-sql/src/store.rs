@@ -47,7 +47,8 @@ pub(crate) trait SharedStore: Send + Sync {
 }
 
 /// One dialect's statements. Each is a single statement, so it is atomic on its own
-/// and works through a transaction-mode connection pooler.
+/// and works through a transaction-mode connection pooler (run in a transaction of its
+/// own there: see `crate::hot`).
 #[async_trait]
 pub(crate) trait Store: SharedStore + ResultRows {
     /// Creates the tables (the lock table and the shared ones) if they are missing;

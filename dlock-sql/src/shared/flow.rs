@@ -56,9 +56,8 @@ macro_rules! shared_store {
                     .bind(dlock_core::backend::millis(ttl))
                     .bind(key)
                     .bind(owner)
-                    .bind(token)
-                    .execute(&self.pool)
-                    .await?;
+                    .bind(token);
+                let r = self.hot.execute(r).await?;
                 Ok(r.rows_affected() == 1)
             }
 
@@ -76,8 +75,8 @@ macro_rules! shared_store {
                 let channel: Option<&str> = $channel;
                 match channel {
                     // a SELECT of one notification per deleted row
-                    Some(ch) => Ok(q.bind(ch).fetch_all(&self.pool).await?.len() == 1),
-                    None => Ok(q.execute(&self.pool).await?.rows_affected() == 1),
+                    Some(ch) => Ok(self.hot.fetch_all(q.bind(ch)).await?.len() == 1),
+                    None => Ok(self.hot.execute(q).await?.rows_affected() == 1),
                 }
             }
 
@@ -86,9 +85,9 @@ macro_rules! shared_store {
                 key: &str,
             ) -> Result<Vec<$crate::shared::SharedHolder>, sqlx::Error> {
                 use sqlx::Row;
-                sqlx::query(sqlx::AssertSqlSafe(self.shared.holders.as_str()))
-                    .bind(key)
-                    .fetch_all(&self.pool)
+                let q = sqlx::query(sqlx::AssertSqlSafe(self.shared.holders.as_str())).bind(key);
+                self.hot
+                    .fetch_all(q)
                     .await?
                     .iter()
                     .map(|r| {
@@ -116,11 +115,15 @@ macro_rules! shared_store {
                             .execute(&mut *conn)
                             .await?;
                     }
+                    // a transaction of its own: a transaction pooler keeps the
+                    // connection for the whole statement (see `crate::hot`)
+                    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                     *n = sqlx::query(sqlx::AssertSqlSafe(sql))
                         .persistent(false)
-                        .execute(&mut *conn)
+                        .execute(&mut *tx)
                         .await?
                         .rows_affected();
+                    tx.commit().await?;
                 }
                 Ok(deleted)
             }
@@ -139,6 +142,7 @@ macro_rules! shared_store {
                 let mut conn = pool.acquire().await?;
                 if let Some(pre) = &sql.before_begin {
                     sqlx::query(sqlx::AssertSqlSafe(pre.as_str()))
+                        .persistent(sql.persistent)
                         .execute(&mut *conn)
                         .await?;
                 }
@@ -148,11 +152,13 @@ macro_rules! shared_store {
                 };
                 for s in first {
                     sqlx::query(sqlx::AssertSqlSafe(s.as_str()))
+                        .persistent(sql.persistent)
                         .bind(key)
                         .execute(&mut *tx)
                         .await?;
                 }
                 let row = sqlx::query(sqlx::AssertSqlSafe(last.as_str()))
+                    .persistent(sql.persistent)
                     .bind(key)
                     .fetch_one(&mut *tx)
                     .await?;
@@ -163,11 +169,13 @@ macro_rules! shared_store {
                     now: row.try_get(3)?,
                 };
                 sqlx::query(sqlx::AssertSqlSafe(sql.purge.as_str()))
+                    .persistent(sql.persistent)
                     .bind(key)
                     .bind(head.now)
                     .execute(&mut *tx)
                     .await?;
                 let holders = sqlx::query(sqlx::AssertSqlSafe(sql.list.as_str()))
+                    .persistent(sql.persistent)
                     .bind(key)
                     .fetch_all(&mut *tx)
                     .await?
@@ -185,6 +193,7 @@ macro_rules! shared_store {
                 let taken = match decide(req.access, &req.owner, &head, &holders, req.waits) {
                     Decision::Retake(token) => {
                         sqlx::query(sqlx::AssertSqlSafe(sql.retake.as_str()))
+                            .persistent(sql.persistent)
                             .bind(head.now + ttl)
                             .bind(key)
                             .bind(req.owner.as_str())
@@ -212,6 +221,7 @@ macro_rules! shared_store {
                             head.intent_until
                         };
                         sqlx::query(sqlx::AssertSqlSafe(sql.grant_head.as_str()))
+                            .persistent(sql.persistent)
                             .bind(token)
                             .bind(permits)
                             .bind(intent)
@@ -219,6 +229,7 @@ macro_rules! shared_store {
                             .execute(&mut *tx)
                             .await?;
                         sqlx::query(sqlx::AssertSqlSafe(sql.insert_holder.as_str()))
+                            .persistent(sql.persistent)
                             .bind(key)
                             .bind(req.owner.as_str())
                             .bind($crate::shared::tag(req.access))
@@ -232,6 +243,7 @@ macro_rules! shared_store {
                         if intent {
                             let until = head.now + dlock_core::backend::millis(req.intent);
                             sqlx::query(sqlx::AssertSqlSafe(sql.intent.as_str()))
+                                .persistent(sql.persistent)
                                 .bind(until.max(head.intent_until))
                                 .bind(key)
                                 .execute(&mut *tx)

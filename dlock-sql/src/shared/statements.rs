@@ -44,6 +44,9 @@ impl Dialect {
 /// Every statement of the shared tables for one dialect and table name.
 pub(crate) struct SharedSql {
     pub dialect: Dialect,
+    /// Whether statements run in a transaction may be prepared once and kept: not
+    /// behind a transaction pooler (see `crate::hot`).
+    pub persistent: bool,
     /// The lock table these tables go with.
     pub table: String,
     /// The idempotency records' statements.
@@ -147,6 +150,7 @@ impl SharedSql {
         let n = |sql: String| dialect.number(&sql);
         Self {
             dialect,
+            persistent: true,
             table: table.to_owned(),
             results,
             create,

@@ -19,6 +19,12 @@ pub struct SqlHarness {
 pub fn postgres_url() -> String {
     required_env("DLOCK_TEST_POSTGRES_URL")
 }
+/// PostgreSQL through PgBouncer in transaction mode, as dlock is told to run there.
+pub fn pgbouncer_url() -> String {
+    let url = required_env("DLOCK_TEST_PGBOUNCER_URL");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}pooler=transaction")
+}
 pub fn mysql_url() -> String {
     required_env("DLOCK_TEST_MYSQL_URL")
 }
