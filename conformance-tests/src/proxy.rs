@@ -52,6 +52,7 @@ pub struct FaultProxy {
     requests: Arc<AtomicU64>,
     mode: watch::Sender<FaultMode>,
     resets: watch::Sender<u64>,
+    target: watch::Sender<String>,
     accept_task: JoinHandle<()>,
 }
 
@@ -66,9 +67,10 @@ impl FaultProxy {
         let (mode, _) = watch::channel(FaultMode::Pass);
         let (resets, _) = watch::channel(0_u64);
         let requests = Arc::new(AtomicU64::new(0));
+        let (target, _) = watch::channel(target.to_owned());
         let accept_task = tokio::spawn(accept_loop(
             listener,
-            target.to_owned(),
+            target.clone(),
             mode.clone(),
             resets.clone(),
             Arc::clone(&requests),
@@ -78,8 +80,17 @@ impl FaultProxy {
             requests,
             mode,
             resets,
+            target,
             accept_task,
         })
+    }
+
+    /// Sends new connections to `target` (`host:port`) from now on and closes the
+    /// open ones, as a virtual IP or DNS name moved to another server would: clients
+    /// reconnect and reach the new server.
+    pub fn retarget(&self, target: &str) {
+        self.target.send_replace(target.to_owned());
+        self.reset();
     }
 
     /// The address clients connect to.
@@ -152,7 +163,7 @@ impl Link for Arc<FaultProxy> {
 
 async fn accept_loop(
     listener: TcpListener,
-    target: String,
+    target: watch::Sender<String>,
     mode: watch::Sender<FaultMode>,
     resets: watch::Sender<u64>,
     requests: Arc<AtomicU64>,
@@ -164,7 +175,7 @@ async fn accept_loop(
         let mode_rx = mode.subscribe();
         let mut reset_rx = resets.subscribe();
         reset_rx.mark_unchanged();
-        let target = target.clone();
+        let target = target.borrow().clone();
         let requests = Arc::clone(&requests);
         tokio::spawn(async move {
             tokio::select! {

@@ -33,11 +33,11 @@ fn table_finding(table: &str, columns: &str) -> Finding {
 }
 
 /// What losing the last commits does to a lock table: the rows go back, so a lock can
-/// be granted twice and tokens handed out again.
+/// be granted twice (tokens, taking at least the clock, still rise).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-const LOST_COMMITS: &str = "a crash can lose the last commits — the lock table goes back, \
-                            a lock can be granted twice and its tokens handed out again, \
-                            which no fence can tell apart";
+const LOST_COMMITS: &str = "a crash can lose the last commits — the lock table goes back \
+                            and a lock can be granted twice (its tokens still rise with the \
+                            database clock, so a fence tells the holders apart)";
 
 #[cfg(feature = "postgres")]
 pub(crate) async fn postgres(
@@ -91,8 +91,9 @@ pub(crate) async fn postgres(
         found.push(Finding::warning(
             "standbys",
             format!("{standbys} asynchronous"),
-            "a failover to a standby that missed the last commits can grant a lock twice and \
-             repeat tokens; name them in synchronous_standby_names",
+            "a failover to a standby that missed the last commits can grant a lock twice \
+             (tokens still rise with the database clock); name them in \
+             synchronous_standby_names",
         ));
     } else {
         found.push(Finding::info(

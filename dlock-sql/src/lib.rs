@@ -6,13 +6,16 @@
 //! One row per lock name holds the owner, the fencing token and the expiry. Every
 //! operation is **one statement** that decides by the **database's clock**, never the
 //! client's:
-//! - acquire: an upsert that takes the row when it is free or expired and increments
-//!   the token (PostgreSQL and SQLite `ON CONFLICT … DO UPDATE … WHERE … RETURNING`;
-//!   MySQL `ON DUPLICATE KEY UPDATE` with `LAST_INSERT_ID(expr)`);
+//! - acquire: an upsert that takes the row when it is free or expired, its token
+//!   becoming `max(token + 1, database clock in µs)` (PostgreSQL and SQLite
+//!   `ON CONFLICT … DO UPDATE … WHERE … RETURNING`; MySQL `ON DUPLICATE KEY UPDATE`
+//!   with `LAST_INSERT_ID(expr)`);
 //! - renew and release: owner- and token-checked `UPDATE`s. Release expires the row
 //!   instead of deleting it, so the token never goes back. A new row's first token is
 //!   the database clock in microseconds, so [`SqlLock::prune`] can delete the rows of
-//!   long-idle names and a name created again still starts above its old tokens.
+//!   long-idle names and a name created again still starts above its old tokens; and
+//!   since every grant takes at least the clock, a failover to a standby that missed
+//!   the last grants cannot repeat a token either (while the clock does not step back).
 //!
 //! Waiters on PostgreSQL are woken by `LISTEN`/`NOTIFY` (the release statement
 //! notifies); on MySQL and SQLite they poll with jittered backoff capped by the

@@ -66,7 +66,7 @@ impl MySql {
                  VALUES (?, ?, LAST_INSERT_ID({first}), {now} + INTERVAL ? MICROSECOND)
                  ON DUPLICATE KEY UPDATE
                    owner = IF({free}, ?, owner),
-                   token = IF({free}, LAST_INSERT_ID(IF({mine}, token, token + 1)), token + LAST_INSERT_ID(0)),
+                   token = IF({free}, LAST_INSERT_ID(IF({mine}, token, GREATEST(token + 1, {first}))), token + LAST_INSERT_ID(0)),
                    expires_at = IF({free}, {now} + INTERVAL ? MICROSECOND, expires_at)"
             ),
             remaining: format!("SELECT {remaining_ms} FROM {table} WHERE name = ?"),

@@ -77,7 +77,7 @@ impl Postgres {
                         ON CONFLICT (name) DO UPDATE
                           SET owner = EXCLUDED.owner,
                               token = CASE WHEN d.owner = EXCLUDED.owner AND d.expires_at > clock_timestamp()
-                                           THEN d.token ELSE d.token + 1 END,
+                                           THEN d.token ELSE GREATEST(d.token + 1, {first}) END,
                               expires_at = EXCLUDED.expires_at
                           WHERE d.expires_at <= clock_timestamp() OR d.owner = EXCLUDED.owner
                         RETURNING token)

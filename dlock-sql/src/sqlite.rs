@@ -52,7 +52,7 @@ impl Sqlite {
                  ON CONFLICT (name) DO UPDATE
                    SET owner = excluded.owner,
                        token = CASE WHEN {table}.owner = excluded.owner AND {table}.expires_at > {now}
-                                    THEN {table}.token ELSE {table}.token + 1 END,
+                                    THEN {table}.token ELSE MAX({table}.token + 1, {first}) END,
                        expires_at = excluded.expires_at
                    WHERE {table}.expires_at <= {now} OR {table}.owner = excluded.owner
                  RETURNING token"

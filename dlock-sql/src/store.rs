@@ -54,7 +54,8 @@ pub(crate) trait Store: SharedStore + ResultRows {
     /// Creates the tables (the lock table and the shared ones) if they are missing;
     /// safe when several processes start at once.
     async fn migrate(&self) -> Result<(), sqlx::Error>;
-    /// Takes the row if free or expired by the database clock, incrementing the token.
+    /// Takes the row if free or expired by the database clock; its token becomes
+    /// `max(token + 1, clock in µs)`.
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error>;
     /// Extends an unexpired row that still carries this owner and token.
     async fn renew(

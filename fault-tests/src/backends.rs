@@ -93,6 +93,9 @@ impl Backend {
         if self.ensemble.is_some() {
             return vec![Nemesis::KillHolder, Nemesis::ServerPartition];
         }
+        if self.label == POSTGRES_PAIR {
+            return vec![Nemesis::StandbyPromoted];
+        }
         let mut n = vec![Nemesis::KillHolder, Nemesis::PauseHolder];
         if self.redis {
             n.push(Nemesis::DataLoss);
@@ -122,7 +125,7 @@ impl Backend {
     /// the vDSO, past libfaketime; not SQLite, whose clock is its clients').
     #[must_use]
     pub fn clock_nemeses(&self) -> Vec<Nemesis> {
-        if self.ensemble.is_some() {
+        if self.ensemble.is_some() || self.label == POSTGRES_PAIR {
             return Vec::new();
         }
         Nemesis::CLOCKS
@@ -227,6 +230,10 @@ impl Backend {
     }
 }
 
+/// The label of PostgreSQL with its streaming standby: only its failover applies (the
+/// primary alone is the `postgres` backend).
+pub const POSTGRES_PAIR: &str = "postgres+standby";
+
 fn env(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.trim().is_empty())
 }
@@ -260,6 +267,12 @@ pub fn from_env(sqlite_dir: &str) -> Vec<Backend> {
         "postgres",
         env("DLOCK_TEST_POSTGRES_URL"),
         vec!["pg"],
+        false,
+    );
+    add(
+        POSTGRES_PAIR,
+        env("DLOCK_TEST_POSTGRES_STANDBY_URL").and(env("DLOCK_TEST_POSTGRES_URL")),
+        vec!["pg", "pg-standby"],
         false,
     );
     add("mariadb", env("DLOCK_TEST_MYSQL_URL"), vec!["mysql"], false);

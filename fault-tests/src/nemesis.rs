@@ -31,6 +31,10 @@ pub enum Nemesis {
     /// more of the workload, then the primary takes the replica's data, as failing
     /// over to it would (see [`crate::replica`]).
     LaggingReplica,
+    /// PostgreSQL fails over to an asynchronous standby that fell behind: the
+    /// standby's replication cut, 1.5 s more of the workload, then the standby promoted
+    /// and every worker moved to it (see [`crate::standby`]).
+    StandbyPromoted,
     /// The server a holder is connected to is cut off from its peers past the TTL
     /// while its clients still reach it (a follower answering from a stale copy).
     ServerPartition,
@@ -74,6 +78,7 @@ impl Nemesis {
             Self::KillLeader => "kill leader",
             Self::DataLoss => "data loss (old snapshot)",
             Self::LaggingReplica => "data loss (lagging replica promoted)",
+            Self::StandbyPromoted => "failover to a lagging async standby",
             Self::ServerPartition => "partition server from peers",
             Self::ClientClockAhead => "client clock +2 h (wall)",
             Self::ClientClockBehind => "client clock −2 h (wall)",
@@ -139,7 +144,10 @@ impl Nemesis {
     pub fn exclusion_expected(self) -> bool {
         !matches!(
             self,
-            Self::DataLoss | Self::LaggingReplica | Self::ClientClockVerySlow
+            Self::DataLoss
+                | Self::LaggingReplica
+                | Self::StandbyPromoted
+                | Self::ClientClockVerySlow
         )
     }
 }

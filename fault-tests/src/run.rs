@@ -17,6 +17,7 @@ use crate::nemesis::{Nemesis, leader, redis_command, services, services_with};
 use crate::own_store::OwnStore;
 use crate::own_store::counter::counter_key;
 use crate::replica::LaggingReplica;
+use crate::standby::Standby;
 use crate::store::{FencedStore, Kind};
 use crate::workload::Workload;
 
@@ -232,7 +233,11 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
     if let Some(clock) = clock {
         restore_clock(plan, backend, nemesis, clock).await?;
     }
+    // a promoted standby becomes a fresh copy of the primary again
+    let rebuilt = nemesis != Nemesis::StandbyPromoted
+        || services(&plan.services, "rebuild", &["pg-standby"]).await;
     let (fault_at, victim, applied) = ran?;
+    let applied = applied && rebuilt;
     let log = store.log();
     let recovery = if plan.workload == Workload::Once {
         takeover(&log, fault_at, victim)
@@ -534,6 +539,30 @@ async fn apply(
             let at = store.now();
             let ok = replica.promote().await;
             (at, None, cut && ok)
+        }
+        Nemesis::StandbyPromoted => {
+            let (Some(primary), Ok(standby_url)) = (
+                url_host_port(&backend.url),
+                std::env::var("DLOCK_TEST_POSTGRES_STANDBY_URL"),
+            ) else {
+                return (store.now(), None, false);
+            };
+            let Some(standby) = Standby::attach(&primary, &standby_url).await else {
+                return (store.now(), None, false);
+            };
+            standby.cut();
+            // the workload moves on without the standby: holders change, tokens grow
+            sleep(Duration::from_millis(1500)).await;
+            let at = store.now();
+            let Some(new_primary) = standby.promote().await else {
+                return (at, None, false);
+            };
+            for w in workers.iter() {
+                for p in &w.proxies {
+                    p.retarget(new_primary);
+                }
+            }
+            (at, None, true)
         }
         Nemesis::ServerPartition => {
             let Some(ensemble) = &backend.ensemble else {

@@ -239,6 +239,35 @@ async fn postgres() {
     faults("postgres", Some("DLOCK_TEST_POSTGRES_URL")).await;
 }
 
+/// A failover to a standby that missed the last grants: overlaps are possible (the
+/// standby forgot holders), but tokens never go back — a grant takes at least the
+/// database clock in µs — so the fence accepts no stale write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_standby_promoted() {
+    let _serial = SERIAL.lock().await;
+    let _ = required_env("DLOCK_TEST_POSTGRES_STANDBY_URL");
+    let b = backend(
+        dlock_faults::backends::POSTGRES_PAIR,
+        Some("DLOCK_TEST_POSTGRES_URL"),
+    );
+    let nemesis = Nemesis::StandbyPromoted;
+    let o = run(&plan(true), &b, nemesis).await.unwrap();
+    let v = &o.verdict;
+    eprintln!(
+        "{}",
+        table(&[Row {
+            backend: b.label.into(),
+            nemesis: nemesis.label().into(),
+            verdict: v.clone(),
+            recoveries: o.recovery.into_iter().collect(),
+            not_applied: u32::from(!o.applied),
+        }])
+    );
+    assert!(o.applied, "{}: the failover could not be staged", b.label);
+    assert!(v.safe_under(nemesis), "{}: {v:?}", b.label);
+    assert!(v.ops > 0, "{}: no progress", b.label);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb() {
     faults("mariadb", Some("DLOCK_TEST_MYSQL_URL")).await;
