@@ -130,6 +130,9 @@ async fn redis_and_redlock_urls() {
         .map(|u| u.trim_start_matches("redis://").to_owned())
         .collect();
     works(&format!("redlock://{}", hosts.join(",")), "redlock").await;
+    let sentinels = required_env("DLOCK_TEST_REDIS_SENTINEL_URL");
+    works(&sentinels, "redis").await;
+    works(&format!("{sentinels}?prefix=other:"), "redis").await;
 }
 
 #[cfg(feature = "redis")]
@@ -141,6 +144,9 @@ async fn malformed_redis_urls_are_config_errors() {
         "redis://:secret@h:1?timeout=later",
         "redis://:secret@h:1?timout=2s",
         "redlock://:secret@a:1,b:2,c:3?pool_size=3",
+        "redis-sentinel://:secret@a:1,b:2",
+        "redis-sentinel://:secret@a:1/master/x",
+        "redis-sentinel://:secret@a:1/master?timout=2s",
     ] {
         let e = connect(url).await.map(|_| ()).unwrap_err();
         assert!(matches!(e, LockError::Config(_)), "{url}: {e:?}");

@@ -2,7 +2,8 @@
 
 use dlock_core::LockError;
 
-/// Connection trouble is `Unavailable` (outcome unknown), a server error `Backend`.
+/// Connection trouble and a failover in progress are `Unavailable` (outcome unknown), a
+/// server error `Backend`.
 pub(crate) fn from_redis(what: &str, e: redis::RedisError) -> LockError {
     let message = format!("{what}: {e}");
     if e.kind() == redis::ErrorKind::AuthenticationFailed
@@ -17,6 +18,9 @@ pub(crate) fn from_redis(what: &str, e: redis::RedisError) -> LockError {
         || e.is_connection_refusal()
         || e.is_timeout()
         || e.is_unrecoverable_error()
+        // a server that is (now) a replica, or a master cut off from its replicas:
+        // a failover in progress, which a retry on the next master may get past
+        || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
     {
         LockError::unavailable(message, e)
     } else {

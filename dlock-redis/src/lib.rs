@@ -5,6 +5,8 @@
 //!   the fencing token is a per-name hybrid clock that never expires
 //!   (`max(counter + 1, server time in µs)`, so data loss cannot make it repeat), and a release publishes on a per-name channel
 //!   that wakes one waiter — no polling.
+//! - [`RedisLock`] behind Redis Sentinel (`redis-sentinel://s1,s2,s3/mastername`): the
+//!   same, on the master the sentinels name, followed when they fail it over.
 //! - [`Redlock`] on N independent masters: quorum acquisition with per-node timeouts,
 //!   undo on failure, and fencing tokens kept monotonic across quorums.
 //!
@@ -36,6 +38,7 @@
 //! the name, as the `SET NX` family of clients names it.
 
 mod builder;
+mod conn;
 mod errors;
 mod fence;
 mod keys;
@@ -46,6 +49,7 @@ mod redlock;
 mod renewals;
 mod results;
 mod scripts;
+mod sentinel;
 mod shared;
 mod single;
 mod url;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use dlock_core::backend::{Claim, Pending, Subscription, millis_u64, within};
 use dlock_core::{FencingToken, Finding, LockError, clock_offset, now_ms, redact_url};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{IntoConnectionInfo, ProtocolVersion, Value};
 
+use crate::conn::{Conn, manager_config};
 use crate::errors::from_redis;
 use crate::keys::Keys;
 use crate::options::Options;
@@ -16,7 +16,7 @@ use crate::scripts;
 use crate::wakeups::Wakeups;
 
 pub(crate) struct Node {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     wakeups: Arc<Wakeups>,
     renewals: Renewals,
     timeout: Duration,
@@ -29,6 +29,61 @@ impl Node {
     /// Connects (or, when `lazy`, prepares to connect on first use) with RESP3 so
     /// release notifications arrive on the same multiplexed connection.
     pub(crate) async fn connect(url: &str, opts: &Options, lazy: bool) -> Result<Self, LockError> {
+        let timeout = opts.timeout;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (conn, shown) = if crate::sentinel::is_sentinel_url(url) {
+            Self::follow_master(url, opts, tx).await?
+        } else {
+            let conn = Self::open(url, opts, lazy, manager_config(timeout, tx)).await?;
+            (Conn::fixed(conn), redact_url(url))
+        };
+        let wakeups = Wakeups::start(conn.clone(), rx);
+        let renewals = renewals::start(conn.clone(), timeout, shown.clone());
+        Ok(Self {
+            conn,
+            wakeups,
+            renewals,
+            timeout,
+            counter_retention: opts.counter_retention,
+            shown,
+        })
+    }
+
+    /// The master the sentinels of a `redis-sentinel://` URL name, followed.
+    async fn follow_master(
+        url: &str,
+        opts: &Options,
+        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> Result<(Conn, String), LockError> {
+        let timeout = opts.timeout;
+        if opts.tls_ca.is_some() {
+            return Err(LockError::Config(
+                "TLS to a master found through Redis Sentinel is not supported yet".into(),
+            ));
+        }
+        let sentinels = crate::sentinel::Sentinels::parse(url, timeout)?;
+        let shown = sentinels.shown();
+        let what = format!("connecting to the master of {shown}");
+        let (master, manager) = within(timeout * 3, &what, async {
+            let master = sentinels.master_or_error().await?;
+            let manager = sentinels
+                .manager(&master, manager_config(timeout, pushes.clone()))
+                .await
+                .map_err(|e| from_redis(&what, e))?;
+            Ok((master, manager))
+        })
+        .await?;
+        let conn = Conn::following(manager, sentinels, master, timeout, pushes);
+        Ok((conn, shown))
+    }
+
+    /// A connection manager for one server's URL.
+    async fn open(
+        url: &str,
+        opts: &Options,
+        lazy: bool,
+        config: redis::aio::ConnectionManagerConfig,
+    ) -> Result<redis::aio::ConnectionManager, LockError> {
         let (timeout, tls_ca) = (opts.timeout, opts.tls_ca.as_deref());
         let shown = redact_url(url);
         let info = url
@@ -41,17 +96,10 @@ impl Node {
         let info = info.set_redis_settings(settings);
         let client = open_client(info, tls_ca)
             .map_err(|e| LockError::Config(format!("cannot use Redis URL {shown:?}: {e}")))?;
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_max_delay(Duration::from_millis(500))
-            .set_push_sender(tx)
-            .set_automatic_resubscription();
-        let conn = if lazy {
+        if lazy {
             client
                 .get_connection_manager_lazy(config)
-                .map_err(|e| from_redis(&format!("connecting to {shown}"), e))?
+                .map_err(|e| from_redis(&format!("connecting to {shown}"), e))
         } else {
             let what = format!("connecting to {shown}");
             within(timeout * 2, &what, async {
@@ -60,18 +108,8 @@ impl Node {
                     .await
                     .map_err(|e| from_redis(&what, e))
             })
-            .await?
-        };
-        let wakeups = Wakeups::start(conn.clone(), rx);
-        let renewals = renewals::start(conn.clone(), timeout, shown.clone());
-        Ok(Self {
-            conn,
-            wakeups,
-            renewals,
-            timeout,
-            counter_retention: opts.counter_retention,
-            shown,
-        })
+            .await
+        }
     }
 
     pub(crate) async fn run<T>(

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::conn::Conn;
 use dlock_core::backend::{Batcher, within};
-use redis::aio::ConnectionManager;
 
 use crate::errors::from_redis;
 use crate::scripts;
@@ -28,7 +28,7 @@ pub(crate) struct Renewal {
 pub(crate) type Renewals = Batcher<Renewal, bool>;
 
 /// Starts the renewal queue of the node behind `conn`.
-pub(crate) fn start(conn: ConnectionManager, timeout: Duration, shown: String) -> Renewals {
+pub(crate) fn start(conn: Conn, timeout: Duration, shown: String) -> Renewals {
     Batcher::start("renew", MAX_BATCH, move |batch: Vec<Renewal>| {
         let (mut conn, what) = (conn.clone(), format!("renew on {shown}"));
         async move {

@@ -47,8 +47,22 @@ impl RedisLock {
     }
 
     /// Connects to `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS, with
-    /// the crate's `tls` feature). URL parameters `prefix` and `timeout` are read by
-    /// dlock.
+    /// the crate's `tls` feature), or to the master Redis Sentinel names:
+    /// `redis-sentinel://[user:password@]s1:26379,s2:26379/mastername[/db]` (the
+    /// credentials and database are the master's). Behind Sentinel the lock follows
+    /// the master: a connection error or a `READONLY` answer makes it ask the
+    /// sentinels again and move to the master they name. URL parameters `prefix` and
+    /// `timeout` are read by dlock.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dlock_core::LockError> {
+    /// let locks = dlock_redis::RedisLock::connect(
+    ///     "redis-sentinel://10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/locks",
+    /// )
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Config`] for a malformed URL, [`LockError::Unavailable`] when the

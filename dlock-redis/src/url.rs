@@ -5,7 +5,7 @@ use dlock_core::{LockError, redact_url};
 use crate::{RedisLock, Redlock};
 
 impl RedisLock {
-    /// Connects with a lock URL, `redis://…` or `rediss://…` (as
+    /// Connects with a lock URL, `redis://…`, `rediss://…` or `redis-sentinel://…` (as
     /// [`RedisLock::connect`]).
     ///
     /// # Errors

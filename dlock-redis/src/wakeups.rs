@@ -4,14 +4,14 @@
 
 use std::sync::{Arc, Weak};
 
+use crate::conn::Conn;
 use dlock_core::backend::{OwnedTask, Subscription, WakeupHub};
-use redis::aio::ConnectionManager;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The subscriptions of one node, shared by all waiters of a client.
 pub(crate) struct Wakeups {
-    conn: ConnectionManager,
+    conn: Conn,
     hub: Arc<WakeupHub>,
     /// Serialises SUBSCRIBE/UNSUBSCRIBE so a late unsubscribe cannot undo a new
     /// subscribe of the same channel.
@@ -20,10 +20,7 @@ pub(crate) struct Wakeups {
 }
 
 impl Wakeups {
-    pub(crate) fn start(
-        conn: ConnectionManager,
-        mut pushes: UnboundedReceiver<PushInfo>,
-    ) -> Arc<Self> {
+    pub(crate) fn start(conn: Conn, mut pushes: UnboundedReceiver<PushInfo>) -> Arc<Self> {
         let hub = WakeupHub::new();
         let fan_out = Arc::clone(&hub);
         let listener = OwnedTask::spawn(async move {
@@ -59,7 +56,7 @@ impl Wakeups {
         let on_leave = move || unsubscribe_if_idle(&me, ch);
         let (subscription, first) = self.hub.join(channel, Some(Box::new(on_leave)));
         if first {
-            self.conn.clone().subscribe(channel).await?;
+            self.conn.subscribe(channel).await?;
         }
         Ok(subscription)
     }
@@ -76,7 +73,7 @@ fn unsubscribe_if_idle(me: &Weak<Wakeups>, channel: String) {
         rt.spawn(async move {
             let _serial = me.ops.lock().await;
             if me.hub.is_idle(&channel) {
-                let _ = me.conn.clone().unsubscribe(&channel).await;
+                let _ = me.conn.unsubscribe(&channel).await;
             }
         });
     }

@@ -96,6 +96,9 @@ impl Backend {
         if self.label == POSTGRES_PAIR {
             return vec![Nemesis::StandbyPromoted];
         }
+        if self.label == REDIS_SENTINEL {
+            return vec![Nemesis::SentinelFailover];
+        }
         let mut n = vec![Nemesis::KillHolder, Nemesis::PauseHolder];
         if self.redis {
             n.push(Nemesis::DataLoss);
@@ -125,7 +128,7 @@ impl Backend {
     /// the vDSO, past libfaketime; not SQLite, whose clock is its clients').
     #[must_use]
     pub fn clock_nemeses(&self) -> Vec<Nemesis> {
-        if self.ensemble.is_some() || self.label == POSTGRES_PAIR {
+        if self.ensemble.is_some() || self.label == POSTGRES_PAIR || self.label == REDIS_SENTINEL {
             return Vec::new();
         }
         Nemesis::CLOCKS
@@ -234,6 +237,10 @@ impl Backend {
 /// primary alone is the `postgres` backend).
 pub const POSTGRES_PAIR: &str = "postgres+standby";
 
+/// The label of the Redis master, its two replicas and three sentinels: only the
+/// failover applies (single Redis has the other faults).
+pub const REDIS_SENTINEL: &str = "redis-sentinel";
+
 fn env(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.trim().is_empty())
 }
@@ -277,6 +284,12 @@ pub fn from_env(sqlite_dir: &str) -> Vec<Backend> {
     );
     add("mariadb", env("DLOCK_TEST_MYSQL_URL"), vec!["mysql"], false);
     add("redis", env("DLOCK_TEST_REDIS_URL"), vec!["redis"], false);
+    add(
+        REDIS_SENTINEL,
+        env("DLOCK_TEST_REDIS_SENTINEL_URL"),
+        crate::sentinel::SERVERS.to_vec(),
+        false,
+    );
     add(
         "redlock×5",
         env("DLOCK_TEST_REDLOCK_URLS").map(|u| format!("redlock://{}", hosts(&u, "redis://"))),

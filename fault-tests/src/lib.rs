@@ -42,6 +42,7 @@ pub mod own_store;
 pub mod replica;
 pub mod report;
 pub mod run;
+pub mod sentinel;
 pub mod standby;
 pub mod store;
 pub mod workload;

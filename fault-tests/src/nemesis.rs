@@ -35,6 +35,10 @@ pub enum Nemesis {
     /// standby's replication cut, 1.5 s more of the workload, then the standby promoted
     /// and every worker moved to it (see [`crate::standby`]).
     StandbyPromoted,
+    /// Redis Sentinel fails the master over to a replica that fell behind: the replicas
+    /// paused, 1.5 s more of the workload, the master killed and the replicas resumed;
+    /// the sentinels promote one and the workers follow (see [`crate::sentinel`]).
+    SentinelFailover,
     /// The server a holder is connected to is cut off from its peers past the TTL
     /// while its clients still reach it (a follower answering from a stale copy).
     ServerPartition,
@@ -79,6 +83,7 @@ impl Nemesis {
             Self::DataLoss => "data loss (old snapshot)",
             Self::LaggingReplica => "data loss (lagging replica promoted)",
             Self::StandbyPromoted => "failover to a lagging async standby",
+            Self::SentinelFailover => "Sentinel failover to a lagging replica",
             Self::ServerPartition => "partition server from peers",
             Self::ClientClockAhead => "client clock +2 h (wall)",
             Self::ClientClockBehind => "client clock −2 h (wall)",
@@ -147,6 +152,7 @@ impl Nemesis {
             Self::DataLoss
                 | Self::LaggingReplica
                 | Self::StandbyPromoted
+                | Self::SentinelFailover
                 | Self::ClientClockVerySlow
         )
     }

@@ -234,8 +234,12 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
         restore_clock(plan, backend, nemesis, clock).await?;
     }
     // a promoted standby becomes a fresh copy of the primary again
-    let rebuilt = nemesis != Nemesis::StandbyPromoted
-        || services(&plan.services, "rebuild", &["pg-standby"]).await;
+    let rebuilt = match nemesis {
+        Nemesis::StandbyPromoted => services(&plan.services, "rebuild", &["pg-standby"]).await,
+        // the killed master comes back, as a replica of the new one
+        Nemesis::SentinelFailover => crate::sentinel::restore(&plan.services, &backend.url).await,
+        _ => true,
+    };
     let (fault_at, victim, applied) = ran?;
     let applied = applied && rebuilt;
     let log = store.log();
@@ -539,6 +543,10 @@ async fn apply(
             let at = store.now();
             let ok = replica.promote().await;
             (at, None, cut && ok)
+        }
+        Nemesis::SentinelFailover => {
+            let ok = crate::sentinel::fail_over_to_a_lagging_replica(script, &backend.url).await;
+            (store.now(), None, ok)
         }
         Nemesis::StandbyPromoted => {
             let (Some(primary), Ok(standby_url)) = (

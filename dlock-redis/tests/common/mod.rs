@@ -100,3 +100,31 @@ impl Harness for Quorum {
         (8, 25)
     }
 }
+
+pub fn sentinel_url() -> String {
+    required_env("DLOCK_TEST_REDIS_SENTINEL_URL")
+}
+
+/// RedisLock on the master Redis Sentinel names. A partitionable client is cut by a
+/// switch in front of it: the sentinels hand out the master's own address, which no
+/// proxy can sit in front of (`sentinel_failover.rs` cuts the real master instead).
+pub struct Sentinel(pub String);
+
+#[async_trait]
+impl Harness for Sentinel {
+    async fn client(&self) -> TestClient {
+        TestClient::new(Arc::new(redis(&self.0).await))
+    }
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+        dlock_conformance::switched_client(Arc::new(redis(&self.0).await))
+    }
+    fn short_ttl(&self) -> Duration {
+        Duration::from_millis(500)
+    }
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn workload(&self) -> (usize, usize) {
+        (8, 50)
+    }
+}

@@ -1,0 +1,226 @@
+//! The connection a node's commands go through: to one Redis server, or — behind
+//! Sentinel — to whichever server the sentinels name master, followed across failovers.
+//!
+//! The redis crate's `ConnectionManager` reconnects to the address it was made for.
+//! After a failover that address is gone, or serves as a replica (writes answer
+//! `READONLY`). So a connection error or a `READONLY` answer makes a followed
+//! connection ask the sentinels again (one asker at a time); when they name another
+//! master, a manager for it replaces the old one, and the channels waiters listen on
+//! are subscribed there too. The failed command itself is not retried here: its outcome
+//! is unknown, and the caller's retry rules (acquire within its wait, renewals until
+//! `valid_until`) apply as for any outage.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, Pipeline, PushInfo, RedisFuture, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::sentinel::Sentinels;
+
+/// A shared handle; clones are cheap and see the same current server.
+#[derive(Clone)]
+pub(crate) struct Conn(Arc<Shared>);
+
+struct Shared {
+    current: RwLock<ConnectionManager>,
+    follow: Option<Follow>,
+}
+
+/// What following the master needs.
+struct Follow {
+    sentinels: Sentinels,
+    /// The master's address the current manager was made for.
+    master: Mutex<(String, u16)>,
+    /// A new manager's settings: the push sender of the node's wake-ups among them.
+    timeout: Duration,
+    pushes: UnboundedSender<PushInfo>,
+    /// Channels with waiters, subscribed again on a new master.
+    subscribed: Mutex<BTreeSet<String>>,
+    /// One asker at a time.
+    asking: tokio::sync::Mutex<()>,
+}
+
+/// The manager settings every connection of a node uses.
+pub(crate) fn manager_config(
+    timeout: Duration,
+    pushes: UnboundedSender<PushInfo>,
+) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_max_delay(Duration::from_millis(500))
+        .set_push_sender(pushes)
+        .set_automatic_resubscription()
+}
+
+impl Conn {
+    /// A connection to one server, for good.
+    pub(crate) fn fixed(manager: ConnectionManager) -> Self {
+        Self(Arc::new(Shared {
+            current: RwLock::new(manager),
+            follow: None,
+        }))
+    }
+
+    /// A connection to `master`, the master `sentinels` named, following it.
+    pub(crate) fn following(
+        manager: ConnectionManager,
+        sentinels: Sentinels,
+        master: (String, u16),
+        timeout: Duration,
+        pushes: UnboundedSender<PushInfo>,
+    ) -> Self {
+        Self(Arc::new(Shared {
+            current: RwLock::new(manager),
+            follow: Some(Follow {
+                sentinels,
+                master: Mutex::new(master),
+                timeout,
+                pushes,
+                subscribed: Mutex::new(BTreeSet::new()),
+                asking: tokio::sync::Mutex::new(()),
+            }),
+        }))
+    }
+
+    fn manager(&self) -> ConnectionManager {
+        match self.0.current.read() {
+            Ok(m) => m.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Subscribes `channel` (RESP3 push) on the current server, and on every later one.
+    pub(crate) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        if let Some(f) = &self.0.follow {
+            lock(&f.subscribed).insert(channel.to_owned());
+        }
+        let r = self.manager().subscribe(channel).await;
+        self.check(r.as_ref().err());
+        r
+    }
+
+    /// Unsubscribes `channel`.
+    pub(crate) async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        if let Some(f) = &self.0.follow {
+            lock(&f.subscribed).remove(channel);
+        }
+        self.manager().unsubscribe(channel).await
+    }
+
+    /// After a failed command: a followed connection whose server may no longer be the
+    /// master asks the sentinels, in the background.
+    fn check(&self, err: Option<&redis::RedisError>) {
+        let (Some(e), Some(_)) = (err, &self.0.follow) else {
+            return;
+        };
+        if may_have_moved(e) {
+            self.ask();
+        }
+    }
+
+    /// Asks the sentinels for the master in the background (a followed connection).
+    fn ask(&self) {
+        if self.0.follow.is_none() {
+            return;
+        }
+        let me = self.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { me.follow_master().await });
+        }
+    }
+
+    /// Asks the sentinels for the master; moves to it if it is another server.
+    async fn follow_master(&self) {
+        let Some(f) = &self.0.follow else { return };
+        let Ok(_one) = f.asking.try_lock() else {
+            return; // someone is asking already
+        };
+        let Some(master) = f.sentinels.master().await else {
+            return;
+        };
+        if *lock(&f.master) == master {
+            return;
+        }
+        let config = manager_config(f.timeout, f.pushes.clone());
+        let Ok(manager) = f.sentinels.manager(&master, config).await else {
+            return;
+        };
+        tracing::warn!(
+            master = %format!("{}:{}", master.0, master.1),
+            "Redis Sentinel names a new master: following it"
+        );
+        let channels: Vec<String> = lock(&f.subscribed).iter().cloned().collect();
+        for ch in &channels {
+            let _ = manager.clone().subscribe(ch).await;
+        }
+        match self.0.current.write() {
+            Ok(mut m) => *m = manager,
+            Err(poisoned) => *poisoned.into_inner() = manager,
+        }
+        *lock(&f.master) = master;
+    }
+}
+
+/// Whether an error says the server may have failed over: it cannot be reached, or it
+/// is a replica now.
+fn may_have_moved(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.code().is_some_and(moved_code)
+}
+
+/// A server error code that says the server is not the master (any more).
+fn moved_code(code: &str) -> bool {
+    matches!(code, "READONLY" | "MASTERDOWN")
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let r = self.manager().req_packed_command(cmd).await;
+            match &r {
+                Err(e) => self.check(Some(e)),
+                Ok(Value::ServerError(e)) if moved_code(e.code()) => self.ask(),
+                Ok(_) => {}
+            }
+            r
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let r = self.manager().req_packed_commands(cmd, offset, count).await;
+            match &r {
+                Err(e) => self.check(Some(e)),
+                Ok(values) => {
+                    let moved = values
+                        .iter()
+                        .any(|v| matches!(v, Value::ServerError(e) if moved_code(e.code())));
+                    if moved {
+                        self.ask();
+                    }
+                }
+            }
+            r
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.manager().get_db()
+    }
+}
