@@ -6,7 +6,9 @@
 //! `READONLY`). So a connection error or a `READONLY` answer makes a followed
 //! connection ask the sentinels again (one asker at a time); when they name another
 //! master, a manager for it replaces the old one, and the channels waiters listen on
-//! are subscribed there too. The failed command itself is not retried here: its outcome
+//! are subscribed there too. A command given up on before it answered (dlock's own
+//! timeout, while the manager waits to reconnect to a server that is gone without
+//! refusing) asks too. The failed command itself is not retried here: its outcome
 //! is unknown, and the caller's retry rules (acquire within its wait, renewals until
 //! `valid_until`) apply as for any outage.
 
@@ -153,15 +155,22 @@ impl Conn {
             master = %format!("{}:{}", master.0, master.1),
             "Redis Sentinel names a new master: following it"
         );
+        // swap first, then subscribe what the set holds: a subscribe() that adds a
+        // channel after this read already sees the new manager
+        match self.0.current.write() {
+            Ok(mut m) => *m = manager.clone(),
+            Err(poisoned) => *poisoned.into_inner() = manager.clone(),
+        }
+        *lock(&f.master) = master;
         let channels: Vec<String> = lock(&f.subscribed).iter().cloned().collect();
         for ch in &channels {
             let _ = manager.clone().subscribe(ch).await;
         }
-        match self.0.current.write() {
-            Ok(mut m) => *m = manager,
-            Err(poisoned) => *poisoned.into_inner() = manager,
-        }
-        *lock(&f.master) = master;
+        // releases published while no one listened are lost: every waiter looks again
+        let _ = f.pushes.send(PushInfo {
+            kind: redis::PushKind::Disconnection,
+            data: Vec::new(),
+        });
     }
 }
 
@@ -180,6 +189,19 @@ fn moved_code(code: &str) -> bool {
     matches!(code, "READONLY" | "MASTERDOWN")
 }
 
+/// Asks the sentinels when a command is dropped before it answered (a followed
+/// connection): the server may be gone without refusing, and the caller's timeout
+/// ran out before the manager's own error could.
+struct AskIfDropped(Option<Conn>);
+
+impl Drop for AskIfDropped {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.take() {
+            conn.ask();
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -187,7 +209,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            let mut unanswered = AskIfDropped(self.0.follow.as_ref().map(|_| self.clone()));
             let r = self.manager().req_packed_command(cmd).await;
+            unanswered.0 = None;
             match &r {
                 Err(e) => self.check(Some(e)),
                 Ok(Value::ServerError(e)) if moved_code(e.code()) => self.ask(),
@@ -204,7 +228,9 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            let mut unanswered = AskIfDropped(self.0.follow.as_ref().map(|_| self.clone()));
             let r = self.manager().req_packed_commands(cmd, offset, count).await;
+            unanswered.0 = None;
             match &r {
                 Err(e) => self.check(Some(e)),
                 Ok(values) => {

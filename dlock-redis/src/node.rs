@@ -64,7 +64,7 @@ impl Node {
         let sentinels = crate::sentinel::Sentinels::parse(url, timeout)?;
         let shown = sentinels.shown();
         let what = format!("connecting to the master of {shown}");
-        let (master, manager) = within(timeout * 3, &what, async {
+        let (master, manager) = within(timeout * 4, &what, async {
             let master = sentinels.master_or_error().await?;
             let manager = sentinels
                 .manager(&master, manager_config(timeout, pushes.clone()))

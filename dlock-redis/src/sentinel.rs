@@ -15,6 +15,9 @@ use redis::{IntoConnectionInfo, ProtocolVersion};
 /// The scheme of a Sentinel URL.
 pub(crate) const SCHEME: &str = "redis-sentinel://";
 
+/// The port a sentinel listens on unless the URL says otherwise.
+const DEFAULT_PORT: u16 = 26379;
+
 /// Whether `url` names sentinels rather than a server.
 pub(crate) fn is_sentinel_url(url: &str) -> bool {
     url.get(..SCHEME.len())
@@ -51,10 +54,17 @@ impl Sentinels {
             Some((u, h)) => (format!("{u}@"), h),
             None => (String::new(), authority),
         };
+        // a sentinel without a port listens on Sentinel's default
         let hosts: Vec<String> = hosts
             .split(',')
             .filter(|h| !h.is_empty())
-            .map(str::to_owned)
+            .map(|h| {
+                if h.ends_with(']') || !h.contains(':') {
+                    format!("{h}:{DEFAULT_PORT}")
+                } else {
+                    h.to_owned()
+                }
+            })
             .collect();
         if hosts.is_empty() {
             return Err(bad("no sentinel named"));
@@ -89,21 +99,22 @@ impl Sentinels {
         format!("{SCHEME}{}/{}", self.hosts.join(","), self.name)
     }
 
-    /// The master's address as the first sentinel that answers names it.
+    /// The master's address: asked of every sentinel at once, the first answer whose
+    /// server says it is a master (`ROLE`) — a sentinel that has not yet seen a
+    /// failover still names the old master, now a replica.
     pub(crate) async fn master(&self) -> Option<(String, u16)> {
+        let mut asks = tokio::task::JoinSet::new();
         for h in &self.hosts {
-            let ask = async {
-                let client = redis::Client::open(format!("redis://{h}")).ok()?;
-                let mut c = client.get_multiplexed_async_connection().await.ok()?;
-                redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(&self.name)
-                    .query_async::<Option<(String, u16)>>(&mut c)
+            let (h, name, timeout) = (h.clone(), self.name.clone(), self.timeout);
+            asks.spawn(async move {
+                tokio::time::timeout(timeout * 2, named_master(&h, &name))
                     .await
                     .ok()
                     .flatten()
-            };
-            if let Ok(Some(addr)) = tokio::time::timeout(self.timeout, ask).await {
+            });
+        }
+        while let Some(answer) = asks.join_next().await {
+            if let Ok(Some(addr)) = answer {
                 return Some(addr);
             }
         }
@@ -128,8 +139,10 @@ impl Sentinels {
         config: ConnectionManagerConfig,
     ) -> redis::RedisResult<ConnectionManager> {
         let url = format!(
-            "redis://{}{}:{}{}",
-            self.userinfo, master.0, master.1, self.tail
+            "redis://{}{}{}",
+            self.userinfo,
+            authority(master),
+            self.tail
         );
         let info = url.into_connection_info()?;
         let settings = info
@@ -139,6 +152,32 @@ impl Sentinels {
         let client = redis::Client::open(info.set_redis_settings(settings))?;
         client.get_connection_manager_with_config(config).await
     }
+}
+
+/// `host:port`, an IPv6 host in brackets.
+fn authority((host, port): &(String, u16)) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The master sentinel `h` names for `name`, if that server says it is a master.
+async fn named_master(h: &str, name: &str) -> Option<(String, u16)> {
+    let client = redis::Client::open(format!("redis://{h}")).ok()?;
+    let mut c = client.get_multiplexed_async_connection().await.ok()?;
+    let addr: (String, u16) = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(name)
+        .query_async::<Option<(String, u16)>>(&mut c)
+        .await
+        .ok()??;
+    let server = redis::Client::open(format!("redis://{}", authority(&addr))).ok()?;
+    let mut s = server.get_multiplexed_async_connection().await.ok()?;
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut s).await.ok()?;
+    let is_master = matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master");
+    is_master.then_some(addr)
 }
 
 #[cfg(test)]
@@ -167,6 +206,10 @@ mod tests {
                 "{bad}"
             );
         }
+        let s = Sentinels::parse("redis-sentinel://a,[::1],b:7/m", t).unwrap();
+        assert_eq!(s.hosts, ["a:26379", "[::1]:26379", "b:7"]);
+        assert_eq!(authority(&("::1".into(), 6379)), "[::1]:6379");
+        assert_eq!(authority(&("h".into(), 6379)), "h:6379");
         assert!(is_sentinel_url("REDIS-SENTINEL://a:1/m"));
         assert!(!is_sentinel_url("redis://a:1"));
     }

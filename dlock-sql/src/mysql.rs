@@ -56,7 +56,7 @@ impl MySql {
             ),
             // The assignments run left to right and see earlier new values, so
             // expires_at must come last. LAST_INSERT_ID(x) makes the statement report
-            // the token: the clock in µs on insert, token+1 on takeover, the same token when the row
+            // the token: the clock in µs on insert, max(token + 1, clock in µs) on takeover, the same token when the row
             // is already ours and unexpired, 0 while held by someone else. A row already
             // ours counts as free: an earlier attempt of this acquisition committed
             // after its reply was given up on (owner only changes when the row is
