@@ -12,6 +12,7 @@
 //! | `mysql://user:pw@host:3306/db`, `mariadb://…` | MySQL / MariaDB | `mysql` |
 //! | `redis://[user:pw@]host:6379[/db]`, `rediss://…` (TLS) | one Redis server | `redis` |
 //! | `redis-sentinel://[user:pw@]s1:p,s2:p/mastername[/db]` | the master Redis Sentinel names, followed across failovers | `redis` |
+//! | `redis-cluster://[user:pw@]h1:p,h2:p` | Redis Cluster: each lock on its slot's master | `redis` |
 //! | `redlock://[user:pw@]h1:p,h2:p,h3:p[/db]` | Redlock over independent Redis masters | `redis` |
 //! | `etcd://[user:pw@]h1:2379,h2:2379` | etcd v3 cluster members | `etcd` (needs `protoc` to build) |
 //! | `zk://[user:pw@]h1:2181,h2:2181[/chroot]` (`zookeeper://`) | ZooKeeper ensemble | `zookeeper` |
@@ -153,12 +154,12 @@ async fn connect_backend(url: &str) -> Result<Arc<dyn Coordination>, LockError> 
         "postgres" | "postgresql" => sql(url, "postgres", cfg!(feature = "postgres")).await,
         "mysql" | "mariadb" => sql(url, "mysql", cfg!(feature = "mysql")).await,
         "sqlite" => sql(url, "sqlite", cfg!(feature = "sqlite")).await,
-        "redis" | "rediss" | "redis-sentinel" => redis(url, false).await,
+        "redis" | "rediss" | "redis-sentinel" | "redis-cluster" => redis(url, false).await,
         "redlock" => redis(url, true).await,
         "etcd" => etcd(url).await,
         "zk" | "zookeeper" => zookeeper(url).await,
         other => Err(LockError::Config(format!(
-            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb, redis, rediss, redis-sentinel, redlock, etcd, zk, zookeeper"
+            "{shown:?}: unknown scheme {other:?}; known: memory, sqlite, postgres, postgresql, mysql, mariadb, redis, rediss, redis-sentinel, redis-cluster, redlock, etcd, zk, zookeeper"
         ))),
     }
 }

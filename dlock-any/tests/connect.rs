@@ -133,6 +133,7 @@ async fn redis_and_redlock_urls() {
     let sentinels = required_env("DLOCK_TEST_REDIS_SENTINEL_URL");
     works(&sentinels, "redis").await;
     works(&format!("{sentinels}?prefix=other:"), "redis").await;
+    works(&required_env("DLOCK_TEST_REDIS_CLUSTER_URL"), "redis").await;
 }
 
 #[cfg(feature = "redis")]
@@ -145,6 +146,7 @@ async fn malformed_redis_urls_are_config_errors() {
         "redis://:secret@h:1?timout=2s",
         "redlock://:secret@a:1,b:2,c:3?pool_size=3",
         "redis-sentinel://:secret@a:1,b:2",
+        "redis-cluster://:secret@a:1/2",
         "redis-sentinel://:secret@a:1/master/x",
         "redis-sentinel://:secret@a:1/master?timout=2s",
     ] {

@@ -1,5 +1,7 @@
-//! The connection a node's commands go through: to one Redis server, or — behind
-//! Sentinel — to whichever server the sentinels name master, followed across failovers.
+//! The connection a node's commands go through: to one Redis server; behind Sentinel,
+//! to whichever server the sentinels name master, followed across failovers; or to a
+//! Redis Cluster, whose client routes each command by its keys' slot and follows
+//! `MOVED` and `ASK` redirections (slot migrations, failovers) itself.
 //!
 //! The redis crate's `ConnectionManager` reconnects to the address it was made for.
 //! After a failover that address is gone, or serves as a replica (writes answer
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, PushInfo, RedisFuture, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -24,9 +27,14 @@ use crate::sentinel::Sentinels;
 
 /// A shared handle; clones are cheap and see the same current server.
 #[derive(Clone)]
-pub(crate) struct Conn(Arc<Shared>);
+pub(crate) enum Conn {
+    /// One server, or the master Sentinel names.
+    Server(Arc<Shared>),
+    /// A Redis Cluster (its client is a cheap handle too).
+    Cluster(ClusterConnection),
+}
 
-struct Shared {
+pub(crate) struct Shared {
     current: RwLock<ConnectionManager>,
     follow: Option<Follow>,
 }
@@ -61,7 +69,7 @@ pub(crate) fn manager_config(
 impl Conn {
     /// A connection to one server, for good.
     pub(crate) fn fixed(manager: ConnectionManager) -> Self {
-        Self(Arc::new(Shared {
+        Self::Server(Arc::new(Shared {
             current: RwLock::new(manager),
             follow: None,
         }))
@@ -75,7 +83,7 @@ impl Conn {
         timeout: Duration,
         pushes: UnboundedSender<PushInfo>,
     ) -> Self {
-        Self(Arc::new(Shared {
+        Self::Server(Arc::new(Shared {
             current: RwLock::new(manager),
             follow: Some(Follow {
                 sentinels,
@@ -88,48 +96,71 @@ impl Conn {
         }))
     }
 
+    /// The command a release wakes waiters with: sharded pub/sub on a cluster, so the
+    /// message goes to the shard of the lock's slot (and is not broadcast to every node).
+    pub(crate) fn publish_command(&self) -> &'static str {
+        match self {
+            Self::Server(_) => "PUBLISH",
+            Self::Cluster(_) => "SPUBLISH",
+        }
+    }
+
+    /// Whether this is a cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    /// Subscribes `channel` (RESP3 push) on the current server, and on every later one.
+    pub(crate) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Self::Server(sh) => {
+                if let Some(f) = &sh.follow {
+                    lock(&f.subscribed).insert(channel.to_owned());
+                }
+                let r = sh.manager().subscribe(channel).await;
+                sh.check(r.as_ref().err());
+                r
+            }
+            Self::Cluster(c) => c.clone().ssubscribe(channel).await,
+        }
+    }
+
+    /// Unsubscribes `channel`.
+    pub(crate) async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Self::Server(sh) => {
+                if let Some(f) = &sh.follow {
+                    lock(&f.subscribed).remove(channel);
+                }
+                sh.manager().unsubscribe(channel).await
+            }
+            Self::Cluster(c) => c.clone().sunsubscribe(channel).await,
+        }
+    }
+}
+
+impl Shared {
     fn manager(&self) -> ConnectionManager {
-        match self.0.current.read() {
+        match self.current.read() {
             Ok(m) => m.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    /// Subscribes `channel` (RESP3 push) on the current server, and on every later one.
-    pub(crate) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
-        if let Some(f) = &self.0.follow {
-            lock(&f.subscribed).insert(channel.to_owned());
-        }
-        let r = self.manager().subscribe(channel).await;
-        self.check(r.as_ref().err());
-        r
-    }
-
-    /// Unsubscribes `channel`.
-    pub(crate) async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
-        if let Some(f) = &self.0.follow {
-            lock(&f.subscribed).remove(channel);
-        }
-        self.manager().unsubscribe(channel).await
-    }
-
     /// After a failed command: a followed connection whose server may no longer be the
     /// master asks the sentinels, in the background.
-    fn check(&self, err: Option<&redis::RedisError>) {
-        let (Some(e), Some(_)) = (err, &self.0.follow) else {
-            return;
-        };
-        if may_have_moved(e) {
+    fn check(self: &Arc<Self>, err: Option<&redis::RedisError>) {
+        if err.is_some_and(may_have_moved) {
             self.ask();
         }
     }
 
     /// Asks the sentinels for the master in the background (a followed connection).
-    fn ask(&self) {
-        if self.0.follow.is_none() {
+    fn ask(self: &Arc<Self>) {
+        if self.follow.is_none() {
             return;
         }
-        let me = self.clone();
+        let me = Arc::clone(self);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { me.follow_master().await });
         }
@@ -137,7 +168,7 @@ impl Conn {
 
     /// Asks the sentinels for the master; moves to it if it is another server.
     async fn follow_master(&self) {
-        let Some(f) = &self.0.follow else { return };
+        let Some(f) = &self.follow else { return };
         let Ok(_one) = f.asking.try_lock() else {
             return; // someone is asking already
         };
@@ -157,7 +188,7 @@ impl Conn {
         );
         // swap first, then subscribe what the set holds: a subscribe() that adds a
         // channel after this read already sees the new manager
-        match self.0.current.write() {
+        match self.current.write() {
             Ok(mut m) => *m = manager.clone(),
             Err(poisoned) => *poisoned.into_inner() = manager.clone(),
         }
@@ -171,6 +202,44 @@ impl Conn {
             kind: redis::PushKind::Disconnection,
             data: Vec::new(),
         });
+    }
+
+    /// Sends one command; a followed connection asks the sentinels when the answer
+    /// (or its absence) says the master may have moved.
+    async fn command(self: &Arc<Self>, cmd: &Cmd) -> redis::RedisResult<Value> {
+        let mut unanswered = AskIfDropped(self.follow.as_ref().map(|_| Arc::clone(self)));
+        let r = self.manager().req_packed_command(cmd).await;
+        unanswered.0 = None;
+        match &r {
+            Err(e) => self.check(Some(e)),
+            Ok(Value::ServerError(e)) if moved_code(e.code()) => self.ask(),
+            Ok(_) => {}
+        }
+        r
+    }
+
+    /// Sends a pipeline, as [`Shared::command`].
+    async fn commands(
+        self: &Arc<Self>,
+        cmd: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<Value>> {
+        let mut unanswered = AskIfDropped(self.follow.as_ref().map(|_| Arc::clone(self)));
+        let r = self.manager().req_packed_commands(cmd, offset, count).await;
+        unanswered.0 = None;
+        match &r {
+            Err(e) => self.check(Some(e)),
+            Ok(values) => {
+                let moved = values
+                    .iter()
+                    .any(|v| matches!(v, Value::ServerError(e) if moved_code(e.code())));
+                if moved {
+                    self.ask();
+                }
+            }
+        }
+        r
     }
 }
 
@@ -192,12 +261,12 @@ fn moved_code(code: &str) -> bool {
 /// Asks the sentinels when a command is dropped before it answered (a followed
 /// connection): the server may be gone without refusing, and the caller's timeout
 /// ran out before the manager's own error could.
-struct AskIfDropped(Option<Conn>);
+struct AskIfDropped(Option<Arc<Shared>>);
 
 impl Drop for AskIfDropped {
     fn drop(&mut self) {
-        if let Some(conn) = self.0.take() {
-            conn.ask();
+        if let Some(sh) = self.0.take() {
+            sh.ask();
         }
     }
 }
@@ -209,15 +278,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let mut unanswered = AskIfDropped(self.0.follow.as_ref().map(|_| self.clone()));
-            let r = self.manager().req_packed_command(cmd).await;
-            unanswered.0 = None;
-            match &r {
-                Err(e) => self.check(Some(e)),
-                Ok(Value::ServerError(e)) if moved_code(e.code()) => self.ask(),
-                Ok(_) => {}
+            match self {
+                Self::Server(sh) => sh.command(cmd).await,
+                Self::Cluster(c) => c.req_packed_command(cmd).await,
             }
-            r
         })
     }
 
@@ -228,25 +292,17 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let mut unanswered = AskIfDropped(self.0.follow.as_ref().map(|_| self.clone()));
-            let r = self.manager().req_packed_commands(cmd, offset, count).await;
-            unanswered.0 = None;
-            match &r {
-                Err(e) => self.check(Some(e)),
-                Ok(values) => {
-                    let moved = values
-                        .iter()
-                        .any(|v| matches!(v, Value::ServerError(e) if moved_code(e.code())));
-                    if moved {
-                        self.ask();
-                    }
-                }
+            match self {
+                Self::Server(sh) => sh.commands(cmd, offset, count).await,
+                Self::Cluster(c) => c.req_packed_commands(cmd, offset, count).await,
             }
-            r
         })
     }
 
     fn get_db(&self) -> i64 {
-        self.manager().get_db()
+        match self {
+            Self::Server(sh) => sh.manager().get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
     }
 }

@@ -7,6 +7,8 @@
 //!   that wakes one waiter — no polling.
 //! - [`RedisLock`] behind Redis Sentinel (`redis-sentinel://s1,s2,s3/mastername`): the
 //!   same, on the master the sentinels name, followed when they fail it over.
+//! - [`RedisLock`] on a Redis Cluster (`redis-cluster://h1:6379,h2:6379`): each lock on
+//!   its slot's master, renewals grouped per slot, wake-ups by sharded pub/sub.
 //! - [`Redlock`] on N independent masters: quorum acquisition with per-node timeouts,
 //!   undo on failure, and fencing tokens kept monotonic across quorums.
 //!
@@ -38,6 +40,7 @@
 //! the name, as the `SET NX` family of clients names it.
 
 mod builder;
+mod cluster;
 mod conn;
 mod errors;
 mod fence;

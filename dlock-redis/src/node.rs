@@ -33,6 +33,11 @@ impl Node {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let (conn, shown) = if crate::sentinel::is_sentinel_url(url) {
             Self::follow_master(url, opts, tx).await?
+        } else if crate::cluster::is_cluster_url(url) {
+            (
+                crate::cluster::connect(url, timeout, tx).await?,
+                redact_url(url),
+            )
         } else {
             let conn = Self::open(url, opts, lazy, manager_config(timeout, tx)).await?;
             (Conn::fixed(conn), redact_url(url))
@@ -220,6 +225,7 @@ impl Node {
                     .arg(owner)
                     .arg(&keys.channel)
                     .arg(millis_u64(self.counter_retention))
+                    .arg(self.conn.publish_command())
                     .invoke_async(&mut conn),
             )
             .await?;
@@ -259,8 +265,14 @@ impl Node {
     }
 
     /// Every key matching `pattern` (`SCAN`, a page at a time, so the server is never
-    /// blocked by a `KEYS`).
+    /// blocked by a `KEYS`); on a cluster, on each of its masters.
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        if let Conn::Cluster(c) = &self.conn {
+            let mut keys = self.run("scan", crate::cluster::scan(c, pattern)).await?;
+            keys.sort();
+            keys.dedup();
+            return Ok(keys);
+        }
         let mut conn = self.conn.clone();
         let mut keys = Vec::new();
         let mut cursor = 0_u64;

@@ -91,8 +91,9 @@ return {1, p, 0}
     )
 });
 
-/// KEYS: lock, fence. ARGV: owner, channel, counter retention ms. Deletes the key if
-/// our owner id (unique per acquisition) still holds it, and wakes waiters.
+/// KEYS: lock, fence. ARGV: owner, channel, counter retention ms, `PUBLISH` (`SPUBLISH`
+/// on a cluster: the channel shares the keys' slot). Deletes the key if our owner id
+/// (unique per acquisition) still holds it, and wakes waiters.
 ///
 /// The fencing counter then expires after the retention (plus however far it runs
 /// ahead of the server clock), unless a new holder takes the name first (its `SET`
@@ -111,7 +112,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
   end
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call(ARGV[4], ARGV[2], 'released')
   return 1
 end
 return 0

@@ -152,7 +152,8 @@ return 0
     ))
 });
 
-/// KEYS: holders, tokens, meta, intent, fence. ARGV: member, token, channel. Removes an
+/// KEYS: holders, tokens, meta, intent, fence. ARGV: member, token, channel, `PUBLISH`
+/// (`SPUBLISH` on a cluster). Removes an
 /// unexpired holder with this token and wakes waiters; 1 or 0.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -162,7 +163,7 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('HGET', KEYS[2], ARGV[1
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
   if redis.call('HGET', KEYS[3], 'writer') == ARGV[1] then redis.call('HDEL', KEYS[3], 'writer') end
-  redis.call('PUBLISH', ARGV[3], 'released')
+  redis.call(ARGV[4], ARGV[3], 'released')
   return 1
 end
 return 0
@@ -281,7 +282,8 @@ impl Node {
         }
         call.arg(member(access, owner))
             .arg(token.get())
-            .arg(&keys.channel);
+            .arg(&keys.channel)
+            .arg(self.conn.publish_command());
         Ok(self.invoke::<i64>("release", call).await? == 1)
     }
 

@@ -49,7 +49,9 @@ impl RedisLock {
     /// Connects to `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS, with
     /// the crate's `tls` feature), or to the master Redis Sentinel names:
     /// `redis-sentinel://[user:password@]s1:26379,s2:26379/mastername[/db]` (the
-    /// credentials and database are the master's). Behind Sentinel the lock follows
+    /// credentials and database are the master's), or to a Redis Cluster:
+    /// `redis-cluster://[user:password@]h1:6379,h2:6379` (any of its nodes; the client
+    /// learns the rest and follows `MOVED`/`ASK`). Behind Sentinel the lock follows
     /// the master: a connection error or a `READONLY` answer makes it ask the
     /// sentinels again and move to the master they name. URL parameters `prefix` and
     /// `timeout` are read by dlock.

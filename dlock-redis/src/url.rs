@@ -5,7 +5,7 @@ use dlock_core::{LockError, redact_url};
 use crate::{RedisLock, Redlock};
 
 impl RedisLock {
-    /// Connects with a lock URL, `redis://…`, `rediss://…` or `redis-sentinel://…` (as
+    /// Connects with a lock URL, `redis://…`, `rediss://…`, `redis-sentinel://…` or `redis-cluster://…` (as
     /// [`RedisLock::connect`]).
     ///
     /// # Errors

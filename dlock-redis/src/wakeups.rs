@@ -27,7 +27,8 @@ impl Wakeups {
             let hub = fan_out;
             while let Some(push) = pushes.recv().await {
                 match push.kind {
-                    PushKind::Message => {
+                    // SMessage: sharded pub/sub, on a cluster
+                    PushKind::Message | PushKind::SMessage => {
                         if let Some(Value::BulkString(ch)) = push.data.first() {
                             hub.wake_one(&String::from_utf8_lossy(ch));
                         }

@@ -128,3 +128,31 @@ impl Harness for Sentinel {
         (8, 50)
     }
 }
+
+pub fn cluster_url() -> String {
+    required_env("DLOCK_TEST_REDIS_CLUSTER_URL")
+}
+
+/// RedisLock on a Redis Cluster. A partitionable client is cut by a switch in front of
+/// it: the cluster hands out its nodes' own addresses (`CLUSTER SLOTS`), which no proxy
+/// in front of the seeds would cover.
+pub struct Cluster(pub String);
+
+#[async_trait]
+impl Harness for Cluster {
+    async fn client(&self) -> TestClient {
+        TestClient::new(Arc::new(redis(&self.0).await))
+    }
+    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
+        dlock_conformance::switched_client(Arc::new(redis(&self.0).await))
+    }
+    fn short_ttl(&self) -> Duration {
+        Duration::from_millis(500)
+    }
+    fn expiry_slack(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn workload(&self) -> (usize, usize) {
+        (8, 50)
+    }
+}

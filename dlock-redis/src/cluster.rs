@@ -1,0 +1,190 @@
+//! Redis Cluster: `redis-cluster://[user:password@]h1:6379,h2:6379[?query]`.
+//!
+//! A lock's keys and its release channel share one hash tag (see `crate::keys`), so
+//! every script touches one slot and runs on the slot's master; the redis crate's
+//! cluster client routes it there and follows `MOVED` and `ASK` (slot migrations,
+//! failovers). Renewals due together are grouped per slot, one script call per slot
+//! (`crate::renewals`), and releases wake waiters with sharded pub/sub
+//! (`SPUBLISH`/`SSUBSCRIBE`), so the message goes to the lock's shard only.
+
+use std::time::Duration;
+
+use dlock_core::{LockError, redact_url};
+use redis::cluster::ClusterClient;
+use redis::{ProtocolVersion, PushInfo};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::conn::Conn;
+use crate::errors::from_redis;
+
+/// The scheme of a cluster URL.
+pub(crate) const SCHEME: &str = "redis-cluster://";
+
+/// Whether `url` names a Redis Cluster.
+pub(crate) fn is_cluster_url(url: &str) -> bool {
+    url.get(..SCHEME.len())
+        .is_some_and(|s| s.eq_ignore_ascii_case(SCHEME))
+}
+
+/// One `redis://` URL per seed node of a `redis-cluster://` URL.
+fn seed_urls(url: &str) -> Result<Vec<String>, LockError> {
+    let shown = redact_url(url);
+    let rest = url.get(SCHEME.len()..).unwrap_or_default();
+    let split = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(split);
+    if !(tail.is_empty() || tail == "/" || tail.starts_with('?') || tail.starts_with("/?")) {
+        return Err(LockError::Config(format!(
+            "{shown:?}: a cluster has one database, 0; use redis-cluster://h1:6379,h2:6379"
+        )));
+    }
+    let query = tail.trim_start_matches('/');
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h),
+        None => (String::new(), authority),
+    };
+    let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
+    if hosts.is_empty() {
+        return Err(LockError::Config(format!(
+            "{shown:?} names no nodes: use redis-cluster://h1:6379,h2:6379"
+        )));
+    }
+    Ok(hosts
+        .iter()
+        .map(|h| format!("redis://{userinfo}{h}{query}"))
+        .collect())
+}
+
+/// Connects to the cluster `url` names (dlock's own parameters already taken off);
+/// release messages arrive on `pushes`.
+pub(crate) async fn connect(
+    url: &str,
+    timeout: Duration,
+    pushes: UnboundedSender<PushInfo>,
+) -> Result<Conn, LockError> {
+    let shown = redact_url(url);
+    let seeds = seed_urls(url)?;
+    let client = ClusterClient::builder(seeds)
+        .use_protocol(ProtocolVersion::RESP3)
+        .push_sender(pushes)
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .build()
+        .map_err(|e| LockError::Config(format!("cannot use {shown:?}: {e}")))?;
+    let what = format!("connecting to {shown}");
+    let conn = dlock_core::backend::within(timeout * 3, &what, async {
+        client
+            .get_async_connection()
+            .await
+            .map_err(|e| from_redis(&what, e))
+    })
+    .await?;
+    Ok(Conn::Cluster(conn))
+}
+
+/// Every key matching `pattern` on every master (`CLUSTER SLOTS` names them; `SCAN`
+/// each, a page at a time).
+pub(crate) async fn scan(
+    conn: &redis::cluster_async::ClusterConnection,
+    pattern: &str,
+) -> redis::RedisResult<Vec<String>> {
+    use redis::Value;
+    use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+    let mut c = conn.clone();
+    let slots: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut c)
+        .await?;
+    let mut masters = std::collections::BTreeSet::new();
+    for range in &slots {
+        // [start, end, [host, port, id, …], replicas…]
+        if let Value::Array(parts) = range
+            && let Some(Value::Array(master)) = parts.get(2)
+            && let (Some(host), Some(port)) = (master.first(), master.get(1))
+        {
+            let host: String = redis::from_redis_value(host.clone())?;
+            let port: u16 = redis::from_redis_value(port.clone())?;
+            masters.insert((host, port));
+        }
+    }
+    let mut keys = Vec::new();
+    for (host, port) in masters {
+        let mut cursor = 0_u64;
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                host: host.clone(),
+                port,
+            });
+            let page = c.route_command(scan, at).await?;
+            let (next, page): (u64, Vec<String>) = redis::from_redis_value(page)?;
+            keys.extend(page);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(keys)
+}
+
+/// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag — the part between the
+/// first `{` and the next `}` when that is not empty — or of the whole key, mod 16384.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|b| *b == b'{').and_then(|open| {
+        let rest = key.get(open + 1..)?;
+        let close = rest.iter().position(|b| *b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(key)) % 16384
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_follow_the_hash_tag_as_redis_computes_them() {
+        // values from `CLUSTER KEYSLOT`
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"123456789"), 12739);
+        assert_eq!(slot(b"dlock:{orders/42}:lock"), slot(b"orders/42"));
+        assert_eq!(slot(b"{}x"), slot(b"{}x"));
+        assert_eq!(slot(b"a{}b"), crc16(b"a{}b") % 16384);
+    }
+
+    #[test]
+    fn cluster_urls_name_seed_nodes() {
+        assert_eq!(
+            seed_urls("redis-cluster://:pw@a:1,b:2?protocol=resp3").unwrap(),
+            [
+                "redis://:pw@a:1?protocol=resp3",
+                "redis://:pw@b:2?protocol=resp3"
+            ]
+        );
+        assert_eq!(seed_urls("redis-cluster://a:1/").unwrap(), ["redis://a:1"]);
+        for bad in ["redis-cluster://", "redis-cluster://a:1/3"] {
+            assert!(matches!(seed_urls(bad), Err(LockError::Config(_))), "{bad}");
+        }
+        assert!(is_cluster_url("Redis-Cluster://a:1"));
+    }
+}

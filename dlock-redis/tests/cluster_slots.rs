@@ -1,0 +1,185 @@
+//! Redis Cluster under held locks: renewals that span slots, and a lock's slot
+//! migrated to another master while it is held (`MIGRATING`/`IMPORTING`, the keys
+//! moved, `ASK` then `MOVED`). One test in this binary, so nothing else moves slots.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
+use redis::Value;
+
+/// A master of the cluster: its id and address.
+#[derive(Clone, Debug)]
+struct Master {
+    id: String,
+    addr: String,
+    slots: Vec<(u16, u16)>,
+}
+
+/// The seed addresses of the cluster URL.
+fn seeds() -> Vec<String> {
+    let url = common::cluster_url();
+    let hosts = url.trim_start_matches("redis-cluster://");
+    hosts.split(',').map(str::to_owned).collect()
+}
+
+async fn conn(addr: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(format!("redis://{addr}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn cmd<T: redis::FromRedisValue>(addr: &str, args: &[&str]) -> T {
+    let mut c = conn(addr).await;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut c)
+        .await
+        .unwrap_or_else(|e| panic!("{args:?} on {addr}: {e}"))
+}
+
+/// The masters, from `CLUSTER NODES`.
+async fn masters() -> Vec<Master> {
+    let nodes: String = cmd(&seeds()[0], &["CLUSTER", "NODES"]).await;
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            if !f.get(2)?.contains("master") || f.get(2)?.contains("fail") {
+                return None;
+            }
+            let addr = f.get(1)?.split('@').next()?.to_owned();
+            let slots = f[8..]
+                .iter()
+                .filter(|s| !s.starts_with('['))
+                .filter_map(|s| match s.split_once('-') {
+                    Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+                    None => s.parse().ok().map(|n| (n, n)),
+                })
+                .collect();
+            Some(Master {
+                id: f[0].to_owned(),
+                addr,
+                slots,
+            })
+        })
+        .collect()
+}
+
+fn owns(m: &Master, slot: u16) -> bool {
+    m.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_holds_across_slots_and_slot_migrations() {
+    renewals_spanning_slots_keep_every_lock().await;
+    a_slot_migrated_under_a_held_lock().await;
+}
+
+/// Forty locks on names spread over the slots of all three masters, renewed for three
+/// TTLs: each tick's renewals go out as one script call per slot (one call across
+/// slots would be refused with `CROSSSLOT` and every lock lost).
+async fn renewals_spanning_slots_keep_every_lock() {
+    let url = common::cluster_url();
+    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let ttl = Duration::from_secs(1);
+    let mut guards = Vec::new();
+    for i in 0..40 {
+        let n = LockName::new(&format!("cluster/many/{i}/{:016x}", random_u64())).unwrap();
+        let lease = lock.try_acquire(&n, ttl).await.unwrap().expect("free");
+        guards.push(LockGuard::new(Arc::clone(&lock), lease));
+    }
+    tokio::time::sleep(ttl * 3).await;
+    for g in &guards {
+        assert_eq!(g.state(), GuardState::Held, "{:?}", g.lease().name());
+    }
+    for g in guards {
+        g.release().await.unwrap();
+    }
+}
+
+/// The slot of a held lock moves to another master: while it is `MIGRATING` (keys
+/// still on the source), after its keys moved (the source answers `ASK`), and once
+/// the target owns it (`MOVED`), the holder keeps renewing, nobody else gets the lock,
+/// and the next holder's token is higher.
+async fn a_slot_migrated_under_a_held_lock() {
+    let url = common::cluster_url();
+    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let other: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let name = LockName::new(&format!("cluster/migrating/{:016x}", random_u64())).unwrap();
+    let ttl = Duration::from_secs(1);
+    let lease = lock.try_acquire(&name, ttl).await.unwrap().expect("free");
+    let token = lease.token();
+    let guard = LockGuard::new(Arc::clone(&lock), lease);
+
+    let key = format!("dlock:{{{}}}:lock", name.as_str());
+    let slot: u16 = cmd(&seeds()[0], &["CLUSTER", "KEYSLOT", &key]).await;
+    let all = masters().await;
+    let source = all
+        .iter()
+        .find(|m| owns(m, slot))
+        .expect("an owner")
+        .clone();
+    let target = all
+        .iter()
+        .find(|m| m.id != source.id)
+        .expect("another")
+        .clone();
+    let s = slot.to_string();
+
+    let still_held = |phase: &'static str| {
+        let (guard, other, name) = (&guard, &other, &name);
+        async move {
+            tokio::time::sleep(ttl * 2).await;
+            assert_eq!(
+                guard.state(),
+                GuardState::Held,
+                "{phase}: the holder lost it"
+            );
+            let info = other.inspect(name).await.unwrap().expect("held");
+            assert_eq!(info.token, token, "{phase}");
+            assert!(
+                other.try_acquire(name, ttl).await.unwrap().is_none(),
+                "{phase}: a second holder got it"
+            );
+        }
+    };
+
+    let _: Value = cmd(
+        &target.addr,
+        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &source.id],
+    )
+    .await;
+    let _: Value = cmd(
+        &source.addr,
+        &["CLUSTER", "SETSLOT", &s, "MIGRATING", &target.id],
+    )
+    .await;
+    still_held("slot migrating, keys on the source").await;
+
+    // every key of the slot moves, as redis-cli --cluster reshard moves them
+    let keys: Vec<String> = cmd(&source.addr, &["CLUSTER", "GETKEYSINSLOT", &s, "100000"]).await;
+    assert!(keys.contains(&key), "{keys:?}");
+    let (host, port) = target.addr.rsplit_once(':').unwrap();
+    let mut migrate = vec!["MIGRATE", host, port, "", "0", "5000", "KEYS"];
+    migrate.extend(keys.iter().map(String::as_str));
+    let _: Value = cmd(&source.addr, &migrate).await;
+    still_held("keys on the target, the source answering ASK").await;
+
+    for m in &all {
+        let _: Value = cmd(&m.addr, &["CLUSTER", "SETSLOT", &s, "NODE", &target.id]).await;
+    }
+    still_held("slot owned by the target (MOVED)").await;
+
+    guard.release().await.unwrap();
+    let next = other.try_acquire(&name, ttl).await.unwrap().expect("free");
+    assert!(next.token() > token, "{} after {token}", next.token());
+    other.release(&next).await.unwrap();
+}
