@@ -23,8 +23,9 @@ pub async fn for_url(url: &str) -> Option<Box<dyn RequestCounter>> {
     match scheme.as_str() {
         #[cfg(feature = "redis")]
         "redis" => Some(Box::new(RedisCommands(vec![url.to_owned()]))),
+        // a cluster's seed nodes (its masters, as scripts/services lists them)
         #[cfg(feature = "redis")]
-        "redlock" => Some(Box::new(RedisCommands(
+        "redlock" | "redis-cluster" => Some(Box::new(RedisCommands(
             hosts.iter().map(|h| format!("redis://{h}")).collect(),
         ))),
         #[cfg(feature = "postgres")]

@@ -63,37 +63,44 @@ pub(crate) async fn connect(
 ) -> Result<Conn, LockError> {
     let shown = redact_url(url);
     let seeds = seed_urls(url)?;
-    let client = ClusterClient::builder(seeds)
-        .use_protocol(ProtocolVersion::RESP3)
-        .push_sender(pushes)
-        .connection_timeout(timeout)
-        .response_timeout(timeout)
-        .build()
-        .map_err(|e| LockError::Config(format!("cannot use {shown:?}: {e}")))?;
+    let builder = || {
+        ClusterClient::builder(seeds.clone())
+            .use_protocol(ProtocolVersion::RESP3)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+    };
+    let bad = |e: redis::RedisError| LockError::Config(format!("cannot use {shown:?}: {e}"));
+    // commands and subscriptions on connections of their own (see `Conn::Cluster`)
+    let data = builder().build().map_err(bad)?;
+    let subs = builder().push_sender(pushes).build().map_err(bad)?;
     let what = format!("connecting to {shown}");
-    let conn = dlock_core::backend::within(timeout * 3, &what, async {
-        client
-            .get_async_connection()
-            .await
-            .map_err(|e| from_redis(&what, e))
+    let (data, subs) = dlock_core::backend::within(timeout * 3, &what, async {
+        let data = data.get_async_connection().await;
+        let subs = subs.get_async_connection().await;
+        Ok((
+            data.map_err(|e| from_redis(&what, e))?,
+            subs.map_err(|e| from_redis(&what, e))?,
+        ))
     })
     .await?;
-    Ok(Conn::Cluster(conn))
+    Ok(Conn::Cluster { data, subs })
 }
 
 /// Every key matching `pattern` on every master (`CLUSTER SLOTS` names them; `SCAN`
-/// each, a page at a time).
+/// each, a page at a time, each page within `timeout`).
 pub(crate) async fn scan(
     conn: &redis::cluster_async::ClusterConnection,
     pattern: &str,
+    timeout: Duration,
 ) -> redis::RedisResult<Vec<String>> {
     use redis::Value;
     use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
     let mut c = conn.clone();
-    let slots: Vec<Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query_async(&mut c)
-        .await?;
+    let slots: Vec<Value> = page(
+        timeout,
+        redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut c),
+    )
+    .await?;
     let mut masters = std::collections::BTreeSet::new();
     for range in &slots {
         // [start, end, [host, port, id, …], replicas…]
@@ -120,7 +127,7 @@ pub(crate) async fn scan(
                 host: host.clone(),
                 port,
             });
-            let page = c.route_command(scan, at).await?;
+            let page = page(timeout, c.route_command(scan, at)).await?;
             let (next, page): (u64, Vec<String>) = redis::from_redis_value(page)?;
             keys.extend(page);
             if next == 0 {
@@ -130,6 +137,50 @@ pub(crate) async fn scan(
         }
     }
     Ok(keys)
+}
+
+/// A connection to one master of the cluster (the first `CLUSTER SLOTS` names), for
+/// commands about a server rather than a key (`INFO`, `TIME`, `CONFIG GET`); the
+/// cluster connection itself if none can be reached.
+pub(crate) async fn one_master(
+    conn: redis::cluster_async::ClusterConnection,
+    timeout: Duration,
+) -> Conn {
+    let mut c = conn.clone();
+    let first = async {
+        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut c)
+            .await
+            .ok()?;
+        let redis::Value::Array(parts) = slots.first()? else {
+            return None;
+        };
+        let redis::Value::Array(master) = parts.get(2)? else {
+            return None;
+        };
+        let host: String = redis::from_redis_value(master.first()?.clone()).ok()?;
+        let port: u16 = redis::from_redis_value(master.get(1)?.clone()).ok()?;
+        let client = redis::Client::open(format!("redis://{host}:{port}")).ok()?;
+        client.get_connection_manager().await.ok()
+    };
+    match tokio::time::timeout(timeout, first).await {
+        Ok(Some(manager)) => Conn::fixed(manager),
+        _ => Conn::Cluster {
+            data: conn.clone(),
+            subs: conn,
+        },
+    }
+}
+
+/// `f` within `timeout`, a timeout as an I/O error.
+async fn page<T>(
+    timeout: Duration,
+    f: impl Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    tokio::time::timeout(timeout, f).await.unwrap_or_else(|_| {
+        Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "a SCAN page timed out").into())
+    })
 }
 
 /// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag — the part between the

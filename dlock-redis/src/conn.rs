@@ -30,8 +30,15 @@ use crate::sentinel::Sentinels;
 pub(crate) enum Conn {
     /// One server, or the master Sentinel names.
     Server(Arc<Shared>),
-    /// A Redis Cluster (its client is a cheap handle too).
-    Cluster(ClusterConnection),
+    /// A Redis Cluster (its client is a cheap handle too): commands on `data`, sharded
+    /// subscriptions on `subs`. Apart, because a slot that moves makes the server end
+    /// its subscriptions unasked, and redis-rs takes that message for the reply to the
+    /// oldest request in flight on the connection — on a connection that also carries
+    /// lock scripts, a script would get another's answer.
+    Cluster {
+        data: ClusterConnection,
+        subs: ClusterConnection,
+    },
 }
 
 pub(crate) struct Shared {
@@ -101,13 +108,13 @@ impl Conn {
     pub(crate) fn publish_command(&self) -> &'static str {
         match self {
             Self::Server(_) => "PUBLISH",
-            Self::Cluster(_) => "SPUBLISH",
+            Self::Cluster { .. } => "SPUBLISH",
         }
     }
 
     /// Whether this is a cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Self::Cluster(_))
+        matches!(self, Self::Cluster { .. })
     }
 
     /// Subscribes `channel` (RESP3 push) on the current server, and on every later one.
@@ -121,7 +128,7 @@ impl Conn {
                 sh.check(r.as_ref().err());
                 r
             }
-            Self::Cluster(c) => c.clone().ssubscribe(channel).await,
+            Self::Cluster { subs, .. } => subs.clone().ssubscribe(channel).await,
         }
     }
 
@@ -134,7 +141,7 @@ impl Conn {
                 }
                 sh.manager().unsubscribe(channel).await
             }
-            Self::Cluster(c) => c.clone().sunsubscribe(channel).await,
+            Self::Cluster { subs, .. } => subs.clone().sunsubscribe(channel).await,
         }
     }
 }
@@ -280,7 +287,7 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             match self {
                 Self::Server(sh) => sh.command(cmd).await,
-                Self::Cluster(c) => c.req_packed_command(cmd).await,
+                Self::Cluster { data, .. } => data.req_packed_command(cmd).await,
             }
         })
     }
@@ -294,7 +301,7 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             match self {
                 Self::Server(sh) => sh.commands(cmd, offset, count).await,
-                Self::Cluster(c) => c.req_packed_commands(cmd, offset, count).await,
+                Self::Cluster { data, .. } => data.req_packed_commands(cmd, offset, count).await,
             }
         })
     }
@@ -302,7 +309,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Self::Server(sh) => sh.manager().get_db(),
-            Self::Cluster(c) => c.get_db(),
+            Self::Cluster { data, .. } => data.get_db(),
         }
     }
 }

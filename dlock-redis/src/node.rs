@@ -34,6 +34,11 @@ impl Node {
         let (conn, shown) = if crate::sentinel::is_sentinel_url(url) {
             Self::follow_master(url, opts, tx).await?
         } else if crate::cluster::is_cluster_url(url) {
+            if opts.tls_ca.is_some() {
+                return Err(LockError::Config(
+                    "TLS to a Redis Cluster is not supported yet".into(),
+                ));
+            }
             (
                 crate::cluster::connect(url, timeout, tx).await?,
                 redact_url(url),
@@ -267,8 +272,11 @@ impl Node {
     /// Every key matching `pattern` (`SCAN`, a page at a time, so the server is never
     /// blocked by a `KEYS`); on a cluster, on each of its masters.
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
-        if let Conn::Cluster(c) = &self.conn {
-            let mut keys = self.run("scan", crate::cluster::scan(c, pattern)).await?;
+        if let Conn::Cluster { data, .. } = &self.conn {
+            let what = format!("scan on {}", self.shown);
+            let mut keys = crate::cluster::scan(data, pattern, self.timeout)
+                .await
+                .map_err(|e| from_redis(&what, e))?;
             keys.sort();
             keys.dedup();
             return Ok(keys);
@@ -303,7 +311,14 @@ impl Node {
     /// What decides whether locking on this server is safe: its version, clock,
     /// eviction policy, persistence and replication role.
     pub(crate) async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
-        let mut conn = self.conn.clone();
+        // on a cluster, one master answers for all (a command without keys would go to
+        // every master and come back as a map)
+        let mut conn = match &self.conn {
+            Conn::Cluster { data, .. } => {
+                crate::cluster::one_master(data.clone(), self.timeout).await
+            }
+            Conn::Server(_) => self.conn.clone(),
+        };
         let mut found = Vec::new();
         let info: String = self
             .run("info", redis::cmd("INFO").query_async(&mut conn))

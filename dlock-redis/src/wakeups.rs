@@ -23,10 +23,27 @@ impl Wakeups {
     pub(crate) fn start(conn: Conn, mut pushes: UnboundedReceiver<PushInfo>) -> Arc<Self> {
         let hub = WakeupHub::new();
         let fan_out = Arc::clone(&hub);
+        let resubscribe = conn.clone();
         let listener = OwnedTask::spawn(async move {
             let hub = fan_out;
             while let Some(push) = pushes.recv().await {
                 match push.kind {
+                    // A cluster ends the sharded subscriptions of a slot that moved to
+                    // another master: its waiters look again, and it is subscribed
+                    // again (on the slot's new master) while anyone waits. Our own
+                    // SUNSUBSCRIBE is answered the same way, for an idle channel.
+                    PushKind::SUnsubscribe => {
+                        if let Some(Value::BulkString(ch)) = push.data.first() {
+                            let ch = String::from_utf8_lossy(ch).into_owned();
+                            if !hub.is_idle(&ch) {
+                                hub.wake_each(&ch);
+                                let conn = resubscribe.clone();
+                                tokio::spawn(async move {
+                                    let _ = conn.subscribe(&ch).await;
+                                });
+                            }
+                        }
+                    }
                     // SMessage: sharded pub/sub, on a cluster
                     PushKind::Message | PushKind::SMessage => {
                         if let Some(Value::BulkString(ch)) = push.data.first() {

@@ -119,6 +119,15 @@ async fn a_slot_migrated_under_a_held_lock() {
     let token = lease.token();
     let guard = LockGuard::new(Arc::clone(&lock), lease);
 
+    // a waiter, subscribed to the lock's channel (sharded) through the migration: when
+    // the slot moves the server ends that subscription unasked, which must neither
+    // lose the waiter nor reach another request as its answer
+    let waiter: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let waiting = {
+        let (waiter, name) = (Arc::clone(&waiter), name.clone());
+        tokio::spawn(async move { waiter.acquire(&name, ttl, Duration::from_secs(60)).await })
+    };
+
     let key = format!("dlock:{{{}}}:lock", name.as_str());
     let slot: u16 = cmd(&seeds()[0], &["CLUSTER", "KEYSLOT", &key]).await;
     let all = masters().await;
@@ -179,7 +188,11 @@ async fn a_slot_migrated_under_a_held_lock() {
     still_held("slot owned by the target (MOVED)").await;
 
     guard.release().await.unwrap();
-    let next = other.try_acquire(&name, ttl).await.unwrap().expect("free");
+    let next = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter got the lock")
+        .unwrap()
+        .unwrap();
     assert!(next.token() > token, "{} after {token}", next.token());
-    other.release(&next).await.unwrap();
+    waiter.release(&next).await.unwrap();
 }

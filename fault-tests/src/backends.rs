@@ -99,6 +99,11 @@ impl Backend {
         if self.label == REDIS_SENTINEL {
             return vec![Nemesis::SentinelFailover];
         }
+        // the holder faults: the cluster's nodes are reached at the addresses it hands
+        // out (no proxy covers them), and PgBouncer's own faults are PostgreSQL's
+        if self.label == REDIS_CLUSTER || self.label == PGBOUNCER {
+            return vec![Nemesis::KillHolder, Nemesis::PauseHolder];
+        }
         let mut n = vec![Nemesis::KillHolder, Nemesis::PauseHolder];
         if self.redis {
             n.push(Nemesis::DataLoss);
@@ -128,7 +133,9 @@ impl Backend {
     /// the vDSO, past libfaketime; not SQLite, whose clock is its clients').
     #[must_use]
     pub fn clock_nemeses(&self) -> Vec<Nemesis> {
-        if self.ensemble.is_some() || self.label == POSTGRES_PAIR || self.label == REDIS_SENTINEL {
+        if self.ensemble.is_some()
+            || [POSTGRES_PAIR, REDIS_SENTINEL, REDIS_CLUSTER, PGBOUNCER].contains(&self.label)
+        {
             return Vec::new();
         }
         Nemesis::CLOCKS
@@ -174,8 +181,10 @@ impl Backend {
         match workload {
             Workload::Mutex | Workload::Election => true,
             Workload::Semaphore(_) | Workload::ReadWrite => !self.label.starts_with("redlock"),
-            Workload::OwnStore => OwnStore::supports(&self.url),
-            Workload::Once => OwnStore::keeps_results(&self.url),
+            // the fence helpers' own statements are prepared on the caller's
+            // connection, which a transaction pooler does not keep
+            Workload::OwnStore => OwnStore::supports(&self.url) && self.label != PGBOUNCER,
+            Workload::Once => OwnStore::keeps_results(&self.url) && self.label != PGBOUNCER,
         }
     }
 
@@ -237,6 +246,12 @@ impl Backend {
 /// primary alone is the `postgres` backend).
 pub const POSTGRES_PAIR: &str = "postgres+standby";
 
+/// The label of the Redis Cluster (3 masters with a replica each).
+pub const REDIS_CLUSTER: &str = "redis-cluster";
+
+/// The label of PostgreSQL reached through PgBouncer in transaction mode.
+pub const PGBOUNCER: &str = "pgbouncer";
+
 /// The label of the Redis master, its two replicas and three sentinels: only the
 /// failover applies (single Redis has the other faults).
 pub const REDIS_SENTINEL: &str = "redis-sentinel";
@@ -282,8 +297,25 @@ pub fn from_env(sqlite_dir: &str) -> Vec<Backend> {
         vec!["pg", "pg-standby"],
         false,
     );
+    add(
+        PGBOUNCER,
+        env("DLOCK_TEST_PGBOUNCER_URL").map(|u| {
+            let sep = if u.contains('?') { '&' } else { '?' };
+            format!("{u}{sep}pooler=transaction")
+        }),
+        vec!["pgbouncer"],
+        false,
+    );
     add("mariadb", env("DLOCK_TEST_MYSQL_URL"), vec!["mysql"], false);
     add("redis", env("DLOCK_TEST_REDIS_URL"), vec!["redis"], false);
+    add(
+        REDIS_CLUSTER,
+        env("DLOCK_TEST_REDIS_CLUSTER_URL"),
+        vec![
+            "redis-c1", "redis-c2", "redis-c3", "redis-c4", "redis-c5", "redis-c6",
+        ],
+        false,
+    );
     add(
         REDIS_SENTINEL,
         env("DLOCK_TEST_REDIS_SENTINEL_URL"),
