@@ -29,25 +29,18 @@ pub(crate) fn is_cluster_url(url: &str) -> bool {
 /// One `redis://` URL per seed node of a `redis-cluster://` URL.
 fn seed_urls(url: &str) -> Result<Vec<String>, LockError> {
     let shown = redact_url(url);
-    let rest = url.get(SCHEME.len()..).unwrap_or_default();
-    let split = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(split);
+    let (userinfo, hosts, tail) = crate::url::split_hosts(url);
     if !(tail.is_empty() || tail == "/" || tail.starts_with('?') || tail.starts_with("/?")) {
         return Err(LockError::Config(format!(
             "{shown:?}: a cluster has one database, 0; use redis-cluster://h1:6379,h2:6379"
         )));
     }
-    let query = tail.trim_start_matches('/');
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h),
-        None => (String::new(), authority),
-    };
-    let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
     if hosts.is_empty() {
         return Err(LockError::Config(format!(
             "{shown:?} names no nodes: use redis-cluster://h1:6379,h2:6379"
         )));
     }
+    let query = tail.trim_start_matches('/');
     Ok(hosts
         .iter()
         .map(|h| format!("redis://{userinfo}{h}{query}"))

@@ -47,7 +47,22 @@ impl Redlock {
 
 /// One `redis://` URL per host of a `redlock://` URL, keeping credentials and options.
 fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
-    let shown = redact_url(url);
+    let (userinfo, hosts, tail) = split_hosts(url);
+    if hosts.is_empty() {
+        return Err(LockError::Config(format!(
+            "{:?} names no Redis hosts: use redlock://h1:6379,h2:6379,h3:6379",
+            redact_url(url)
+        )));
+    }
+    Ok(hosts
+        .iter()
+        .map(|h| format!("redis://{userinfo}{h}{tail}"))
+        .collect())
+}
+
+/// A multi-host URL `scheme://[userinfo@]h1,h2[/path][?query]` as its userinfo (with
+/// the `@`, or empty), its hosts and the rest (path and query).
+pub(crate) fn split_hosts(url: &str) -> (String, Vec<&str>, &str) {
     let rest = url.split_once("://").map_or("", |(_, r)| r);
     let split = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(split);
@@ -55,16 +70,8 @@ fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
         Some((u, h)) => (format!("{u}@"), h),
         None => (String::new(), authority),
     };
-    let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
-    if hosts.is_empty() {
-        return Err(LockError::Config(format!(
-            "{shown:?} names no Redis hosts: use redlock://h1:6379,h2:6379,h3:6379"
-        )));
-    }
-    Ok(hosts
-        .iter()
-        .map(|h| format!("redis://{userinfo}{h}{tail}"))
-        .collect())
+    let hosts = hosts.split(',').filter(|h| !h.is_empty()).collect();
+    (userinfo, hosts, tail)
 }
 
 #[cfg(test)]

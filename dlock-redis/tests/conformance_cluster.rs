@@ -3,8 +3,8 @@
 
 mod common;
 
-async fn harness() -> common::Cluster {
-    common::Cluster(common::cluster_url())
+async fn harness() -> common::Discovered {
+    common::Discovered(common::cluster_url())
 }
 
 dlock_conformance::conformance_suite!(harness);

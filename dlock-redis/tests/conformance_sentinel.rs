@@ -3,8 +3,8 @@
 
 mod common;
 
-async fn harness() -> common::Sentinel {
-    common::Sentinel(common::sentinel_url())
+async fn harness() -> common::Discovered {
+    common::Discovered(common::sentinel_url())
 }
 
 dlock_conformance::conformance_suite!(harness);

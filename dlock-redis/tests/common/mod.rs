@@ -105,41 +105,19 @@ pub fn sentinel_url() -> String {
     required_env("DLOCK_TEST_REDIS_SENTINEL_URL")
 }
 
-/// RedisLock on the master Redis Sentinel names. A partitionable client is cut by a
-/// switch in front of it: the sentinels hand out the master's own address, which no
-/// proxy can sit in front of (`sentinel_failover.rs` cuts the real master instead).
-pub struct Sentinel(pub String);
-
-#[async_trait]
-impl Harness for Sentinel {
-    async fn client(&self) -> TestClient {
-        TestClient::new(Arc::new(redis(&self.0).await))
-    }
-    async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
-        dlock_conformance::switched_client(Arc::new(redis(&self.0).await))
-    }
-    fn short_ttl(&self) -> Duration {
-        Duration::from_millis(500)
-    }
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(100)
-    }
-    fn workload(&self) -> (usize, usize) {
-        (8, 50)
-    }
-}
-
 pub fn cluster_url() -> String {
     required_env("DLOCK_TEST_REDIS_CLUSTER_URL")
 }
 
-/// RedisLock on a Redis Cluster. A partitionable client is cut by a switch in front of
-/// it: the cluster hands out its nodes' own addresses (`CLUSTER SLOTS`), which no proxy
-/// in front of the seeds would cover.
-pub struct Cluster(pub String);
+/// RedisLock on the master Redis Sentinel names, or on a Redis Cluster. A
+/// partitionable client is cut by a switch in front of it: the sentinels hand out the
+/// master's own address and the cluster its nodes' (`CLUSTER SLOTS`), which no proxy in
+/// front of the URL's hosts would cover (`sentinel_failover.rs` and `cluster_slots.rs`
+/// fault the real servers instead).
+pub struct Discovered(pub String);
 
 #[async_trait]
-impl Harness for Cluster {
+impl Harness for Discovered {
     async fn client(&self) -> TestClient {
         TestClient::new(Arc::new(redis(&self.0).await))
     }
