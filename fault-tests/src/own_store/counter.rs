@@ -261,10 +261,11 @@ impl OwnStore {
                         .await
                         .map(drop)
                 } else {
-                    // A plain client whose session expired while it was stopped opens
-                    // a new one and writes anyway: the harm the fence prevents. (On its
-                    // old session the write would fail for an unrelated reason, and a
-                    // control that does no harm shows nothing.)
+                    // The store's client outlives the pause (its session is long), so
+                    // the woken holder writes: the harm the fence prevents. Should its
+                    // session have ended all the same, it opens a new one and writes
+                    // anyway (on the old one the write would fail for an unrelated
+                    // reason, and a control that does no harm shows nothing).
                     let first = client
                         .get()
                         .await?

@@ -67,9 +67,18 @@ pub struct ZkClient {
     client: tokio::sync::Mutex<zk::Client>,
 }
 
+/// The store client's session timeout: as an application's own client would have, far
+/// longer than the lock's TTL and the holder pauses, so a pause ends the lock's session
+/// and leaves the store's alive. (At the client's default 6 s, its connection times out
+/// after 2.4 s without an answer, and a holder woken from a 2.5 s pause saw its write
+/// fail on that timer: the unfenced control then did no harm, by luck.)
+const STORE_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl ZkClient {
     async fn connect(hosts: &str) -> Result<zk::Client, LockError> {
-        zk::Client::connect(hosts)
+        zk::Client::connector()
+            .with_session_timeout(STORE_SESSION_TIMEOUT)
+            .connect(hosts)
             .await
             .map_err(|e| LockError::backend("connect", e))
     }
