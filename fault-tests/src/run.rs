@@ -34,6 +34,9 @@ pub struct Plan {
     pub ttl: Duration,
     /// Time a holder spends between its read and its write.
     pub hold: Duration,
+    /// How long the workers run before the fault: time to connect and settle into
+    /// taking turns.
+    pub warmup: Duration,
     /// Length of the run.
     pub duration: Duration,
     /// Whether the store checks fencing tokens.
@@ -293,8 +296,8 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
     })
 }
 
-/// Starts the workers, applies the fault after 1.5 s, lets them run out the plan's
-/// duration and stops them; returns when the fault struck, its victim, and whether it
+/// Starts the workers, applies the fault after the plan's warm-up, lets them run out
+/// the plan's duration and stops them; returns when the fault struck, its victim, and whether it
 /// could be applied.
 async fn run_workers(
     plan: &Plan,
@@ -310,7 +313,7 @@ async fn run_workers(
         let worker = spawn_worker(plan, backend, (name, store.addr(), id), nemesis, clock);
         workers.push(worker.await?);
     }
-    sleep(Duration::from_millis(1500)).await;
+    sleep(plan.warmup).await;
     let (fault_at, victim, mut applied) = match clock {
         Some(clock) => step_clock(nemesis, store, clock).await,
         None => apply(plan, backend, nemesis, store, &mut workers).await,

@@ -25,6 +25,7 @@ fn plan(fenced: bool) -> Plan {
         workers: Workload::Mutex.workers(),
         ttl: Duration::from_secs(1),
         hold: Duration::from_millis(20),
+        warmup: Duration::from_millis(1500),
         duration: Duration::from_secs(5),
         fenced,
         workload: Workload::Mutex,

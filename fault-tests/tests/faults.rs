@@ -27,7 +27,11 @@ fn plan_for(fenced: bool, workload: Workload) -> Plan {
         workers: workload.workers(),
         ttl: TTL,
         hold: Duration::from_millis(20),
-        duration: Duration::from_secs(5),
+        // short runs, as CI needs them (the long runs behind FAULTS.md settle for
+        // 1.5 s and run 8 s): a second to settle, the fault, and at least a second
+        // after it (a pause runs 1 + 2.5 + 1 s)
+        warmup: Duration::from_secs(1),
+        duration: Duration::from_secs(4),
         fenced,
         workload,
     }
@@ -279,8 +283,9 @@ async fn redis_sentinel_failover() {
         Some("DLOCK_TEST_REDIS_SENTINEL_URL"),
     );
     let nemesis = Nemesis::SentinelFailover;
-    // the kill lands 3 s in and the sentinels take 1 s to call the master down and
-    // about 2 s more to promote: room to see the workers carry on
+    // the kill lands 2.5 s in (the warm-up, then 1.5 s with the replicas cut off) and
+    // the sentinels take 1 s to call the master down and about 2 s more to promote:
+    // room to see the workers carry on
     let plan = Plan {
         duration: Duration::from_secs(12),
         ..plan(true)

@@ -47,6 +47,7 @@ async fn main() -> ExitCode {
         workers: workload.workers(),
         ttl: Duration::from_secs(1),
         hold: Duration::from_millis(20),
+        warmup: Duration::from_millis(1500),
         duration: Duration::from_secs(seconds),
         fenced,
         workload,
