@@ -101,10 +101,12 @@ impl SqlLockBuilder {
     /// On, every statement runs in a transaction of its own (`BEGIN`, the statement,
     /// `COMMIT`) as an unnamed prepared statement, so nothing a statement needs
     /// outlives its transaction; waiters poll instead of `LISTEN`ing (a notification
-    /// would reach a server connection the waiter no longer has). An operation then
-    /// costs four round trips instead of one: a pooler that keeps prepared statements
-    /// (PgBouncer 1.21 and later with `max_prepared_statements`) or session mode do
-    /// not need it.
+    /// would reach a server connection the waiter no longer has); and sqlx's
+    /// `extra_float_digits` startup parameter, which PgBouncer refuses, is not sent. A
+    /// mutex operation then costs four round trips instead of one, a semaphore or
+    /// read-write acquisition about twelve. A pooler that keeps prepared statements
+    /// (PgBouncer 1.21 and later with `max_prepared_statements`) needs only
+    /// `listen=false`, session mode neither.
     #[must_use]
     pub fn transaction_pooler(mut self, on: bool) -> Self {
         self.opts.transaction_pooler = on;
@@ -185,12 +187,29 @@ fn bad_url(shown: &str, e: sqlx::Error) -> LockError {
 }
 
 fn connect_error(shown: &str, e: sqlx::Error) -> LockError {
+    // PgBouncer's answer to a parameter sqlx sends at startup: a pooler dlock was not
+    // told about
+    if let sqlx::Error::Database(db) = &e
+        && db.message().starts_with("unsupported startup parameter")
+    {
+        return LockError::Config(format!(
+            "connecting to {shown}: {}: a pooler such as PgBouncer answers; add \
+             pooler=transaction to the URL",
+            db.message()
+        ));
+    }
     from_sqlx(&format!("connecting to {shown}"), e)
 }
 
 #[cfg(feature = "postgres")]
 async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>, LockError> {
-    let options = sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| bad_url(shown, e))?;
+    let mut options =
+        sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| bad_url(shown, e))?;
+    if opts.transaction_pooler {
+        // sqlx asks for `extra_float_digits` at startup, a parameter PgBouncer refuses
+        // unless told to ignore it (`ignore_startup_parameters`); dlock reads no floats
+        options = options.extra_float_digits(None);
+    }
     let options_for_listen = options.clone();
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(opts.pool_size)

@@ -144,11 +144,16 @@ async fn notify_round_trip(pool: &sqlx::postgres::PgPool) -> Result<Finding, sql
             "wake-ups",
             format!("LISTEN/NOTIFY round trip {} ms", sent.elapsed().as_millis()),
         ),
-        _ => Finding::warning(
+        // on one server a notification arrives in milliseconds; one that goes astray
+        // is the mark of a transaction pooler, where a statement dlock prepared on one
+        // server connection may be run on another client's under the same name
+        _ => Finding::critical(
             "wake-ups",
-            "a notification did not arrive within 2 s",
-            "behind a transaction pooler (PgBouncer) notifications go astray: waiters then \
-             wait for their next poll; add pooler=transaction to the URL to say so",
+            "a notification sent on one connection did not reach a listener on another \
+             within 2 s: the mark of a transaction-mode pooler (PgBouncer)",
+            "add pooler=transaction to the URL: behind such a pooler dlock's prepared \
+             statements can run on another client's server connection, and waiters are \
+             never woken",
         ),
     })
 }

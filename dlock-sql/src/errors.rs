@@ -12,7 +12,12 @@ pub(crate) fn from_sqlx(what: &str, e: sqlx::Error) -> LockError {
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(db) => is_transient_db_code(db.code().as_deref()),
+        sqlx::Error::Database(db) => {
+            let code = db.code();
+            // class 08: the connection broke (a pooler in front says so for the server)
+            code.as_deref().is_some_and(|c| c.starts_with("08"))
+                || is_transient_db_code(code.as_deref())
+        }
         _ => false,
     };
     if matches!(e, sqlx::Error::Configuration(_)) {
@@ -26,6 +31,21 @@ pub(crate) fn from_sqlx(what: &str, e: sqlx::Error) -> LockError {
     }
 }
 
+/// Whether `e` says the connection itself is gone or unusable, so the statement may be
+/// made again on another: an I/O or protocol failure, or the server (or pooler) ending
+/// the session — SQLSTATE class 08 (connection exception; PgBouncer reports its own
+/// errors, "server conn crashed?" among them, as `08P01`) or 57P (operator
+/// intervention: shutdown, restart).
+pub(crate) fn is_broken(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")),
+        _ => false,
+    }
+}
+
 fn is_transient_db_code(code: Option<&str>) -> bool {
     matches!(
         code,
@@ -36,4 +56,72 @@ fn is_transient_db_code(code: Option<&str>) -> bool {
         // MySQL/MariaDB: lock wait timeout, deadlock, too many connections, server gone
         | Some("1205" | "1213" | "1040" | "2006" | "2013")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    /// A database's answer with SQLSTATE `code`.
+    #[derive(Debug)]
+    struct Answer(&'static str);
+
+    impl std::fmt::Display for Answer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+    impl std::error::Error for Answer {}
+    impl sqlx::error::DatabaseError for Answer {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    fn answer(code: &'static str) -> sqlx::Error {
+        sqlx::Error::Database(Box::new(Answer(code)))
+    }
+
+    #[test]
+    fn a_broken_connection_is_an_outage_to_retry() {
+        let io = || sqlx::Error::Io(std::io::Error::other("eof"));
+        assert!(is_broken(&io()));
+        assert!(matches!(
+            from_sqlx("x", io()),
+            LockError::Unavailable { .. }
+        ));
+        // PgBouncer's own errors ("server conn crashed?"), a lost link, a shutdown
+        for code in ["08P01", "08006", "08S01", "57P01"] {
+            assert!(is_broken(&answer(code)), "{code}");
+            assert!(
+                matches!(from_sqlx("x", answer(code)), LockError::Unavailable { .. }),
+                "{code}"
+            );
+        }
+        // a statement's own error is an answer, not an outage
+        for code in ["23505", "42P01", "22003"] {
+            assert!(!is_broken(&answer(code)), "{code}");
+            assert!(
+                matches!(from_sqlx("x", answer(code)), LockError::Backend { .. }),
+                "{code}"
+            );
+        }
+        assert!(!is_broken(&sqlx::Error::RowNotFound));
+    }
 }

@@ -101,6 +101,9 @@ fn judge(resource: &str, token: FencingToken, stored: i64) -> Result<(), LockErr
 /// # Ok(()) }
 /// ```
 ///
+/// The statement is prepared once per connection and kept: behind a transaction-mode
+/// pooler use [`fence_postgres_unprepared`].
+///
 /// # Errors
 /// [`LockError::StaleToken`] (roll back); `InvalidName`-like `Config` for a bad table;
 /// a database error.
@@ -116,6 +119,47 @@ pub async fn fence_postgres(
     token: FencingToken,
 ) -> Result<(), LockError> {
     let stored = raise_postgres(conn, lock_table, resource, as_i64(resource, token)?, true)
+        .await
+        .map_err(|e| from_sqlx("fence", e))?;
+    judge(resource, token, stored)
+}
+
+/// [`fence_postgres`] without a prepared statement, for a connection behind a
+/// transaction-mode pooler (PgBouncer `pool_mode=transaction` before 1.21, or without
+/// `max_prepared_statements`): there each transaction may run on a server connection
+/// another client used in between, where a statement prepared in an earlier
+/// transaction is missing — or is another client's under the same name. It costs one
+/// more round trip than [`fence_postgres`] (the statement is parsed and described
+/// each time).
+///
+/// ```no_run
+/// use dlock_core::{FencingToken, LockError};
+/// # async fn pay(pool: sqlx::PgPool, token: FencingToken) -> Result<(), LockError> {
+/// // `pool` reaches PostgreSQL through PgBouncer in transaction mode
+/// let mut tx = pool.begin().await.map_err(|e| LockError::backend("begin", e))?;
+/// dlock_sql::fence::fence_postgres_unprepared(&mut tx, "dlock_locks", "invoice/7", token).await?;
+/// sqlx::query("UPDATE invoices SET paid = true WHERE id = 7")
+///     .persistent(false) // your own statements too
+///     .execute(&mut *tx)
+///     .await
+///     .map_err(|e| LockError::backend("update", e))?;
+/// tx.commit().await.map_err(|e| LockError::backend("commit", e))?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// As [`fence_postgres`].
+///
+/// # Cancel safety
+/// As [`fence_postgres`].
+#[cfg(feature = "postgres")]
+pub async fn fence_postgres_unprepared(
+    conn: &mut sqlx::PgConnection,
+    lock_table: &str,
+    resource: &str,
+    token: FencingToken,
+) -> Result<(), LockError> {
+    let stored = raise_postgres(conn, lock_table, resource, as_i64(resource, token)?, false)
         .await
         .map_err(|e| from_sqlx("fence", e))?;
     judge(resource, token, stored)
@@ -251,7 +295,8 @@ pub fn updated_or_stale(
 
 /// The lock's fence table behind the [`Fence`] trait: each check in a transaction of
 /// its own, on the lock's pool. For checks that must commit with your writes, use
-/// [`fence_postgres`], [`fence_mysql`] or [`fence_sqlite`] in your transaction.
+/// [`fence_postgres`] ([`fence_postgres_unprepared`] behind a transaction-mode pooler),
+/// [`fence_mysql`] or [`fence_sqlite`] in your transaction.
 #[derive(Clone, Debug)]
 pub struct SqlFence {
     lock: SqlLock,
@@ -271,7 +316,7 @@ impl Fence for SqlFence {
         let t = as_i64(resource, token)?;
         let stored = self
             .lock
-            .op("fence", self.lock.store.fence(resource, t))
+            .op("fence", || self.lock.store.fence(resource, t))
             .await?;
         judge(resource, token, stored)
     }

@@ -163,11 +163,5 @@ type Taken<'a, DB> = (
 /// intervention, or 08, connection exception): the connection is dropped at that
 /// message rather than at the closed socket the call after it would meet.
 fn is_broken(err: Option<&sqlx::Error>) -> bool {
-    match err {
-        Some(sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_)) => true,
-        Some(sqlx::Error::Database(e)) => e
-            .code()
-            .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")),
-        _ => false,
-    }
+    err.is_some_and(crate::errors::is_broken)
 }

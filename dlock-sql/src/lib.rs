@@ -89,7 +89,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, resume_held, within,
+    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, resume_held,
 };
 use dlock_core::{
     Access, Capabilities, FencingToken, Held, Holding, Lease, LockError, LockInfo, LockName,
@@ -161,16 +161,46 @@ impl SqlLock {
     }
 
     /// Runs one statement under the operation timeout.
-    async fn op<T>(
-        &self,
-        what: &str,
-        f: impl Future<Output = Result<T, sqlx::Error>>,
-    ) -> Result<T, LockError> {
+    /// Runs the statement `f` makes within the operation timeout. On a connection
+    /// found broken — a server or pooler restarted, every idle connection in the pool
+    /// died with it, and a pooler may refuse logins for a moment after — the
+    /// statement is made again, after a short pause that doubles up to 200 ms, until
+    /// it gets an answer or the timeout ends (then `Unavailable` with the last
+    /// error). Each operation is safe to repeat: an acquisition by the same owner
+    /// takes its own grant back with the same token, a renewal or release compares
+    /// owner and token. A release whose first attempt went through before its
+    /// connection broke answers `false`.
+    async fn op<T, F, Fut>(&self, what: &str, f: F) -> Result<T, LockError>
+    where
+        F: Fn() -> Fut + Send,
+        Fut: Future<Output = Result<T, sqlx::Error>> + Send,
+    {
         let what = format!("{what} on {}", self.store.kind());
-        within(self.opts.op_timeout, &what, async {
-            f.await.map_err(|e| errors::from_sqlx(&what, e))
-        })
-        .await
+        let last = std::sync::Mutex::new(None);
+        let attempts = async {
+            let mut pause = Duration::from_millis(10);
+            loop {
+                match f().await {
+                    Err(e) if errors::is_broken(&e) => {
+                        let shown = errors::from_sqlx(&what, e);
+                        if let Ok(mut last) = last.lock() {
+                            *last = Some(shown);
+                        }
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(200));
+                    }
+                    done => return done.map_err(|e| errors::from_sqlx(&what, e)),
+                }
+            }
+        };
+        match tokio::time::timeout(self.opts.op_timeout, attempts).await {
+            Ok(done) => done,
+            // the timeout, told by what the server last said if it said anything
+            Err(_) => Err(last.into_inner().ok().flatten().unwrap_or_else(|| {
+                let limit = self.opts.op_timeout;
+                LockError::transient(format!("{what}: no answer within {limit:?}"))
+            })),
+        }
     }
 }
 
@@ -191,10 +221,9 @@ impl ClaimDriver for SqlLock {
             return self.claim_shared(name, access, owner, ttl, waits).await;
         }
         let taken = self
-            .op(
-                "acquire",
-                self.store.try_take(name.as_str(), owner.as_str(), ttl),
-            )
+            .op("acquire", || {
+                self.store.try_take(name.as_str(), owner.as_str(), ttl)
+            })
             .await?;
         Ok(match taken {
             Taken::Yes(token) => {
@@ -234,15 +263,14 @@ impl Backend for SqlLock {
         let token =
             i64::try_from(lease.token().get()).map_err(|_| LockError::lease_lost(lease.name()))?;
         let ok = self
-            .op(
-                "renew",
+            .op("renew", || {
                 self.store.renew(
                     lease.name().as_str(),
                     lease.owner().as_str(),
                     token,
                     lease.ttl(),
-                ),
-            )
+                )
+            })
             .await?;
         if ok {
             Ok(lease.renewed(lease.ttl(), sent))
@@ -258,16 +286,17 @@ impl Backend for SqlLock {
         let Ok(token) = i64::try_from(lease.token().get()) else {
             return Ok(false);
         };
-        self.op(
-            "release",
+        self.op("release", || {
             self.store
-                .release(lease.name().as_str(), lease.owner().as_str(), token),
-        )
+                .release(lease.name().as_str(), lease.owner().as_str(), token)
+        })
         .await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let holder = self.op("inspect", self.store.holder(name.as_str())).await?;
+        let holder = self
+            .op("inspect", || self.store.holder(name.as_str()))
+            .await?;
         holder
             .map(|h| {
                 Ok(LockInfo {
@@ -296,11 +325,11 @@ impl Backend for SqlLock {
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
-        self.op("diagnose", self.store.diagnose()).await
+        self.op("diagnose", || self.store.diagnose()).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
-        let rows = self.op("list", self.store.held(prefix)).await?;
+        let rows = self.op("list", || self.store.held(prefix)).await?;
         let mut held = Vec::with_capacity(rows.len());
         for (name, h) in rows {
             // a row written by another program under a name dlock would refuse is

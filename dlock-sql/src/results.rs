@@ -141,10 +141,9 @@ impl ResultStore for SqlResults {
         let t = as_i64(request, token)?;
         let stored = self
             .lock
-            .op(
-                "begin request",
-                self.lock.store.begin_request(request, t, millis(retain)),
-            )
+            .op("begin request", || {
+                self.lock.store.begin_request(request, t, millis(retain))
+            })
             .await?;
         if stored > t {
             return Err(LockError::stale_token(
@@ -166,12 +165,11 @@ impl ResultStore for SqlResults {
         let t = as_i64(request, token)?;
         let (updated, seen) = self
             .lock
-            .op(
-                "record result",
+            .op("record result", || {
                 self.lock
                     .store
-                    .record_result(request, t, result, millis(retain)),
-            )
+                    .record_result(request, t, result, millis(retain))
+            })
             .await?;
         if updated {
             Ok(())
@@ -186,7 +184,7 @@ impl ResultStore for SqlResults {
 
     async fn result(&self, request: &str) -> Result<Option<Vec<u8>>, LockError> {
         self.lock
-            .op("read result", self.lock.store.request_result(request))
+            .op("read result", || self.lock.store.request_result(request))
             .await
     }
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, mysql_url, postgres_url, sqlite_url};
+use common::{connect, mysql_url, pgbouncer_url, postgres_url, sqlite_url};
 use dlock_core::{Fence, FencingToken, LockError, random_u64};
 use dlock_sql::fence::{fence_table, updated_or_stale};
 
@@ -126,6 +126,53 @@ async fn postgres_fence() {
         .execute(&pool)
         .await
         .unwrap();
+}
+
+/// Behind PgBouncer in transaction mode each transaction may run on another server
+/// connection, one another client used a moment before: a fence in the caller's
+/// transaction must not lean on a statement prepared in an earlier one. Two clients
+/// take turns (PgBouncer hands each the server connection the other just left), and
+/// every fence answers as the marks say — never "prepared statement … already exists"
+/// or "does not exist".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_fence_in_a_transaction() {
+    // the lock through the pooler, as dlock is told to run there; the application's
+    // pool goes through it too (plain URL: sqlx knows no `pooler=`)
+    let lock_url = pgbouncer_url();
+    trait_fence(&lock_url).await;
+    let plain = lock_url.split('?').next().unwrap();
+    let options: sqlx::postgres::PgConnectOptions = plain.parse().unwrap();
+    // a stock PgBouncer refuses the parameter sqlx sends by default
+    let options = options.extra_float_digits(None);
+    let one = || {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+    };
+    let (a, b) = (one().await.unwrap(), one().await.unwrap());
+    let r = resource();
+    for round in 1..=10_u64 {
+        for (pool, offset) in [(&a, 0), (&b, 1)] {
+            let token = 2 * round + offset;
+            let mut tx = pool.begin().await.unwrap();
+            dlock_sql::fence::fence_postgres_unprepared(&mut tx, "dlock_locks", &r, t(token))
+                .await
+                .unwrap_or_else(|e| panic!("round {round}, token {token}: {e:?}"));
+            tx.commit().await.unwrap();
+            // the token just below the mark is refused, on the other client
+            let other = if offset == 0 { &b } else { &a };
+            let mut tx = other.begin().await.unwrap();
+            let stale = dlock_sql::fence::fence_postgres_unprepared(
+                &mut tx,
+                "dlock_locks",
+                &r,
+                t(token - 1),
+            )
+            .await;
+            assert!(is_stale(&stale, Some(token), token - 1), "{stale:?}");
+            tx.rollback().await.unwrap();
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

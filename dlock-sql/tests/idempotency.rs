@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{connect, mysql_url, postgres_url, sqlite_url};
+use common::{connect, mysql_url, pgbouncer_url, postgres_url, sqlite_url};
 use dlock_conformance::idempotency::{Side, idempotency_suite};
 
 async fn side(url: &str) -> Side {
@@ -21,6 +21,12 @@ async fn suite(url: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     suite(&postgres_url()).await;
+}
+
+/// The records through PgBouncer in transaction mode (`pooler=transaction`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer() {
+    suite(&pgbouncer_url()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

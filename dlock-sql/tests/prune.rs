@@ -92,3 +92,10 @@ async fn mysql_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
 async fn sqlite_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
     prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::sqlite_url()).await;
 }
+
+/// Through PgBouncer in transaction mode (`pooler=transaction`): prune's batches, each a
+/// transaction of its own, lean on no session either.
+#[tokio::test]
+async fn pgbouncer_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
+    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::pgbouncer_url()).await;
+}

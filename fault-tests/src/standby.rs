@@ -62,12 +62,18 @@ impl Standby {
     }
 }
 
-/// Runs one statement with `psql`; its output, trimmed, when it succeeded.
+/// Runs one statement with `psql`; its output, trimmed, when it succeeded within
+/// 40 s (the promotion waits up to 30 s of them) — a server that hangs fails the drill
+/// rather than the whole suite.
 async fn psql(url: &str, sql: &str) -> Option<String> {
-    let out = Command::new("psql")
+    let run = Command::new("psql")
         .args(["-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
-        .output()
+        .env("PGCONNECT_TIMEOUT", "5")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(40), run)
         .await
+        .ok()?
         .ok()?;
     out.status
         .success()

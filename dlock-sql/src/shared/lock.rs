@@ -27,7 +27,7 @@ impl SqlLock {
             waits,
             intent: self.wait_policy_now().writer_intent(),
         };
-        match self.op("acquire", self.store.take_shared(&req)).await? {
+        match self.op("acquire", || self.store.take_shared(&req)).await? {
             SharedTaken::Yes(token) => Ok(Claim::Taken(FencingToken::from_signed(
                 token,
                 "token in the shared table",
@@ -52,7 +52,7 @@ impl SqlLock {
         let key = shared_key(lease.name(), lease.access());
         let token = signed(lease)?;
         let owner = lease.owner().as_str();
-        let renew = self.store.renew_shared(&key, owner, token, lease.ttl());
+        let renew = || self.store.renew_shared(&key, owner, token, lease.ttl());
         if self.op("renew", renew).await? {
             Ok(lease.renewed(lease.ttl(), sent))
         } else {
@@ -66,7 +66,7 @@ impl SqlLock {
         };
         let key = shared_key(lease.name(), lease.access());
         let owner = lease.owner().as_str();
-        self.op("release", self.store.release_shared(&key, owner, token))
+        self.op("release", || self.store.release_shared(&key, owner, token))
             .await
     }
 
@@ -76,7 +76,9 @@ impl SqlLock {
         of: Access,
     ) -> Result<Vec<Holding>, LockError> {
         let key = shared_key(name, of);
-        let rows = self.op("holders", self.store.holders_shared(&key)).await?;
+        let rows = self
+            .op("holders", || self.store.holders_shared(&key))
+            .await?;
         rows.into_iter()
             .map(|h| {
                 let access = match h.access.as_str() {
