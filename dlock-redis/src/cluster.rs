@@ -79,15 +79,12 @@ pub(crate) async fn connect(
     Ok(Conn::Cluster { data, subs })
 }
 
-/// Every key matching `pattern` on every master (`CLUSTER SLOTS` names them; `SCAN`
-/// each, a page at a time, each page within `timeout`).
-pub(crate) async fn scan(
+/// The masters' `(host, port)`s, as `CLUSTER SLOTS` names them (within `timeout`).
+pub(crate) async fn masters(
     conn: &redis::cluster_async::ClusterConnection,
-    pattern: &str,
     timeout: Duration,
-) -> redis::RedisResult<Vec<String>> {
+) -> redis::RedisResult<Vec<(String, u16)>> {
     use redis::Value;
-    use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
     let mut c = conn.clone();
     let slots: Vec<Value> = page(
         timeout,
@@ -106,8 +103,19 @@ pub(crate) async fn scan(
             masters.insert((host, port));
         }
     }
+    Ok(masters.into_iter().collect())
+}
+
+/// Every key matching `pattern` on every master (`CLUSTER SLOTS` names them; `SCAN`
+/// each, a page at a time, each page within `timeout`).
+pub(crate) async fn scan(
+    conn: &redis::cluster_async::ClusterConnection,
+    pattern: &str,
+    timeout: Duration,
+) -> redis::RedisResult<Vec<String>> {
     let mut keys = Vec::new();
-    for (host, port) in masters {
+    for (host, port) in masters(conn, timeout).await? {
+        let mut at = Routed::new(conn.clone(), host, port);
         let mut cursor = 0_u64;
         loop {
             let mut scan = redis::cmd("SCAN");
@@ -116,12 +124,7 @@ pub(crate) async fn scan(
                 .arg(pattern)
                 .arg("COUNT")
                 .arg(1000);
-            let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
-                host: host.clone(),
-                port,
-            });
-            let page = page(timeout, c.route_command(scan, at)).await?;
-            let (next, page): (u64, Vec<String>) = redis::from_redis_value(page)?;
+            let (next, page): (u64, Vec<String>) = page(timeout, scan.query_async(&mut at)).await?;
             keys.extend(page);
             if next == 0 {
                 break;
@@ -132,37 +135,64 @@ pub(crate) async fn scan(
     Ok(keys)
 }
 
-/// A connection to one master of the cluster (the first `CLUSTER SLOTS` names), for
-/// commands about a server rather than a key (`INFO`, `TIME`, `CONFIG GET`); the
-/// cluster connection itself if none can be reached.
-pub(crate) async fn one_master(
-    conn: redis::cluster_async::ClusterConnection,
-    timeout: Duration,
-) -> Conn {
-    let mut c = conn.clone();
-    let first = async {
-        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query_async(&mut c)
-            .await
-            .ok()?;
-        let redis::Value::Array(parts) = slots.first()? else {
-            return None;
-        };
-        let redis::Value::Array(master) = parts.get(2)? else {
-            return None;
-        };
-        let host: String = redis::from_redis_value(master.first()?.clone()).ok()?;
-        let port: u16 = redis::from_redis_value(master.get(1)?.clone()).ok()?;
-        let client = redis::Client::open(format!("redis://{host}:{port}")).ok()?;
-        client.get_connection_manager().await.ok()
-    };
-    match tokio::time::timeout(timeout, first).await {
-        Ok(Some(manager)) => Conn::fixed(manager),
-        _ => Conn::Cluster {
-            data: conn.clone(),
-            subs: conn,
-        },
+/// The cluster connection with every command sent to one node (by address), for
+/// commands about a server rather than a key (`INFO`, `TIME`, `CONFIG GET`, `SCAN`):
+/// the cluster client's own connections, credentials and timeouts.
+pub(crate) struct Routed {
+    data: redis::cluster_async::ClusterConnection,
+    host: String,
+    port: u16,
+}
+
+impl Routed {
+    pub(crate) fn new(
+        data: redis::cluster_async::ClusterConnection,
+        host: String,
+        port: u16,
+    ) -> Self {
+        Self { data, host, port }
+    }
+
+    /// `host:port`, for findings.
+    pub(crate) fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    fn route(&self) -> redis::cluster_routing::SingleNodeRoutingInfo {
+        redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+            host: self.host.clone(),
+            port: self.port,
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for Routed {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        Box::pin(async move {
+            let at = redis::cluster_routing::RoutingInfo::SingleNode(self.route());
+            self.data.route_command(cmd.clone(), at).await
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        Box::pin(async move {
+            let at = self.route();
+            self.data
+                .route_pipeline(cmd.clone(), offset, count, at)
+                .await
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
     }
 }
 

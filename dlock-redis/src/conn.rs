@@ -13,8 +13,17 @@
 //! refusing) asks too. The failed command itself is not retried here: its outcome
 //! is unknown, and the caller's retry rules (acquire within its wait, renewals until
 //! `valid_until`) apply as for any outage.
+//!
+//! A followed connection that dropped is not trusted again until it is verified: the
+//! manager reconnects to its old address by itself, and an old master that restarted
+//! answers as a master until the sentinels make it a replica — a client idle through
+//! the failover would otherwise lock there while another holds the lock on the new
+//! master. So a dropped connection (the manager's `Disconnection` push) marks it
+//! unverified, and the next command first asks the sentinels, moves if they name
+//! another master, and checks `ROLE` on the server it will use.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -58,6 +67,9 @@ struct Follow {
     subscribed: Mutex<BTreeSet<String>>,
     /// One asker at a time.
     asking: tokio::sync::Mutex<()>,
+    /// The current server was a master when last checked, and the connection has not
+    /// dropped since.
+    verified: AtomicBool,
 }
 
 /// The manager settings every connection of a node uses.
@@ -99,6 +111,8 @@ impl Conn {
                 pushes,
                 subscribed: Mutex::new(BTreeSet::new()),
                 asking: tokio::sync::Mutex::new(()),
+                // the sentinels named it and it answered ROLE as a master just now
+                verified: AtomicBool::new(true),
             }),
         }))
     }
@@ -129,6 +143,16 @@ impl Conn {
                 r
             }
             Self::Cluster { subs, .. } => subs.clone().ssubscribe(channel).await,
+        }
+    }
+
+    /// The connection dropped: a followed one is verified again before its next
+    /// command (see the module's doc).
+    pub(crate) fn connection_dropped(&self) {
+        if let Self::Server(sh) = self
+            && let Some(f) = &sh.follow
+        {
+            f.verified.store(false, Ordering::SeqCst);
         }
     }
 
@@ -179,15 +203,55 @@ impl Shared {
         let Ok(_one) = f.asking.try_lock() else {
             return; // someone is asking already
         };
+        self.move_to_named_master(f).await;
+    }
+
+    /// Before a command on a connection that dropped since it was last checked: asks
+    /// the sentinels (moving if they name another master), then `ROLE` on the server
+    /// the command will go to. Until the sentinels name a master and that server says
+    /// it is one, commands fail as in an outage: a server's own word is not enough
+    /// (an old master restarted says it is a master).
+    async fn verify(&self) -> redis::RedisResult<()> {
+        let Some(f) = &self.follow else { return Ok(()) };
+        if f.verified.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _one = f.asking.lock().await;
+        if f.verified.load(Ordering::SeqCst) {
+            return Ok(()); // another command verified it meanwhile
+        }
+        if !self.move_to_named_master(f).await {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "reconnected, and no sentinel names a master to check the server against",
+            )
+            .into());
+        }
+        let role: Vec<Value> = redis::cmd("ROLE").query_async(&mut self.manager()).await?;
+        if crate::sentinel::is_master_role(&role) {
+            f.verified.store(true, Ordering::SeqCst);
+            Ok(())
+        } else {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the server the sentinels named is not a master (yet)",
+            )
+            .into())
+        }
+    }
+
+    /// Moves to the master the sentinels name, if it is another server (the caller
+    /// holds `asking`); whether the connection is now to the master they name.
+    async fn move_to_named_master(&self, f: &Follow) -> bool {
         let Some(master) = f.sentinels.master().await else {
-            return;
+            return false;
         };
         if *lock(&f.master) == master {
-            return;
+            return true;
         }
         let config = manager_config(f.timeout, f.pushes.clone());
         let Ok(manager) = f.sentinels.manager(&master, config).await else {
-            return;
+            return false;
         };
         tracing::warn!(
             master = %format!("{}:{}", master.0, master.1),
@@ -209,11 +273,13 @@ impl Shared {
             kind: redis::PushKind::Disconnection,
             data: Vec::new(),
         });
+        true
     }
 
     /// Sends one command; a followed connection asks the sentinels when the answer
     /// (or its absence) says the master may have moved.
     async fn command(self: &Arc<Self>, cmd: &Cmd) -> redis::RedisResult<Value> {
+        self.verify().await?;
         let mut unanswered = AskIfDropped(self.follow.as_ref().map(|_| Arc::clone(self)));
         let r = self.manager().req_packed_command(cmd).await;
         unanswered.0 = None;
@@ -232,6 +298,7 @@ impl Shared {
         offset: usize,
         count: usize,
     ) -> redis::RedisResult<Vec<Value>> {
+        self.verify().await?;
         let mut unanswered = AskIfDropped(self.follow.as_ref().map(|_| Arc::clone(self)));
         let r = self.manager().req_packed_commands(cmd, offset, count).await;
         unanswered.0 = None;
@@ -260,9 +327,11 @@ fn may_have_moved(e: &redis::RedisError) -> bool {
         || e.code().is_some_and(moved_code)
 }
 
-/// A server error code that says the server is not the master (any more).
+/// A server error code that says the server is not the master (any more), or a master
+/// cut off from its replicas (`min-replicas-to-write`), which a failover may be about
+/// to replace.
 fn moved_code(code: &str) -> bool {
-    matches!(code, "READONLY" | "MASTERDOWN")
+    matches!(code, "READONLY" | "MASTERDOWN" | "NOREPLICAS")
 }
 
 /// Asks the sentinels when a command is dropped before it answered (a followed

@@ -18,9 +18,13 @@ pub(crate) fn from_redis(what: &str, e: redis::RedisError) -> LockError {
         || e.is_connection_refusal()
         || e.is_timeout()
         || e.is_unrecoverable_error()
-        // a server that is (now) a replica, or a master cut off from its replicas:
-        // a failover in progress, which a retry on the next master may get past
-        || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
+        // a server that is (now) a replica, or a master cut off from its replicas
+        // (`min-replicas-to-write`): a failover in progress, which a retry on the next
+        // master may get past; a cluster between slot maps
+        || matches!(
+            e.code(),
+            Some("READONLY" | "MASTERDOWN" | "LOADING" | "NOREPLICAS" | "CLUSTERDOWN" | "TRYAGAIN")
+        )
     {
         LockError::unavailable(message, e)
     } else {

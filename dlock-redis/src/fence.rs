@@ -111,16 +111,16 @@ impl RedisLock {
 }
 
 /// The fence key of a value key, in the value key's Redis Cluster slot: next to its own
-/// hash tag if it has one, else with the whole key as the tag.
+/// hash tag if it has one, else with the whole key as the tag — or, when the key holds
+/// a `}` that would end that tag early, after a tag of the key's slot.
 fn fence_key_of(key: &str) -> String {
-    let tagged = key
-        .find('{')
-        .and_then(|open| key[open + 1..].find('}').map(|len| len > 0))
-        .unwrap_or(false);
-    if tagged {
+    if crate::keys::has_hash_tag(key) {
         format!("{key}:dlock-fence")
-    } else {
+    } else if !key.contains('}') {
         format!("{{{key}}}:dlock-fence")
+    } else {
+        let tag = crate::keys::slot_tag(crate::cluster::slot(key.as_bytes()));
+        format!("{{{tag}}}:{key}:dlock-fence")
     }
 }
 
@@ -227,7 +227,14 @@ mod tests {
     fn fence_keys_share_the_value_keys_slot() {
         assert_eq!(fence_key_of("stock:1"), "{stock:1}:dlock-fence");
         assert_eq!(fence_key_of("user:{42}:x"), "user:{42}:x:dlock-fence");
-        // no valid tag ("{}" is empty): the whole key is hashed; our fence key's tag is
-        // then "odd:{" — a different slot, which only a cluster would mind (#19)
+        for key in ["stock:1", "user:{42}:x", "odd:{}:x", "a}b", "x{}y{z}", "{"] {
+            let slot = crate::cluster::slot(key.as_bytes());
+            assert_eq!(
+                crate::cluster::slot(fence_key_of(key).as_bytes()),
+                slot,
+                "{key}"
+            );
+        }
+        assert_ne!(fence_key_of("a}b"), fence_key_of("a}c"));
     }
 }

@@ -32,13 +32,17 @@ impl Keys {
                 }
             }
             // in the lock key's cluster slot: after its own hash tag if it has one,
-            // else with the whole lock key as the tag
+            // else with the whole lock key as the tag — unless it holds a `}`, which
+            // would end that tag early: then a tag of the lock key's slot goes first
             KeyLayout::Plain => {
                 let lock = format!("{prefix}{}", name.as_str());
                 let base = if has_hash_tag(&lock) {
                     lock.clone()
-                } else {
+                } else if !lock.contains('}') {
                     format!("{{{lock}}}")
+                } else {
+                    let tag = slot_tag(crate::cluster::slot(lock.as_bytes()));
+                    format!("{{{tag}}}:{lock}")
                 };
                 Self {
                     fence: format!("{base}:token"),
@@ -114,9 +118,34 @@ fn unescape(tag: &str) -> String {
     out
 }
 
+/// A hash tag of Redis Cluster slot `slot`: the smallest decimal number that hashes
+/// there (a table of all 16 384, made on first use: about 170 000 CRC16s of a few
+/// bytes each).
+pub(crate) fn slot_tag(slot: u16) -> &'static str {
+    static TAGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = vec![String::new(); 16_384];
+        let mut left = tags.len();
+        let mut n: u64 = 0;
+        while left > 0 {
+            let candidate = n.to_string();
+            let s = usize::from(crate::cluster::slot(candidate.as_bytes()));
+            if let Some(t) = tags.get_mut(s)
+                && t.is_empty()
+            {
+                *t = candidate;
+                left -= 1;
+            }
+            n += 1;
+        }
+        tags
+    });
+    tags.get(usize::from(slot)).map_or("0", String::as_str)
+}
+
 /// Whether Redis Cluster hashes `key` by a tag: a `{` followed, later, by a `}` with
 /// something between them.
-fn has_hash_tag(key: &str) -> bool {
+pub(crate) fn has_hash_tag(key: &str) -> bool {
     key.find('{')
         .and_then(|open| key[open + 1..].find('}'))
         .is_some_and(|len| len > 0)
@@ -174,6 +203,44 @@ mod tests {
         assert_eq!(keys.lock, "user:{42}");
         assert_eq!(keys.fence, "user:{42}:token");
         assert!(has_hash_tag("a{b}") && !has_hash_tag("a{}b") && !has_hash_tag("a}b{"));
+        // every key of a name in its lock key's slot, awkward braces included
+        for name in [
+            "orders/42",
+            "a}b",
+            "x{}y{z}",
+            "}",
+            "a{b",
+            "{}",
+            "a{}b}c",
+            "user:{42}",
+        ] {
+            let keys = Keys::new(&opts, &LockName::new(name).unwrap());
+            let slot = crate::cluster::slot(keys.lock.as_bytes());
+            assert_eq!(
+                crate::cluster::slot(keys.fence.as_bytes()),
+                slot,
+                "{keys:?}"
+            );
+            assert_eq!(
+                crate::cluster::slot(keys.channel.as_bytes()),
+                slot,
+                "{keys:?}"
+            );
+        }
+        assert_ne!(
+            Keys::new(&opts, &LockName::new("a}b").unwrap()).fence,
+            Keys::new(&opts, &LockName::new("a}c").unwrap()).fence
+        );
+    }
+
+    #[test]
+    fn every_slot_has_a_tag() {
+        for slot in [0, 1, 12_182, 16_383] {
+            assert_eq!(
+                crate::cluster::slot(format!("{{{}}}x", slot_tag(slot)).as_bytes()),
+                slot
+            );
+        }
     }
 
     #[test]

@@ -309,19 +309,34 @@ impl Node {
     }
 
     /// What decides whether locking on this server is safe: its version, clock,
-    /// eviction policy, persistence and replication role.
+    /// eviction policy, persistence and replication role — on a cluster, of every
+    /// master (each finding names it).
     pub(crate) async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
-        // on a cluster, one master answers for all (a command without keys would go to
-        // every master and come back as a map)
-        let mut conn = match &self.conn {
-            Conn::Cluster { data, .. } => {
-                crate::cluster::one_master(data.clone(), self.timeout).await
-            }
-            Conn::Server(_) => self.conn.clone(),
+        let data = match &self.conn {
+            Conn::Cluster { data, .. } => data,
+            Conn::Server(_) => return self.diagnose_server(&mut self.conn.clone()).await,
         };
+        let masters = self
+            .run("cluster slots", crate::cluster::masters(data, self.timeout))
+            .await?;
+        let mut found = Vec::new();
+        for (host, port) in masters {
+            let mut master = crate::cluster::Routed::new(data.clone(), host, port);
+            let addr = master.addr();
+            let each = self.diagnose_server(&mut master).await?;
+            found.extend(each.into_iter().map(|f| f.about(&addr)));
+        }
+        Ok(found)
+    }
+
+    /// [`Node::diagnose`] of the one server `conn` reaches.
+    async fn diagnose_server<C>(&self, conn: &mut C) -> Result<Vec<Finding>, LockError>
+    where
+        C: redis::aio::ConnectionLike + Send,
+    {
         let mut found = Vec::new();
         let info: String = self
-            .run("info", redis::cmd("INFO").query_async(&mut conn))
+            .run("info", redis::cmd("INFO").query_async(conn))
             .await?;
         let field = |key: &str| {
             info.lines()
@@ -334,7 +349,7 @@ impl Node {
         ));
         let sent = now_ms();
         let (secs, micros): (i64, i64) = self
-            .run("time", redis::cmd("TIME").query_async(&mut conn))
+            .run("time", redis::cmd("TIME").query_async(conn))
             .await?;
         found.push(clock_offset(
             "server clock",
@@ -369,7 +384,7 @@ impl Node {
                 .arg("GET")
                 .arg("maxmemory*")
                 .arg("append*")
-                .query_async(&mut conn)
+                .query_async(conn)
                 .await;
         let Ok(config) = config else {
             found.push(Finding::warning(

@@ -112,7 +112,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
   end
   redis.call('DEL', KEYS[1])
-  redis.call(ARGV[4], ARGV[2], 'released')
+  -- pcall: the release is done; a publish refused (no SPUBLISH before Redis 7, an
+  -- ACL without it) must not report it failed — waiters then find out by polling
+  redis.pcall(ARGV[4], ARGV[2], 'released')
   return 1
 end
 return 0

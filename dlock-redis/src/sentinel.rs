@@ -99,9 +99,13 @@ impl Sentinels {
         format!("{SCHEME}{}/{}", self.hosts.join(","), self.name)
     }
 
-    /// The master's address: asked of every sentinel at once, the first answer whose
-    /// server says it is a master (`ROLE`) — a sentinel that has not yet seen a
-    /// failover still names the old master, now a replica.
+    /// The master's address: every sentinel is asked at once (each within twice the
+    /// timeout), and the answers are tried newest configuration first — the highest
+    /// `config-epoch`, then the most sentinels — until one's server says it is a
+    /// master (`ROLE`, with the URL's credentials). A sentinel that has not yet seen a
+    /// failover still names the old master; and an old master that restarted says it
+    /// is a master until the sentinels make it a replica, so the epoch, not the first
+    /// answer, decides.
     pub(crate) async fn master(&self) -> Option<(String, u16)> {
         let mut asks = tokio::task::JoinSet::new();
         for h in &self.hosts {
@@ -113,12 +117,41 @@ impl Sentinels {
                     .flatten()
             });
         }
+        let mut named: Vec<((String, u16), u64)> = Vec::new();
         while let Some(answer) = asks.join_next().await {
-            if let Ok(Some(addr)) = answer {
+            if let Ok(Some(one)) = answer {
+                named.push(one);
+            }
+        }
+        for addr in newest_first(named) {
+            if tokio::time::timeout(self.timeout * 2, self.says_master(&addr))
+                .await
+                .unwrap_or(false)
+            {
                 return Some(addr);
             }
         }
         None
+    }
+
+    /// Whether the server at `addr` answers `ROLE` as a master (reached as the lock
+    /// reaches it: the URL's credentials). A user not allowed `ROLE` takes the
+    /// sentinels' word for it.
+    async fn says_master(&self, addr: &(String, u16)) -> bool {
+        let url = format!("redis://{}{}", self.userinfo, authority(addr));
+        let Ok(server) = redis::Client::open(url) else {
+            return false;
+        };
+        let Ok(mut s) = server.get_multiplexed_async_connection().await else {
+            return false;
+        };
+        match redis::cmd("ROLE")
+            .query_async::<Vec<redis::Value>>(&mut s)
+            .await
+        {
+            Ok(role) => is_master_role(&role),
+            Err(e) => e.code() == Some("NOPERM"),
+        }
     }
 
     /// The master's address, or why there is none.
@@ -163,21 +196,45 @@ fn authority((host, port): &(String, u16)) -> String {
     }
 }
 
-/// The master sentinel `h` names for `name`, if that server says it is a master.
-async fn named_master(h: &str, name: &str) -> Option<(String, u16)> {
+/// The master sentinel `h` names for `name` (`SENTINEL MASTER`), with the
+/// configuration epoch it knows it from.
+async fn named_master(h: &str, name: &str) -> Option<((String, u16), u64)> {
     let client = redis::Client::open(format!("redis://{h}")).ok()?;
     let mut c = client.get_multiplexed_async_connection().await.ok()?;
-    let addr: (String, u16) = redis::cmd("SENTINEL")
-        .arg("get-master-addr-by-name")
+    let fields: std::collections::HashMap<String, String> = redis::cmd("SENTINEL")
+        .arg("MASTER")
         .arg(name)
-        .query_async::<Option<(String, u16)>>(&mut c)
+        .query_async(&mut c)
         .await
-        .ok()??;
-    let server = redis::Client::open(format!("redis://{}", authority(&addr))).ok()?;
-    let mut s = server.get_multiplexed_async_connection().await.ok()?;
-    let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut s).await.ok()?;
-    let is_master = matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master");
-    is_master.then_some(addr)
+        .ok()?;
+    let port = fields.get("port")?.parse().ok()?;
+    let epoch = fields
+        .get("config-epoch")
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    Some(((fields.get("ip")?.clone(), port), epoch))
+}
+
+/// The masters named, each once, newest configuration epoch first, then by how many
+/// sentinels named it.
+fn newest_first(named: Vec<((String, u16), u64)>) -> Vec<(String, u16)> {
+    let mut tally: Vec<((String, u16), u64, usize)> = Vec::new();
+    for (addr, epoch) in named {
+        match tally.iter_mut().find(|(a, _, _)| *a == addr) {
+            Some(t) => {
+                t.1 = t.1.max(epoch);
+                t.2 += 1;
+            }
+            None => tally.push((addr, epoch, 1)),
+        }
+    }
+    tally.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)));
+    tally.into_iter().map(|(addr, _, _)| addr).collect()
+}
+
+/// Whether a `ROLE` answer is a master's.
+pub(crate) fn is_master_role(role: &[redis::Value]) -> bool {
+    matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
 }
 
 #[cfg(test)]
@@ -211,6 +268,22 @@ mod tests {
         assert_eq!(authority(&("::1".into(), 6379)), "[::1]:6379");
         assert_eq!(authority(&("h".into(), 6379)), "h:6379");
         assert!(is_sentinel_url("REDIS-SENTINEL://a:1/m"));
+        // the newest configuration first, then the most-named
+        let a = || ("a".to_owned(), 1);
+        let b = || ("b".to_owned(), 2);
+        let c = || ("c".to_owned(), 3);
+        assert_eq!(
+            newest_first(vec![
+                (a(), 3),
+                (b(), 4),
+                (a(), 3),
+                (c(), 3),
+                (c(), 3),
+                (c(), 3)
+            ]),
+            [b(), c(), a()]
+        );
+        assert_eq!(newest_first(Vec::new()), Vec::<(String, u16)>::new());
         assert!(!is_sentinel_url("redis://a:1"));
     }
 }

@@ -163,7 +163,8 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('HGET', KEYS[2], ARGV[1
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
   if redis.call('HGET', KEYS[3], 'writer') == ARGV[1] then redis.call('HDEL', KEYS[3], 'writer') end
-  redis.call(ARGV[4], ARGV[3], 'released')
+  -- pcall: released already; a refused publish only leaves waiters to poll
+  redis.pcall(ARGV[4], ARGV[3], 'released')
   return 1
 end
 return 0

@@ -22,45 +22,58 @@ pub(crate) struct Wakeups {
 impl Wakeups {
     pub(crate) fn start(conn: Conn, mut pushes: UnboundedReceiver<PushInfo>) -> Arc<Self> {
         let hub = WakeupHub::new();
-        let fan_out = Arc::clone(&hub);
-        let resubscribe = conn.clone();
-        let listener = OwnedTask::spawn(async move {
-            let hub = fan_out;
-            while let Some(push) = pushes.recv().await {
-                match push.kind {
-                    // A cluster ends the sharded subscriptions of a slot that moved to
-                    // another master: its waiters look again, and it is subscribed
-                    // again (on the slot's new master) while anyone waits. Our own
-                    // SUNSUBSCRIBE is answered the same way, for an idle channel.
-                    PushKind::SUnsubscribe => {
-                        if let Some(Value::BulkString(ch)) = push.data.first() {
-                            let ch = String::from_utf8_lossy(ch).into_owned();
-                            if !hub.is_idle(&ch) {
-                                hub.wake_each(&ch);
-                                let conn = resubscribe.clone();
-                                tokio::spawn(async move {
-                                    let _ = conn.subscribe(&ch).await;
-                                });
+        Arc::new_cyclic(|me: &Weak<Self>| {
+            let me = me.clone();
+            let fan_out = Arc::clone(&hub);
+            let listener = OwnedTask::spawn(async move {
+                let hub = fan_out;
+                while let Some(push) = pushes.recv().await {
+                    match push.kind {
+                        // A cluster ends the sharded subscriptions of a slot that moved
+                        // to another master: its waiters look again, and it is
+                        // subscribed again (on the slot's new master) while anyone
+                        // waits. Our own SUNSUBSCRIBE is answered the same way, for an
+                        // idle channel.
+                        PushKind::SUnsubscribe => {
+                            if let Some(Value::BulkString(ch)) = push.data.first() {
+                                let ch = String::from_utf8_lossy(ch).into_owned();
+                                if !hub.is_idle(&ch) {
+                                    hub.wake_each(&ch);
+                                    resubscribe(&me, vec![ch]);
+                                }
                             }
                         }
-                    }
-                    // SMessage: sharded pub/sub, on a cluster
-                    PushKind::Message | PushKind::SMessage => {
-                        if let Some(Value::BulkString(ch)) = push.data.first() {
-                            hub.wake_one(&String::from_utf8_lossy(ch));
+                        // SMessage: sharded pub/sub, on a cluster
+                        PushKind::Message | PushKind::SMessage => {
+                            if let Some(Value::BulkString(ch)) = push.data.first() {
+                                hub.wake_one(&String::from_utf8_lossy(ch));
+                            }
                         }
+                        // Messages may have been lost while reconnecting: everyone looks
+                        // again. Behind Sentinel the server it reconnects to is checked
+                        // first. On a cluster the node that dropped may be a master
+                        // failing over, and the client only reconnects to its old
+                        // address: every channel with waiters is subscribed again,
+                        // which routes it by the slot map as it is now.
+                        PushKind::Disconnection => {
+                            if let Some(w) = me.upgrade() {
+                                w.conn.connection_dropped();
+                                if w.conn.is_cluster() {
+                                    resubscribe(&me, hub.busy_channels());
+                                }
+                            }
+                            hub.wake_all();
+                        }
+                        _ => {}
                     }
-                    // Messages may have been lost while reconnecting: everyone looks again.
-                    PushKind::Disconnection => hub.wake_all(),
-                    _ => {}
                 }
+            });
+            Self {
+                conn,
+                hub,
+                ops: tokio::sync::Mutex::new(()),
+                _listener: listener,
             }
-        });
-        Arc::new(Self {
-            conn,
-            hub,
-            ops: tokio::sync::Mutex::new(()),
-            _listener: listener,
         })
     }
 
@@ -78,6 +91,38 @@ impl Wakeups {
         }
         Ok(subscription)
     }
+}
+
+/// Subscribes `channels` again, in the background, under the lock that orders
+/// subscribes (so an unsubscribe of an idle channel cannot cross it), each only while
+/// it still has waiters; a failure (the slot's new master not known yet) is tried again
+/// after 0.2, 0.5, 1 and 2 s, and after that the waiters' own timers look.
+fn resubscribe(me: &Weak<Wakeups>, channels: Vec<String>) {
+    if channels.is_empty() {
+        return;
+    }
+    let me = me.clone();
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        let mut pending = channels;
+        for pause in [0, 200, 500, 1000, 2000] {
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            let Some(w) = me.upgrade() else { return };
+            let _serial = w.ops.lock().await;
+            let mut failed = Vec::new();
+            for ch in pending {
+                if !w.hub.is_idle(&ch) && w.conn.subscribe(&ch).await.is_err() {
+                    failed.push(ch);
+                }
+            }
+            if failed.is_empty() {
+                return;
+            }
+            pending = failed;
+        }
+    });
 }
 
 /// Unsubscribes `channel` once no waiter wants it (checked again under the lock that

@@ -1,5 +1,6 @@
 //! Redis Sentinel failing the master over under held locks: the client follows the new
-//! master. One test in this binary, so nothing else runs while the master is down.
+//! master, and an idle client does not lock on the old master restarted. One test in
+//! this binary, so nothing else runs while the master is down.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -53,6 +54,11 @@ fn service_on(port: u16) -> String {
 /// tokens keep rising. The old master comes back as a replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_killed_the_client_follows_the_promoted_replica() {
+    follows_the_promoted_replica().await;
+    an_idle_client_does_not_lock_on_the_old_master_restarted().await;
+}
+
+async fn follows_the_promoted_replica() {
     let url = common::sentinel_url();
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let held = LockName::new(&format!("sentinel/held/{:016x}", random_u64())).unwrap();
@@ -96,9 +102,16 @@ async fn master_killed_the_client_follows_the_promoted_replica() {
 
     // the old master comes back and the sentinels make it a replica of the new one
     services_ctl("start", &[&old]).await;
-    let end = Instant::now() + Duration::from_secs(30);
+    rejoined_as_replica(old_port).await;
+}
+
+/// Waits until the server on `port` replicates from a master: the sentinels turn a
+/// returning old master into a replica some seconds after they see it, and the full
+/// sync that follows waits 5 s for more replicas (`repl-diskless-sync-delay`).
+async fn rejoined_as_replica(port: u16) {
+    let end = Instant::now() + Duration::from_secs(60);
     loop {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{old_port}")).unwrap();
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
         let role: Option<String> = async {
             let mut c = client.get_multiplexed_async_connection().await.ok()?;
             let info: String = redis::cmd("INFO")
@@ -118,4 +131,95 @@ async fn master_killed_the_client_follows_the_promoted_replica() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+const SENTINELS: [&str; 3] = ["sentinel-1", "sentinel-2", "sentinel-3"];
+
+/// Client X is connected and idle when the master dies; the sentinels promote a
+/// replica and client Y takes a lock there. The old master is then started again while
+/// the sentinels cannot be reached (paused), from a configuration that makes it a
+/// master (as an old master's own file does: `REPLICAOF NO ONE` here, since
+/// scripts/services starts the replicas with `--replicaof`); it is empty, and X's
+/// connection reconnects to it by itself. X must not lock
+/// there — that would be the same name held by X and Y at once. Once the sentinels are
+/// back, X follows the new master and finds Y's lock.
+async fn an_idle_client_does_not_lock_on_the_old_master_restarted() {
+    let url = common::sentinel_url();
+    let x: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let y: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let name = LockName::new(&format!("sentinel/idle/{:016x}", random_u64())).unwrap();
+    let ttl = Duration::from_secs(30);
+    // X has used its connection, then goes quiet
+    assert!(x.inspect(&name).await.unwrap().is_none());
+    let (_, old_port) = master(&url).await.expect("a master");
+    let old = service_on(old_port);
+    services_ctl("kill", &[&old]).await;
+    let end = Instant::now() + Duration::from_secs(30);
+    let held = loop {
+        match y.try_acquire(&name, ttl).await {
+            Ok(Some(l)) => break l,
+            other => assert!(
+                Instant::now() < end,
+                "Y cannot lock after the failover: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (_, new_port) = master(&url).await.expect("a new master");
+    assert_ne!(new_port, old_port);
+
+    services_ctl("pause", &SENTINELS).await;
+    services_ctl("start", &[&old]).await;
+    // the restarted server answers as a master: what X's connection finds there
+    let role: Vec<redis::Value> = {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{old_port}")).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        redis::cmd("ROLE").query_async(&mut c).await.unwrap()
+    };
+    assert!(
+        matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master"),
+        "the restarted old master should say it is a master: {role:?}"
+    );
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        let tried = x.try_acquire(&name, ttl).await;
+        if let Ok(Some(lease)) = &tried {
+            let _ = x.release(lease).await;
+        }
+        assert!(
+            !matches!(tried, Ok(Some(_))),
+            "X locked on the restarted old master while Y holds the lock on the new one"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    services_ctl("resume", &SENTINELS).await;
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        match x.try_acquire(&name, ttl).await {
+            Ok(None) => break, // Y's, on the new master
+            Ok(Some(lease)) => panic!("X got a lock Y holds: {}", lease.token()),
+            Err(e) => assert!(
+                Instant::now() < end,
+                "X never reached the new master: {e:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(y.release(&held).await.unwrap());
+    let next = x.try_acquire(&name, ttl).await.unwrap().expect("free now");
+    assert!(
+        next.token() > held.token(),
+        "{} after {}",
+        next.token(),
+        held.token()
+    );
+    assert!(x.release(&next).await.unwrap());
+    rejoined_as_replica(old_port).await;
 }

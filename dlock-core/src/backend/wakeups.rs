@@ -104,6 +104,17 @@ impl WakeupHub {
         }
     }
 
+    /// The channels that have waiters now (an adapter subscribes them again after its
+    /// notification connection was replaced).
+    #[must_use]
+    pub fn busy_channels(&self) -> Vec<String> {
+        self.channels()
+            .iter()
+            .filter(|(_, ws)| ws.iter().any(|(_, w)| w.strong_count() > 0))
+            .map(|(ch, _)| ch.clone())
+            .collect()
+    }
+
     /// Whether `channel` has no waiter left.
     #[must_use]
     pub fn is_idle(&self, channel: &str) -> bool {
