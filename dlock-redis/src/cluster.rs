@@ -47,6 +47,12 @@ fn seed_urls(url: &str) -> Result<Vec<String>, LockError> {
         .collect())
 }
 
+/// The shortest pause, in milliseconds, before redis-rs retries a command that met a
+/// moved slot or a lost node.
+const RETRY_WAIT_MIN_MS: u64 = 25;
+/// The longest such pause, in milliseconds.
+const RETRY_WAIT_MAX_MS: u64 = 250;
+
 /// Connects to the cluster `url` names (dlock's own parameters already taken off);
 /// release messages arrive on `pushes`.
 pub(crate) async fn connect(
@@ -61,6 +67,12 @@ pub(crate) async fn connect(
             .use_protocol(ProtocolVersion::RESP3)
             .connection_timeout(timeout)
             .response_timeout(timeout)
+            // redis-rs waits at least 1.28 s before it retries a command a failover
+            // interrupted; a lock waits on that retry (a release, a resubscription),
+            // so it comes within a quarter second
+            .min_retry_wait(RETRY_WAIT_MIN_MS)
+            .max_retry_wait(RETRY_WAIT_MAX_MS)
+            .retry_wait_formula(RETRY_WAIT_MIN_MS, 2)
     };
     let bad = |e: redis::RedisError| LockError::Config(format!("cannot use {shown:?}: {e}"));
     // commands and subscriptions on connections of their own (see `Conn::Cluster`)

@@ -95,8 +95,10 @@ impl Wakeups {
 
 /// Subscribes `channels` again, in the background, under the lock that orders
 /// subscribes (so an unsubscribe of an idle channel cannot cross it), each only while
-/// it still has waiters; a failure (the slot's new master not known yet) is tried again
-/// after 0.2, 0.5, 1 and 2 s, and after that the waiters' own timers look.
+/// it still has waiters. A failure (the slot's new master not promoted or not known
+/// yet) is tried again, at most half a second apart, until the channel is subscribed or
+/// idle. A release published before the subscription was back reached no one, so the
+/// channel's waiters look again once it is.
 fn resubscribe(me: &Weak<Wakeups>, channels: Vec<String>) {
     if channels.is_empty() {
         return;
@@ -107,23 +109,31 @@ fn resubscribe(me: &Weak<Wakeups>, channels: Vec<String>) {
     };
     rt.spawn(async move {
         let mut pending = channels;
-        for pause in [0, 200, 500, 1000, 2000] {
-            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        let mut pause = std::time::Duration::ZERO;
+        while !pending.is_empty() {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).clamp(RESUBSCRIBE_FIRST_RETRY, RESUBSCRIBE_LAST_RETRY);
             let Some(w) = me.upgrade() else { return };
             let _serial = w.ops.lock().await;
             let mut failed = Vec::new();
             for ch in pending {
-                if !w.hub.is_idle(&ch) && w.conn.subscribe(&ch).await.is_err() {
-                    failed.push(ch);
+                if w.hub.is_idle(&ch) {
+                    continue;
                 }
-            }
-            if failed.is_empty() {
-                return;
+                match w.conn.subscribe(&ch).await {
+                    Ok(()) => w.hub.wake_each(&ch),
+                    Err(_) => failed.push(ch),
+                }
             }
             pending = failed;
         }
     });
 }
+
+/// The first pause before a failed resubscription is tried again.
+const RESUBSCRIBE_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+/// The longest pause between tries of a failed resubscription.
+const RESUBSCRIBE_LAST_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Unsubscribes `channel` once no waiter wants it (checked again under the lock that
 /// orders subscribes, so a waiter that arrived meanwhile keeps it).

@@ -346,6 +346,7 @@ async fn a_master_failed_over_under_a_waiter() {
     // the waiter subscribed before the failover: woken by the release's message on
     // the promoted master (its fallback timer would take about a second)
     let took = released.elapsed();
+    eprintln!("the first hand-off after the failover took {took:?}");
     assert!(
         took < Duration::from_millis(300),
         "the waiter subscribed before the failover got the lock {took:?} after the release"
