@@ -99,9 +99,17 @@ impl Backend {
         if self.label == REDIS_SENTINEL {
             return vec![Nemesis::SentinelFailover];
         }
-        // the holder faults: the cluster's nodes are reached at the addresses it hands
-        // out (no proxy covers them), and PgBouncer's own faults are PostgreSQL's
-        if self.label == REDIS_CLUSTER || self.label == PGBOUNCER {
+        // the holder faults and a master's failover: the cluster's nodes are reached at
+        // the addresses it hands out (no proxy covers them)
+        if self.label == REDIS_CLUSTER {
+            return vec![
+                Nemesis::KillHolder,
+                Nemesis::PauseHolder,
+                Nemesis::ClusterFailover,
+            ];
+        }
+        // PgBouncer's own faults are PostgreSQL's
+        if self.label == PGBOUNCER {
             return vec![Nemesis::KillHolder, Nemesis::PauseHolder];
         }
         let mut n = vec![Nemesis::KillHolder, Nemesis::PauseHolder];
@@ -311,9 +319,7 @@ pub fn from_env(sqlite_dir: &str) -> Vec<Backend> {
     add(
         REDIS_CLUSTER,
         env("DLOCK_TEST_REDIS_CLUSTER_URL"),
-        vec![
-            "redis-c1", "redis-c2", "redis-c3", "redis-c4", "redis-c5", "redis-c6",
-        ],
+        crate::cluster::SERVERS.to_vec(),
         false,
     );
     add(

@@ -37,6 +37,7 @@
 pub mod backends;
 pub mod checker;
 pub mod clock;
+pub mod cluster;
 pub mod nemesis;
 pub mod own_store;
 pub mod replica;

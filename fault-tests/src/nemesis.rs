@@ -39,6 +39,11 @@ pub enum Nemesis {
     /// paused, 1.5 s more of the workload, the master killed and the replicas resumed;
     /// the sentinels promote one and the workers follow (see [`crate::sentinel`]).
     SentinelFailover,
+    /// A Redis Cluster master fails over to a replica that fell behind: the replica of
+    /// the lock's slot paused, 1.5 s more of the workload, the master killed and the
+    /// replica resumed; the cluster promotes it and the workers' clients follow the new
+    /// slot map (see [`crate::cluster`]).
+    ClusterFailover,
     /// The server a holder is connected to is cut off from its peers past the TTL
     /// while its clients still reach it (a follower answering from a stale copy).
     ServerPartition,
@@ -84,6 +89,7 @@ impl Nemesis {
             Self::LaggingReplica => "data loss (lagging replica promoted)",
             Self::StandbyPromoted => "failover to a lagging async standby",
             Self::SentinelFailover => "Sentinel failover to a lagging replica",
+            Self::ClusterFailover => "Cluster failover to a lagging replica",
             Self::ServerPartition => "partition server from peers",
             Self::ClientClockAhead => "client clock +2 h (wall)",
             Self::ClientClockBehind => "client clock −2 h (wall)",
@@ -153,6 +159,7 @@ impl Nemesis {
                 | Self::LaggingReplica
                 | Self::StandbyPromoted
                 | Self::SentinelFailover
+                | Self::ClusterFailover
                 | Self::ClientClockVerySlow
         )
     }

@@ -241,6 +241,9 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
         Nemesis::StandbyPromoted => services(&plan.services, "rebuild", &["pg-standby"]).await,
         // the killed master comes back, as a replica of the new one
         Nemesis::SentinelFailover => crate::sentinel::restore(&plan.services, &backend.url).await,
+        Nemesis::ClusterFailover => {
+            crate::cluster::restore(&plan.services, &backend.url, &name).await
+        }
         _ => true,
     };
     let (fault_at, victim, applied) = ran?;
@@ -316,7 +319,7 @@ async fn run_workers(
     sleep(plan.warmup).await;
     let (fault_at, victim, mut applied) = match clock {
         Some(clock) => step_clock(nemesis, store, clock).await,
-        None => apply(plan, backend, nemesis, store, &mut workers).await,
+        None => apply(plan, backend, nemesis, store, name, &mut workers).await,
     };
     if nemesis.server_clock_step().is_some() {
         // a preload that failed to load is only a warning from ld.so
@@ -450,6 +453,7 @@ async fn apply(
     backend: &Backend,
     nemesis: Nemesis,
     store: &FencedStore,
+    name: &str,
     workers: &mut [Worker],
 ) -> (Duration, Option<u32>, bool) {
     let past_ttl = plan.ttl + Duration::from_millis(1500);
@@ -549,6 +553,11 @@ async fn apply(
         }
         Nemesis::SentinelFailover => {
             let ok = crate::sentinel::fail_over_to_a_lagging_replica(script, &backend.url).await;
+            (store.now(), None, ok)
+        }
+        Nemesis::ClusterFailover => {
+            let ok =
+                crate::cluster::fail_over_to_a_lagging_replica(script, &backend.url, name).await;
             (store.now(), None, ok)
         }
         Nemesis::StandbyPromoted => {

@@ -9,8 +9,9 @@
 //! partitions, each on the backends that offer it; election and idempotency rows get
 //! tables of their own). `--clock` runs the clock faults instead (every backend's
 //! client clock stepped and slowed, the servers' clocks stepped: see
-//! [`Nemesis::CLOCKS`]) and prints their table; `--faults A,B` keeps the clock faults
-//! whose label contains one of the given words (e.g. `--faults "server clock"`).
+//! [`Nemesis::CLOCKS`]) and prints their table; `--faults A,B` keeps the faults whose
+//! label contains one of the given words (e.g. `--faults "server clock"`, `--faults
+//! failover`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,7 +122,7 @@ async fn main() -> ExitCode {
                     .chain(control)
                     .collect()
             };
-            for (nemesis, fenced) in cases {
+            for (nemesis, fenced) in cases.into_iter().filter(|(n, _)| picked(n.label())) {
                 let plan = plan(fenced, workload);
                 rows.push(run_row(&plan, &backend, nemesis, runs, &mut unsafe_runs).await);
             }
