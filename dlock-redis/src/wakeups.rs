@@ -2,7 +2,10 @@
 //! core's wake-up hub: a channel is subscribed on the server while at least one waiter
 //! wants it, and a message wakes the waiter that has waited longest (no herd).
 
-use std::sync::{Arc, Weak};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use crate::conn::Conn;
 use dlock_core::backend::{OwnedTask, Subscription, WakeupHub};
@@ -16,6 +19,10 @@ pub(crate) struct Wakeups {
     /// Serialises SUBSCRIBE/UNSUBSCRIBE so a late unsubscribe cannot undo a new
     /// subscribe of the same channel.
     ops: tokio::sync::Mutex<()>,
+    /// Channels to subscribe again after a dropped cluster connection.
+    resubscribing: Mutex<BTreeSet<String>>,
+    /// Whether a task is subscribing `resubscribing` again.
+    retrying: AtomicBool,
     _listener: OwnedTask,
 }
 
@@ -72,6 +79,8 @@ impl Wakeups {
                 conn,
                 hub,
                 ops: tokio::sync::Mutex::new(()),
+                resubscribing: Mutex::new(BTreeSet::new()),
+                retrying: AtomicBool::new(false),
                 _listener: listener,
             }
         })
@@ -93,47 +102,69 @@ impl Wakeups {
     }
 }
 
-/// Subscribes `channels` again, in the background, under the lock that orders
-/// subscribes (so an unsubscribe of an idle channel cannot cross it), each only while
-/// it still has waiters. A failure (the slot's new master not promoted or not known
-/// yet) is tried again, at most half a second apart, until the channel is subscribed or
-/// idle. A release published before the subscription was back reached no one, so the
-/// channel's waiters look again once it is.
+/// Subscribes `channels` again, in the background, each only while it still has
+/// waiters. A failure (the slot's new master not promoted or not known yet) is tried
+/// again, at most half a second apart, until the channel is subscribed or idle. A
+/// release published before the subscription was back reached no one, so the channel's
+/// waiters look again once it is.
+///
+/// One task at a time does this for a node's subscriptions (channels a later drop adds
+/// join its set), and it takes the lock that orders subscribes for one channel and one
+/// bounded try at a time, so waiters subscribing meanwhile are not held up behind a
+/// master that is gone.
 fn resubscribe(me: &Weak<Wakeups>, channels: Vec<String>) {
+    let Some(w) = me.upgrade() else { return };
     if channels.is_empty() {
         return;
     }
-    let me = me.clone();
+    lock(&w.resubscribing).extend(channels);
+    if w.retrying.swap(true, Ordering::SeqCst) {
+        return; // the running task takes them
+    }
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        w.retrying.store(false, Ordering::SeqCst);
         return;
     };
+    let me = me.clone();
     rt.spawn(async move {
-        let mut pending = channels;
-        let mut pause = std::time::Duration::ZERO;
-        while !pending.is_empty() {
+        let mut pause = Duration::ZERO;
+        loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).clamp(RESUBSCRIBE_FIRST_RETRY, RESUBSCRIBE_LAST_RETRY);
             let Some(w) = me.upgrade() else { return };
-            let _serial = w.ops.lock().await;
+            let batch = std::mem::take(&mut *lock(&w.resubscribing));
             let mut failed = Vec::new();
-            for ch in pending {
+            for ch in batch {
+                let _serial = w.ops.lock().await;
                 if w.hub.is_idle(&ch) {
                     continue;
                 }
-                match w.conn.subscribe(&ch).await {
-                    Ok(()) => w.hub.wake_each(&ch),
-                    Err(_) => failed.push(ch),
+                match tokio::time::timeout(RESUBSCRIBE_TRY, w.conn.subscribe(&ch)).await {
+                    Ok(Ok(())) => w.hub.wake_each(&ch),
+                    _ => failed.push(ch),
                 }
             }
-            pending = failed;
+            let mut pending = lock(&w.resubscribing);
+            pending.extend(failed);
+            if pending.is_empty() {
+                // under the set's lock: a channel added after this starts a new task
+                w.retrying.store(false, Ordering::SeqCst);
+                return;
+            }
         }
     });
 }
 
 /// The first pause before a failed resubscription is tried again.
-const RESUBSCRIBE_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+const RESUBSCRIBE_FIRST_RETRY: Duration = Duration::from_millis(50);
 /// The longest pause between tries of a failed resubscription.
-const RESUBSCRIBE_LAST_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+const RESUBSCRIBE_LAST_RETRY: Duration = Duration::from_millis(500);
+/// How long one try of a resubscription may take (redis-rs retries inside it).
+const RESUBSCRIBE_TRY: Duration = Duration::from_secs(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Unsubscribes `channel` once no waiter wants it (checked again under the lock that
 /// orders subscribes, so a waiter that arrived meanwhile keeps it).

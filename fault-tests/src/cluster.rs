@@ -36,7 +36,7 @@ struct Node {
 impl Node {
     fn parse(line: &str) -> Option<Self> {
         let f: Vec<&str> = line.split(' ').collect();
-        let flags = f.get(2)?;
+        let flags: Vec<&str> = f.get(2)?.split(',').collect();
         let slots = f
             .get(8..)
             .unwrap_or_default()
@@ -50,8 +50,9 @@ impl Node {
         Some(Self {
             id: (*f.first()?).to_owned(),
             addr: f.get(1)?.split('@').next()?.to_owned(),
-            master: flags.contains("master"),
-            failed: flags.contains("fail"),
+            master: flags.contains(&"master"),
+            // `fail?`: suspected by this node, not yet agreed
+            failed: flags.contains(&"fail") || flags.contains(&"fail?"),
             follows: f.get(3).filter(|m| **m != "-").map(|m| (*m).to_owned()),
             slots,
         })
@@ -142,6 +143,7 @@ pub async fn fail_over_to_a_lagging_replica(script: &Path, url: &str, name: &str
     let (Some(old), false) = (service_on(&master.addr), replicas.is_empty()) else {
         return false;
     };
+    // dlock's default prefix, which the fault suite's URLs keep
     let fence = format!("dlock:{{{}}}:fence", tag(name));
     let here = std::slice::from_ref(&master.addr);
     let is_the_locks = integer(here, &["EXISTS", &fence]).await;
@@ -181,21 +183,24 @@ async fn integer(hosts: &[String], args: &[&str]) -> Option<String> {
 /// Whether the promoted master lacks the marker (it fell behind, as staged); then
 /// starts every cluster node that is down and waits until the cluster is whole again:
 /// `cluster_state:ok` and every master followed by a replica in sync. Whether all of
-/// that held, within 60 s.
+/// that held, within about a minute.
 pub async fn restore(script: &Path, url: &str, name: &str) -> bool {
     let all = everyone(url).await;
     let key = marker(name);
+    // the slot's new master first: started again before its replica was promoted, the
+    // old one (no data kept) would take the slot back empty and undo the failover
     let mut lagged = false;
-    let slot = integer(&all, &["CLUSTER", "KEYSLOT", &key])
-        .await
-        .and_then(|s| s.parse::<u16>().ok());
-    if let (Some(slot), Some(nodes)) = (slot, nodes(&all).await)
-        && let Some(owner) = nodes.iter().find(|n| n.owns(slot))
-    {
-        let owner = std::slice::from_ref(&owner.addr);
-        // EXISTS answers 0 when the promoted replica never got the marker
-        lagged = integer(owner, &["EXISTS", &key]).await.as_deref() == Some("0");
-        let _ = integer(owner, &["DEL", &key]).await;
+    for _ in 0..100 {
+        if let Some(owner) = owner_of(&all, &key).await {
+            let owner = std::slice::from_ref(&owner);
+            // EXISTS answers 0 when the promoted replica never got the marker
+            if let Some(n) = integer(owner, &["EXISTS", &key]).await {
+                lagged = n == "0";
+                let _ = integer(owner, &["DEL", &key]).await;
+                break;
+            }
+        }
+        sleep(Duration::from_millis(200)).await;
     }
     if !services(script, "start", &SERVERS).await {
         return false;
@@ -207,6 +212,19 @@ pub async fn restore(script: &Path, url: &str, name: &str) -> bool {
         sleep(Duration::from_millis(200)).await;
     }
     false
+}
+
+/// The address of the master that serves `key`'s slot, as the nodes among `all` see it.
+async fn owner_of(all: &[String], key: &str) -> Option<String> {
+    let slot = integer(all, &["CLUSTER", "KEYSLOT", key])
+        .await?
+        .parse::<u16>()
+        .ok()?;
+    nodes(all)
+        .await?
+        .into_iter()
+        .find(|n| n.owns(slot))
+        .map(|n| n.addr)
 }
 
 /// Whether every node answers `cluster_state:ok` and every master has a replica whose
@@ -229,4 +247,36 @@ async fn whole(all: &[String]) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_parse_flags_and_slots() {
+        let m = Node::parse(
+            "ab 127.0.0.1:27050@27060 myself,master - 0 0 1 connected 0-5460 5461 [5462->-cd]",
+        )
+        .unwrap();
+        assert!(m.master && !m.failed);
+        assert!(m.owns(0) && m.owns(5461) && !m.owns(5462));
+        let r =
+            Node::parse("cd 127.0.0.1:27053@27063 slave,nofailover ab 0 0 1 connected").unwrap();
+        assert!(!r.master && !r.failed && r.follows.as_deref() == Some("ab"));
+        assert_eq!(r.addr, "127.0.0.1:27053");
+        let f = Node::parse("ef 127.0.0.1:27051@27061 master,fail? - 0 0 2 connected 5461-10922")
+            .unwrap();
+        assert!(f.failed && !f.owns(6000));
+    }
+
+    #[test]
+    fn the_marker_shares_the_lock_keys_tag() {
+        let name = "faults/redis-cluster/00ff";
+        assert_eq!(
+            marker(name),
+            "dlock-faults:{faults/redis-cluster/00ff}:marker"
+        );
+        assert_eq!(tag("a{b}%"), "a%7Bb%7D%25");
+    }
 }
