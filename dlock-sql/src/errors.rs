@@ -23,7 +23,15 @@ pub(crate) fn from_sqlx(what: &str, e: sqlx::Error) -> LockError {
     if matches!(e, sqlx::Error::Configuration(_)) {
         return LockError::Config(format!("{what}: {e}"));
     }
-    let message = format!("{what}: {e}");
+    let mut message = format!("{what}: {e}");
+    if let sqlx::Error::Database(db) = &e
+        && is_read_only(db.code().as_deref())
+    {
+        message.push_str(
+            " (the server is read-only: a standby or replica? point dlock at the primary; \
+             `dlock doctor URL` checks)",
+        );
+    }
     if transient {
         LockError::unavailable(message, e)
     } else {
@@ -44,6 +52,14 @@ pub(crate) fn is_broken(e: &sqlx::Error) -> bool {
             .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")),
         _ => false,
     }
+}
+
+/// Whether `code` says the server refuses writes: PostgreSQL's
+/// `read_only_sql_transaction` (a hot standby, `default_transaction_read_only`),
+/// MySQL's `--read-only` and read-only transactions. Not retried: pointed at a standby,
+/// dlock would wait out every acquire; the caller is told to fix the URL instead.
+fn is_read_only(code: Option<&str>) -> bool {
+    matches!(code, Some("25006" | "1290" | "1792"))
 }
 
 fn is_transient_db_code(code: Option<&str>) -> bool {
@@ -123,5 +139,16 @@ mod tests {
             );
         }
         assert!(!is_broken(&sqlx::Error::RowNotFound));
+    }
+
+    #[test]
+    fn a_read_only_server_is_named_and_not_retried() {
+        for code in ["25006", "1290", "1792"] {
+            let e = from_sqlx("acquire", answer(code));
+            assert!(matches!(e, LockError::Backend { .. }), "{code}: {e:?}");
+            assert!(e.to_string().contains("point dlock at the primary"), "{e}");
+        }
+        let e = from_sqlx("acquire", answer("23505"));
+        assert!(!e.to_string().contains("read-only"), "{e}");
     }
 }
