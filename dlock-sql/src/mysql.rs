@@ -60,14 +60,16 @@ impl MySql {
             // is already ours and unexpired, 0 while held by someone else. A row already
             // ours counts as free: an earlier attempt of this acquisition committed
             // after its reply was given up on (owner only changes when the row is
-            // free, so the condition reads the same in every assignment).
+            // free, so the condition reads the same in every assignment). Its expiry
+            // never goes back (see the PostgreSQL statement); a row free by expiry has
+            // an old expiry, so the greater is the new one.
             take: format!(
                 "INSERT INTO {table} (name, owner, token, expires_at)
                  VALUES (?, ?, LAST_INSERT_ID({first}), {now} + INTERVAL ? MICROSECOND)
                  ON DUPLICATE KEY UPDATE
                    owner = IF({free}, ?, owner),
                    token = IF({free}, LAST_INSERT_ID(IF({mine}, token, GREATEST(token + 1, {first}))), token + LAST_INSERT_ID(0)),
-                   expires_at = IF({free}, {now} + INTERVAL ? MICROSECOND, expires_at)"
+                   expires_at = IF({free}, GREATEST(expires_at, {now} + INTERVAL ? MICROSECOND), expires_at)"
             ),
             remaining: format!("SELECT {remaining_ms} FROM {table} WHERE name = ?"),
             renew: format!(

@@ -69,7 +69,10 @@ impl Postgres {
                 // holder's remaining time is read from the same snapshot. A row already
                 // ours is taken again: an earlier attempt of this acquisition committed
                 // after its reply was given up on (or commits after the one that won) —
-                // while it is unexpired its token stays, since the lease carries it.
+                // while it is unexpired its token stays, since the lease carries it, and
+                // its expiry never goes back: the duplicate's was computed when it began,
+                // perhaps before a renewal whose row lock it then waited for. (A row
+                // taken from another holder is expired, so the greater is ours.)
                 take: format!(
                     "WITH taken AS (
                         INSERT INTO {table} AS d (name, owner, token, expires_at)
@@ -78,7 +81,7 @@ impl Postgres {
                           SET owner = EXCLUDED.owner,
                               token = CASE WHEN d.owner = EXCLUDED.owner AND d.expires_at > clock_timestamp()
                                            THEN d.token ELSE GREATEST(d.token + 1, {first}) END,
-                              expires_at = EXCLUDED.expires_at
+                              expires_at = GREATEST(d.expires_at, EXCLUDED.expires_at)
                           WHERE d.expires_at <= clock_timestamp() OR d.owner = EXCLUDED.owner
                         RETURNING token)
                      SELECT token, NULL::bigint AS remaining_ms FROM taken

@@ -57,6 +57,69 @@ async fn a_duplicate_take_keeps_the_token(url: &str) {
     assert!(next > first);
 }
 
+/// A late duplicate of our own acquire statement must not shorten the row's expiry
+/// either: the holder may have renewed meanwhile, and its lease counts on the renewed
+/// expiry. (A duplicate's expiry is computed when its statement began, which on
+/// PostgreSQL and MySQL can be long before it commits: it may have waited for the row
+/// lock of the very renewal it would undo.) Simulated with a shorter TTL on the
+/// duplicate: the same arithmetic as an earlier start.
+async fn a_duplicate_take_never_shortens_the_expiry(url: &str) {
+    let lock = SqlLock::connect(url).await.unwrap();
+    let name = LockName::new(&format!("retake/{:016x}", random_u64())).unwrap();
+    let owner = OwnerId::random().unwrap();
+    let store = &lock.store;
+    let Taken::Yes(first) = store
+        .try_take(name.as_str(), owner.as_str(), Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("a fresh name is free");
+    };
+    let Taken::Yes(again) = store
+        .try_take(name.as_str(), owner.as_str(), Duration::from_secs(2))
+        .await
+        .unwrap()
+    else {
+        panic!("a row already ours counts as free for us");
+    };
+    assert_eq!(again, first);
+    let left = store
+        .holder(name.as_str())
+        .await
+        .unwrap()
+        .unwrap()
+        .remaining;
+    assert!(
+        left > Duration::from_secs(20),
+        "the duplicate shortened the holder's expiry to {left:?}"
+    );
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_duplicate_take_keeps_the_expiry() {
+    let dir = std::env::temp_dir().join("dlock-sql-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!(
+        "sqlite://{}/retake-{:016x}.sqlite",
+        dir.display(),
+        random_u64()
+    );
+    a_duplicate_take_never_shortens_the_expiry(&url).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_duplicate_take_keeps_the_expiry() {
+    a_duplicate_take_never_shortens_the_expiry(&required_env("DLOCK_TEST_POSTGRES_URL")).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn mysql_duplicate_take_keeps_the_expiry() {
+    a_duplicate_take_never_shortens_the_expiry(&required_env("DLOCK_TEST_MYSQL_URL")).await;
+}
+
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_duplicate_take_keeps_the_token() {

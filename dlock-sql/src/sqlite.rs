@@ -44,8 +44,9 @@ impl Sqlite {
                     expires_at INTEGER NOT NULL
                  ) STRICT"
             ),
-            // A row already ours is taken again, keeping its token while unexpired
-            // (a late duplicate of our own attempt: see the PostgreSQL statement).
+            // A row already ours is taken again, keeping its token while unexpired and
+            // its expiry never earlier (a late duplicate of our own attempt: see the
+            // PostgreSQL statement).
             take: format!(
                 "INSERT INTO {table} (name, owner, token, expires_at)
                  VALUES (?1, ?2, {first}, {now} + ?3)
@@ -53,7 +54,7 @@ impl Sqlite {
                    SET owner = excluded.owner,
                        token = CASE WHEN {table}.owner = excluded.owner AND {table}.expires_at > {now}
                                     THEN {table}.token ELSE MAX({table}.token + 1, {first}) END,
-                       expires_at = excluded.expires_at
+                       expires_at = MAX({table}.expires_at, excluded.expires_at)
                    WHERE {table}.expires_at <= {now} OR {table}.owner = excluded.owner
                  RETURNING token"
             ),

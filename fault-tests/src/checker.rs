@@ -92,22 +92,7 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
         return check_once(log, &HashMap::new());
     }
     let mut v = Verdict::default();
-    // validity windows per (worker, token): acquired .. min(valid_until, release called)
-    let mut windows: HashMap<(u32, u64), (Duration, Duration, char)> = HashMap::new();
-    for e in log {
-        match e.kind {
-            Kind::Acquired => {
-                let until = Duration::from_nanos(e.n);
-                windows.insert((e.worker, e.token), (e.at, until, e.access));
-            }
-            Kind::Released => {
-                if let Some(w) = windows.get_mut(&(e.worker, e.token)) {
-                    w.1 = w.1.min(e.at);
-                }
-            }
-            Kind::Read | Kind::Write | Kind::Observed | Kind::Effect | Kind::Result => {}
-        }
-    }
+    let spans = windows(log);
     // mutex grants in the order their holders got them: each token above all before
     if workload == Workload::Mutex {
         let mut grants: Vec<&Event> = log.iter().filter(|e| e.kind == Kind::Acquired).collect();
@@ -153,9 +138,10 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
         let stale = match workload {
             // holders overlap by design: an operation is stale when it is served after
             // its own holder's validity window (token order proves nothing here)
-            Workload::Semaphore(_) => windows
-                .get(&(e.worker, e.token))
-                .is_some_and(|w| e.at > w.1),
+            Workload::Semaphore(_) => spans
+                .iter()
+                .find(|w| w.worker == e.worker && w.token == e.token)
+                .is_some_and(|w| e.at > w.until),
             _ => !fence.admits(e.token, write),
         };
         if stale {
@@ -170,31 +156,91 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
         }
         value = e.n;
     }
-    let mut spans: Vec<(Duration, Duration, u64, char)> = windows
-        .into_iter()
-        .map(|((_, t), (a, b, access))| (a, b, t, access))
-        .collect();
-    spans.sort_by_key(|s| (s.0, s.1, s.2));
     v.overlaps = match workload {
         Workload::Semaphore(n) => over_admissions(&spans, n),
-        _ => {
-            let rw = workload == Workload::ReadWrite;
-            let mut pairs = 0;
-            for (i, a) in spans.iter().enumerate() {
-                for b in &spans[i + 1..] {
-                    if b.0 >= a.1 {
-                        break;
-                    }
-                    // readers overlap by design
-                    if a.2 != b.2 && !(rw && a.3 != 'w' && b.3 != 'w') {
-                        pairs += 1;
-                    }
-                }
-            }
-            pairs
-        }
+        _ => overlapping(&spans, workload).len() as u64,
     };
     v
+}
+
+/// One holder's validity window, as the checker judges it: from the moment its worker
+/// stamped the grant (after the lock service answered) to the lease's `valid_until` as
+/// the worker's lease computed it (from the moment the request was *sent*, minus the
+/// drift margin), cut at the worker's stamp of its release (taken before it asked the
+/// service to release). Every stamp is the machine's `CLOCK_MONOTONIC`, so windows of
+/// different processes compare. A window can only start late and end early against the
+/// lock service's own view of the lease, never the other way round: an overlap is two
+/// holders that both had the lease by the service's word, or a service whose expiry
+/// clock ran ahead of the machine's monotonic clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The worker that held it.
+    pub worker: u32,
+    /// Its fencing token.
+    pub token: u64,
+    /// How it was held (`x`, `p`, `r`, `w`, `l`: see [`Event::access`]).
+    pub access: char,
+    /// When its worker reported the grant.
+    pub from: Duration,
+    /// Its end: `valid_until`, or the release stamp if that came first.
+    pub until: Duration,
+    /// Whether the worker reported its release (a killed holder's window runs out).
+    pub released: bool,
+}
+
+/// Every holder's validity window in `log`, in the order they began.
+#[must_use]
+pub fn windows(log: &[Event]) -> Vec<Window> {
+    let mut by_grant: HashMap<(u32, u64), Window> = HashMap::new();
+    for e in log {
+        match e.kind {
+            Kind::Acquired => {
+                by_grant.insert(
+                    (e.worker, e.token),
+                    Window {
+                        worker: e.worker,
+                        token: e.token,
+                        access: e.access,
+                        from: e.at,
+                        until: Duration::from_nanos(e.n),
+                        released: false,
+                    },
+                );
+            }
+            Kind::Released => {
+                if let Some(w) = by_grant.get_mut(&(e.worker, e.token)) {
+                    w.until = w.until.min(e.at);
+                    w.released = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut spans: Vec<Window> = by_grant.into_values().collect();
+    spans.sort_by_key(|w| (w.from, w.until, w.token));
+    spans
+}
+
+/// The pairs of `spans` (sorted as [`windows`] returns them) that break exclusion
+/// under `workload`: grants with different tokens whose windows overlap — for a
+/// read-write lock only pairs with a writer in them. (A semaphore's holders overlap by
+/// design; see [`Verdict::overlaps`].)
+#[must_use]
+pub fn overlapping(spans: &[Window], workload: Workload) -> Vec<(Window, Window)> {
+    let rw = workload == Workload::ReadWrite;
+    let mut pairs = Vec::new();
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            if b.from >= a.until {
+                break;
+            }
+            // readers overlap by design
+            if a.token != b.token && !(rw && a.access != 'w' && b.access != 'w') {
+                pairs.push((*a, *b));
+            }
+        }
+    }
+    pairs
 }
 
 /// Adds what the backend's own store says to a verdict on the counter it holds:
@@ -284,13 +330,13 @@ pub fn check_once(log: &[Event], stored: &HashMap<u64, Vec<u64>>) -> Verdict {
 }
 
 /// Grants that began while `n` other windows were still valid.
-fn over_admissions(spans: &[(Duration, Duration, u64, char)], n: u32) -> u64 {
+fn over_admissions(spans: &[Window], n: u32) -> u64 {
     let limit = usize::try_from(n).unwrap_or(usize::MAX);
     let mut over = 0;
     for (i, s) in spans.iter().enumerate() {
         let others = spans[..i]
             .iter()
-            .filter(|o| o.1 > s.0 && o.2 != s.2)
+            .filter(|o| o.until > s.from && o.token != s.token)
             .count();
         if others >= limit {
             over += 1;
@@ -353,6 +399,34 @@ mod tests {
             (1, 1, 1),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn a_killed_holders_window_runs_to_its_validity_and_is_reported_in_pairs() {
+        // worker 1 is killed holding (no release): its window ends at valid_until (1000
+        // ms); worker 2 got the lock at 1200 ms — after it, so no overlap — but a grant
+        // at 900 ms would be inside it
+        let after = vec![
+            ev(0, 1, Kind::Acquired, 1, 1000, true),
+            ev(1200, 2, Kind::Acquired, 2, 1000, true),
+            ev(1210, 2, Kind::Released, 2, 0, true),
+        ];
+        let spans = windows(&after);
+        assert!(!spans[0].released && spans[1].released);
+        assert_eq!(spans[0].until, Duration::from_millis(1000));
+        assert_eq!(spans[1].until, Duration::from_millis(1210));
+        assert!(overlapping(&spans, Workload::Election).is_empty());
+        let inside = vec![
+            ev(0, 1, Kind::Acquired, 1, 1000, true),
+            ev(900, 2, Kind::Acquired, 2, 1000, true),
+            ev(910, 2, Kind::Released, 2, 0, true),
+            ev(950, 3, Kind::Acquired, 3, 1000, true),
+        ];
+        let pairs = overlapping(&windows(&inside), Workload::Election);
+        let tokens: Vec<(u64, u64)> = pairs.iter().map(|(a, b)| (a.token, b.token)).collect();
+        // token 2's window was cut at its release (910 ms), before token 3 began
+        assert_eq!(tokens, vec![(1, 2), (1, 3)]);
+        assert_eq!(check_as(&inside, Workload::Election).overlaps, 2);
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod backends;
 pub mod checker;
 pub mod clock;
 pub mod cluster;
+pub mod evidence;
 pub mod nemesis;
 pub mod own_store;
 pub mod replica;

@@ -13,6 +13,7 @@ use tokio::time::sleep;
 use crate::backends::Backend;
 use crate::checker::{Verdict, check_as, check_history, check_once};
 use crate::clock::FakeClock;
+use crate::evidence::{WallClockWatch, describe};
 use crate::nemesis::{Nemesis, leader, redis_command, services, services_with};
 use crate::own_store::OwnStore;
 use crate::own_store::counter::counter_key;
@@ -54,6 +55,12 @@ pub struct Outcome {
     pub recovery: Option<Duration>,
     /// Whether the fault could be applied (a holder was found, the services answered).
     pub applied: bool,
+    /// How far the machine's wall clock moved against its monotonic clock during the
+    /// run (see [`crate::evidence::WallClockWatch`]).
+    pub wall_clock_moved: Duration,
+    /// For a run that broke what the backend promises under the fault: what the
+    /// checker saw ([`crate::evidence::describe`]).
+    pub evidence: Option<String>,
 }
 
 struct Worker {
@@ -231,8 +238,10 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
         _ => None,
     };
     let clock = clock_for(plan, backend, nemesis).await?;
+    let wall_clock = WallClockWatch::start();
     // whatever happens to the workers, servers on a faked clock go back to the true one
     let ran = run_workers(plan, backend, nemesis, &store, &name, clock.as_ref()).await;
+    let wall_clock_moved = wall_clock.stop();
     if let Some(clock) = clock {
         restore_clock(plan, backend, nemesis, clock).await?;
     }
@@ -292,10 +301,14 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
             verdict
         }
     };
+    let evidence = (!verdict.safe_if(backend.exclusion_expected(nemesis)))
+        .then(|| describe(&log, plan.workload, fault_at, victim, wall_clock_moved));
     Ok(Outcome {
         verdict,
         recovery,
         applied,
+        wall_clock_moved,
+        evidence,
     })
 }
 

@@ -195,8 +195,11 @@ async fn run_row(
                 }
                 if plan.fenced && !o.verdict.safe_if(backend.exclusion_expected(nemesis)) {
                     eprintln!(
-                        "{} / {}: unsafe: {:?}",
-                        backend.label, row.nemesis, o.verdict
+                        "{} / {}: unsafe: {:?}\n{}",
+                        backend.label,
+                        row.nemesis,
+                        o.verdict,
+                        o.evidence.as_deref().unwrap_or_default()
                     );
                     *unsafe_runs += 1;
                 }
