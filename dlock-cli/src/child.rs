@@ -1,26 +1,28 @@
 //! The supervised command of `dlock run` and `dlock elect`: started with the lock's
-//! facts in its environment, signals forwarded to it, stopped when the lock is lost.
+//! facts in its environment under a helper that binds its whole process tree to
+//! `dlock` ([`crate::supervisor`]), signals forwarded to its process group, the group
+//! stopped when the lock is lost.
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
+use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::OnLost;
+use crate::supervisor::{Graces, Job};
 
-/// The signals forwarded to the command. Installed before the command starts: a
-/// signal that arrives while it starts must be forwarded, not kill dlock and leave the
-/// command running unsupervised.
+/// The signals forwarded to the command's group. Installed before the command starts:
+/// a signal that arrives while it starts must be forwarded, not kill dlock (whose
+/// death would still take the command down, but without the lock released).
 pub struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -29,29 +31,24 @@ impl Signals {
             term: signal(SignalKind::terminate()).ok()?,
             int: signal(SignalKind::interrupt()).ok()?,
             hup: signal(SignalKind::hangup()).ok()?,
+            quit: signal(SignalKind::quit()).ok()?,
+            usr1: signal(SignalKind::user_defined1()).ok()?,
+            usr2: signal(SignalKind::user_defined2()).ok()?,
         })
     }
-}
 
-/// Starts `command` with `env` added to dlock's environment.
-pub fn spawn(command: &[OsString], env: &[(&str, String)]) -> std::io::Result<Child> {
-    let (program, args) = command
-        .split_first()
-        .ok_or_else(|| std::io::Error::other("no command"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
+    /// The next signal that asks dlock itself to stop (SIGTERM, SIGINT, SIGHUP):
+    /// for the phases without a command, such as a release that lingers.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a signal that arrived is kept for the next call.
+    pub async fn stop_requested(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.term.recv() => Signal::SIGTERM,
+            _ = self.int.recv() => Signal::SIGINT,
+            _ = self.hup.recv() => Signal::SIGHUP,
+        }
     }
-    cmd.spawn()
-}
-
-/// How a supervised command ended.
-pub enum Ended {
-    /// It exited by itself.
-    Exited(std::io::Result<ExitStatus>),
-    /// The lock was lost first; the command has been stopped.
-    Lost,
 }
 
 /// How to stop the command when the lock is lost.
@@ -61,64 +58,83 @@ pub struct Stop {
     pub grace: Duration,
 }
 
-/// Waits for the command, forwarding SIGINT/SIGTERM/SIGHUP to it, and stops it if
-/// `lost` completes first.
+impl Stop {
+    /// The helper's graces under a lease of `ttl`: after dlock's own death the group
+    /// gets at most a quarter of the TTL (the lease has at least that much left
+    /// while renewals succeed), and nothing with `--on-lost kill`.
+    pub fn graces(self, ttl: Duration) -> Graces {
+        let death = match self.how {
+            OnLost::Kill => Duration::ZERO,
+            OnLost::Term => self.grace.min(ttl / 4),
+        };
+        Graces {
+            stop: self.grace,
+            death,
+        }
+    }
+}
+
+/// Starts `command` with `env` added to dlock's environment, in a process group of its
+/// own bound to dlock's life and to the lease (valid until `valid_until`).
+pub fn spawn(
+    command: &[OsString],
+    env: &[(&str, String)],
+    graces: Graces,
+    valid_until: tokio::time::Instant,
+) -> std::io::Result<Job> {
+    Job::start(command, env, graces, valid_until)
+}
+
+/// What the supervision watches: the lease's end, and how long it lasts now.
+pub struct Lease<L, V> {
+    /// Completes when the lease is lost.
+    pub lost: L,
+    /// The lease's current `valid_until` (the earliest, when several are held).
+    pub valid_until: V,
+    /// Its TTL: the new `valid_until` is passed on every tenth of it.
+    pub ttl: Duration,
+}
+
+/// How a supervised command ended.
+pub enum Ended {
+    /// It exited by itself (with this code: 128+N when signal N ended it, 127 when it
+    /// could not be started), and nothing of its group runs any more.
+    Exited(std::io::Result<u8>),
+    /// The lock was lost first; the command's group has been stopped.
+    Lost,
+}
+
+/// Waits for the command, forwarding SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
+/// SIGUSR2 to its group, passing each renewal's deadline to its helper, and stops the
+/// group if the lease is lost first.
 pub async fn supervise(
-    mut child: Child,
-    lost: impl Future<Output = ()>,
-    signals: Signals,
+    mut job: Job,
+    lease: Lease<impl Future<Output = ()>, impl Fn() -> tokio::time::Instant>,
+    signals: &mut Signals,
     stop_by: Stop,
 ) -> Ended {
-    let pid = child
-        .id()
-        .and_then(|p| i32::try_from(p).ok())
-        .map(Pid::from_raw);
-    let Signals {
-        mut term,
-        mut int,
-        mut hup,
-    } = signals;
+    let Lease {
+        lost,
+        valid_until,
+        ttl,
+    } = lease;
     tokio::pin!(lost);
+    let every = (ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
-            status = child.wait() => return Ended::Exited(status),
+            code = job.wait() => return Ended::Exited(code),
+            _ = tick.tick() => job.lease_renewed(valid_until()),
             () = &mut lost => {
-                stop(&mut child, pid, stop_by).await;
+                job.stop(stop_by.how == OnLost::Kill, stop_by.grace).await;
                 return Ended::Lost;
             }
-            _ = term.recv() => forward(pid, Signal::SIGTERM),
-            _ = int.recv() => forward(pid, Signal::SIGINT),
-            _ = hup.recv() => forward(pid, Signal::SIGHUP),
+            _ = signals.term.recv() => job.signal(Signal::SIGTERM),
+            _ = signals.int.recv() => job.signal(Signal::SIGINT),
+            _ = signals.hup.recv() => job.signal(Signal::SIGHUP),
+            _ = signals.quit.recv() => job.signal(Signal::SIGQUIT),
+            _ = signals.usr1.recv() => job.signal(Signal::SIGUSR1),
+            _ = signals.usr2.recv() => job.signal(Signal::SIGUSR2),
         }
-    }
-}
-
-fn forward(pid: Option<Pid>, sig: Signal) {
-    if let Some(pid) = pid {
-        let _ = kill(pid, sig);
-    }
-}
-
-async fn stop(child: &mut Child, pid: Option<Pid>, by: Stop) {
-    if by.how == OnLost::Term {
-        forward(pid, Signal::SIGTERM);
-        if tokio::time::timeout(by.grace, child.wait()).await.is_ok() {
-            return;
-        }
-        eprintln!(
-            "dlock: the command ignored SIGTERM for {}; killing it",
-            dlock_any::format_duration(by.grace)
-        );
-    }
-    let _ = child.start_kill();
-    let _ = child.wait().await;
-}
-
-/// The command's exit status as ours: its code, or 128+N when signal N killed it.
-pub fn exit_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
-        (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(1),
-        _ => 1,
     }
 }

@@ -219,8 +219,18 @@ Examples:
 const RUN_HELP: &str = "\
 The command gets DLOCK_NAME, DLOCK_TOKEN (the fencing token: pass it with every write \
 so the store can reject a stale holder) and DLOCK_OWNER in its environment. The lease \
-is renewed every ttl/3 while it runs. If the lease is lost, the command gets SIGTERM \
-(or SIGKILL with --on-lost kill), then SIGKILL after --grace.
+is renewed every ttl/3 while it runs.
+
+The command runs in a process group of its own, under a small supervisor: every stop \
+goes to the whole group. If the lease is lost, the group gets SIGTERM (or SIGKILL with \
+--on-lost kill), then SIGKILL after --grace. If renewals keep failing, the supervisor \
+stops the group before the lease runs out (SIGTERM a quarter TTL, at most --grace, \
+before; SIGKILL at the end), even while dlock is stopped. If dlock dies (even by \
+SIGKILL), the supervisor stops the group the same way. SIGTERM, SIGINT, SIGHUP, \
+SIGQUIT, SIGUSR1 and SIGUSR2 sent to dlock are forwarded to the group. When the \
+command exits, whatever it left running in its group is stopped before the lock is \
+released. A process that leaves the group on purpose (setsid, a daemon's double fork) \
+escapes all of this: run such programs in the foreground.
 
 With --permits N, up to N runs hold NAME at once; with --shared and --exclusive, \
 runs share NAME's read-write lock (readers together, a writer alone; a waiting writer \

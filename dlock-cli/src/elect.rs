@@ -38,7 +38,7 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
             leadership.epoch()
         );
     }
-    let Some(signals) = Signals::install() else {
+    let Some(mut signals) = Signals::install() else {
         eprintln!("dlock: cannot install signal handlers");
         let _ = leadership.resign().await;
         return ExitCode::from(exit::BACKEND);
@@ -51,25 +51,43 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
         ("DLOCK_VALUE", value.clone()),
         ("DLOCK_OWNER", lease.owner().to_string()),
     ];
-    let child = match child::spawn(&args.command, &env) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("dlock: cannot start {:?}: {e}", args.command[0]);
-            let _ = leadership.resign().await;
-            return ExitCode::from(exit::CANNOT_EXEC);
-        }
-    };
     let stop = Stop {
         how: args.on_lost,
         grace: args.grace,
     };
-    match child::supervise(child, leadership.lost(), signals, stop).await {
-        Ended::Exited(status) => {
+    // the TTL the backend enforces (a ZooKeeper session's, say), not the one asked for
+    let ttl = lease.ttl();
+    let job = match child::spawn(
+        &args.command,
+        &env,
+        stop.graces(ttl),
+        leadership.guard().lease().valid_until(),
+    ) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("dlock: cannot start the command's supervisor: {e}");
+            let _ = leadership.resign().await;
+            return ExitCode::from(exit::CANNOT_EXEC);
+        }
+    };
+    match child::supervise(
+        job,
+        child::Lease {
+            lost: leadership.lost(),
+            valid_until: || leadership.guard().lease().valid_until(),
+            ttl,
+        },
+        &mut signals,
+        stop,
+    )
+    .await
+    {
+        Ended::Exited(code) => {
             if let Err(e) = leadership.resign().await {
                 eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
             }
-            match status {
-                Ok(s) => ExitCode::from(child::exit_code(s)),
+            match code {
+                Ok(c) => ExitCode::from(c),
                 Err(e) => {
                     eprintln!("dlock: waiting for the command failed: {e}");
                     ExitCode::from(exit::BACKEND)

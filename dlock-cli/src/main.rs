@@ -40,6 +40,7 @@ mod prune;
 mod run;
 mod status;
 mod stdout;
+mod supervisor;
 mod ticket;
 mod url;
 
@@ -48,6 +49,14 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
+    // the helper between dlock and a supervised command: no runtime, no clap
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == supervisor::helper::SUBCOMMAND)
+    {
+        return ExitCode::from(supervisor::helper::main(&args[2..]));
+    }
     let parsed = cli::Cli::command()
         .long_version(cli::long_version())
         .try_get_matches()

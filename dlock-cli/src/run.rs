@@ -43,7 +43,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
         Ok(held) => held,
         Err(code) => return code,
     };
-    let Some(signals) = Signals::install() else {
+    let Some(mut signals) = Signals::install() else {
         eprintln!("dlock: cannot install signal handlers");
         let _ = held.release().await;
         return ExitCode::from(exit::BACKEND);
@@ -60,23 +60,46 @@ pub async fn run(args: RunArgs) -> ExitCode {
         ("DLOCK_NAMES", joined(&|(n, _)| n.to_string())),
         ("DLOCK_TOKENS", joined(&|(_, t)| t.to_string())),
     ];
-    let child = match child::spawn(&args.command, &env) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("dlock: cannot start {:?}: {e}", args.command[0]);
-            let _ = held.release().await;
-            return ExitCode::from(exit::CANNOT_EXEC);
-        }
-    };
     let stop = Stop {
         how: args.on_lost,
         grace: args.grace,
     };
-    match child::supervise(child, held.lost(), signals, stop).await {
-        Ended::Exited(status) => {
-            release(held, &args).await;
-            match status {
-                Ok(s) => ExitCode::from(child::exit_code(s)),
+    // the TTL the backend enforces (a ZooKeeper session's, say), not the one asked for
+    let ttl = held
+        .guards()
+        .iter()
+        .map(|g| g.lease().ttl())
+        .min()
+        .unwrap_or(args.ttl);
+    let job = match child::spawn(
+        &args.command,
+        &env,
+        stop.graces(ttl),
+        earliest_valid_until(&held),
+    ) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("dlock: cannot start the command's supervisor: {e}");
+            let _ = held.release().await;
+            return ExitCode::from(exit::CANNOT_EXEC);
+        }
+    };
+    match child::supervise(
+        job,
+        child::Lease {
+            lost: held.lost(),
+            valid_until: || earliest_valid_until(&held),
+            ttl,
+        },
+        &mut signals,
+        stop,
+    )
+    .await
+    {
+        Ended::Exited(code) => {
+            release(held, &args, &mut signals).await;
+            match code {
+                Ok(c) => ExitCode::from(c),
                 Err(e) => {
                     eprintln!("dlock: waiting for the command failed: {e}");
                     ExitCode::from(exit::BACKEND)
@@ -89,6 +112,15 @@ pub async fn run(args: RunArgs) -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// When the first of the held leases runs out, as things stand.
+fn earliest_valid_until(held: &MultiGuard) -> tokio::time::Instant {
+    held.guards()
+        .iter()
+        .map(|g| g.lease().valid_until())
+        .min()
+        .unwrap_or_else(tokio::time::Instant::now)
 }
 
 /// Says why the hold ended early; the exit code for it.
@@ -114,7 +146,10 @@ fn report_end(guards: &[LockGuard]) -> u8 {
     }
 }
 
-async fn release(held: MultiGuard, args: &RunArgs) {
+/// Releases after the command ended. A `--min-hold` keeps the lock blocked on the
+/// server meanwhile, so a SIGTERM, SIGINT or SIGHUP that comes during that wait ends
+/// dlock at once (the block outlives it; the exit code says which signal).
+async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) {
     if let Some(m) = args.min_hold
         && !args.quiet
     {
@@ -123,8 +158,15 @@ async fn release(held: MultiGuard, args: &RunArgs) {
             format_duration(m)
         );
     }
-    if let Err(e) = held.release().await {
-        eprintln!("dlock: releasing failed ({e}); the lock expires by its TTL");
+    tokio::select! {
+        released = held.release() => {
+            if let Err(e) = released {
+                eprintln!("dlock: releasing failed ({e}); the lock expires by its TTL");
+            }
+        }
+        signal = signals.stop_requested() => {
+            std::process::exit(128 + signal as i32);
+        }
     }
 }
 

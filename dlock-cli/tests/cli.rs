@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use dlock_conformance::required_env;
 
 mod common;
-use common::{alive, output, scratch, spawn, unique, wait_exit, wait_for_file};
+use common::{alive, backend_url, output, scratch, spawn, unique, wait_exit, wait_for_file};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -390,36 +390,17 @@ macro_rules! per_backend {
     };
 }
 
-per_backend!(
-    sqlite,
-    format!("sqlite://{}/locks.sqlite", super::scratch().display())
-);
-per_backend!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
-per_backend!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
-per_backend!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
-per_backend!(
-    etcd,
-    format!(
-        "etcd://{}",
-        super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
-    ),
-    feature = "etcd"
-);
+per_backend!(sqlite, super::backend_url("sqlite"));
+per_backend!(postgres, super::backend_url("postgres"));
+per_backend!(mariadb, super::backend_url("mariadb"));
+per_backend!(redis, super::backend_url("redis"));
+per_backend!(etcd, super::backend_url("etcd"), feature = "etcd");
 per_backend!(
     zookeeper,
-    format!(
-        "zk://{}?session_timeout=1s",
-        super::required_env("DLOCK_TEST_ZK_ADDR")
-    ),
+    super::backend_url("zookeeper"),
     feature = "zookeeper"
 );
-per_backend!(
-    redlock,
-    format!(
-        "redlock://{}",
-        super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
-    )
-);
+per_backend!(redlock, super::backend_url("redlock"));
 
 #[test]
 fn default_url_is_an_sqlite_file_in_the_state_directory() {

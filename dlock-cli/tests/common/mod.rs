@@ -70,3 +70,28 @@ pub fn alive(pid: i32) -> bool {
     kill(Pid::from_raw(pid), None).is_ok()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
 }
+
+/// The URL of one of the backends every per-backend CLI test runs on (from the
+/// `DLOCK_TEST_*` variables; a missing one fails under `CI=true`).
+pub fn backend_url(backend: &str) -> String {
+    use dlock_conformance::required_env;
+    match backend {
+        "sqlite" => format!("sqlite://{}/locks.sqlite", scratch().display()),
+        "postgres" => required_env("DLOCK_TEST_POSTGRES_URL"),
+        "mariadb" => required_env("DLOCK_TEST_MYSQL_URL"),
+        "redis" => required_env("DLOCK_TEST_REDIS_URL"),
+        "etcd" => format!(
+            "etcd://{}",
+            required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
+        ),
+        "zookeeper" => format!(
+            "zk://{}?session_timeout=1s",
+            required_env("DLOCK_TEST_ZK_ADDR")
+        ),
+        "redlock" => format!(
+            "redlock://{}",
+            required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
+        ),
+        other => panic!("no such backend: {other}"),
+    }
+}

@@ -1,0 +1,228 @@
+//! The small process between `dlock` and the command (`dlock __supervise …`). It
+//! leads the command's process group and takes the whole group down
+//!
+//! - when `dlock` dies, by any signal, SIGKILL included: its parent-death signal
+//!   (`PR_SET_PDEATHSIG`) or the end of `dlock`'s deadline pipe, whichever comes first;
+//! - when the lease's deadline comes without a renewal reaching it (`dlock` stopped,
+//!   starved, or cut off): SIGTERM a death grace before the deadline, SIGKILL at it;
+//! - after the command exits, whatever it left running in the group (SIGTERM, SIGKILL
+//!   after the grace), so the lock is released only once the group is empty.
+//!
+//! It runs no async runtime. The signals it takes have handlers that write to a pipe
+//! it polls with the deadline pipe (never a blocked mask, which the command would
+//! inherit across `exec`; handlers are reset there). Any of SIGTERM, SIGINT, SIGHUP,
+//! SIGQUIT, SIGUSR1, SIGUSR2 while `dlock` lives was sent to the whole group (by
+//! `dlock` forwarding it, or by a terminal): the command got it too, and the helper
+//! carries on.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::prctl;
+use nix::sys::signal::Signal;
+use nix::unistd::{Pid, getppid};
+
+use super::deadline::{DeadlineReceiver, Heard, monotonic_now};
+use super::group;
+use super::terminal::Terminal;
+use crate::exit;
+
+/// The hidden subcommand: `dlock __supervise PARENT_PID PIPE DEADLINE_NS DEATH_GRACE_MS
+/// GRACE_MS -- COMMAND…`.
+pub const SUBCOMMAND: &str = "__supervise";
+
+/// The signals the helper takes: with a handler installed none of them can end it.
+const WATCHED: [i32; 7] = [
+    signal_hook::consts::SIGCHLD,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGQUIT,
+    signal_hook::consts::SIGUSR1,
+    signal_hook::consts::SIGUSR2,
+];
+
+/// What the helper was told, from its arguments.
+struct Orders {
+    parent: Pid,
+    pipe: String,
+    deadline: Duration,
+    death_grace: Duration,
+    grace: Duration,
+    command: Vec<OsString>,
+}
+
+fn orders(args: &[OsString]) -> Option<Orders> {
+    let number = |a: &OsString| a.to_str()?.parse::<u64>().ok();
+    let [
+        pid,
+        pipe,
+        deadline,
+        death_ms,
+        grace_ms,
+        dashes,
+        command @ ..,
+    ] = args
+    else {
+        return None;
+    };
+    if dashes != "--" || command.is_empty() {
+        return None;
+    }
+    Some(Orders {
+        parent: Pid::from_raw(i32::try_from(number(pid)?).ok()?),
+        pipe: pipe.to_str()?.to_owned(),
+        deadline: Duration::from_nanos(number(deadline)?),
+        death_grace: Duration::from_millis(number(death_ms)?),
+        grace: Duration::from_millis(number(grace_ms)?),
+        command: command.to_vec(),
+    })
+}
+
+/// The helper's `main`: `args` are those after the subcommand; the exit code is the
+/// command's (128+N when signal N ended it; 127 when it could not be started), or 75
+/// when the lease's deadline came first.
+pub fn main(args: &[OsString]) -> u8 {
+    let Some(orders) = orders(args) else {
+        eprintln!("dlock: {SUBCOMMAND} is dlock's own helper, not a command to run");
+        return exit::USAGE;
+    };
+    let Some(mut wakeups) = Wakeups::install() else {
+        eprintln!("dlock: cannot set up the command's supervisor (signals)");
+        return exit::BACKEND;
+    };
+    if prctl::set_pdeathsig(Signal::SIGTERM).is_err() || prctl::set_child_subreaper(true).is_err() {
+        eprintln!("dlock: cannot set up the command's supervisor (prctl)");
+        return exit::BACKEND;
+    }
+    // dlock may have died before the death signal was asked for: nothing to guard
+    if getppid() != orders.parent {
+        return exit::LEASE_LOST;
+    }
+    let mut lease = match DeadlineReceiver::open(&orders.pipe, orders.parent) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "dlock: cannot set up the command's supervisor ({}: {e})",
+                orders.pipe
+            );
+            return exit::BACKEND;
+        }
+    };
+    let terminal = Terminal::take();
+    let (program, rest) = (&orders.command[0], &orders.command[1..]);
+    let code = match Command::new(program).args(rest).spawn() {
+        Ok(child) => {
+            let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+            supervise(&orders, &mut wakeups, &mut lease, pid)
+        }
+        Err(e) => {
+            eprintln!("dlock: cannot start {:?}: {e}", program.to_string_lossy());
+            exit::CANNOT_EXEC
+        }
+    };
+    terminal.give_back();
+    code
+}
+
+/// Waits for the command, its deadline and `dlock`; see the module doc.
+fn supervise(
+    orders: &Orders,
+    wakeups: &mut Wakeups,
+    lease: &mut DeadlineReceiver,
+    command: Pid,
+) -> u8 {
+    let mut deadline = orders.deadline;
+    loop {
+        if let Some(code) = group::reap(Some(command)) {
+            sweep(orders.grace);
+            return code;
+        }
+        let stop_at = deadline.saturating_sub(orders.death_grace);
+        let now = monotonic_now();
+        if now >= stop_at {
+            eprintln!(
+                "dlock: the lease was not renewed in time; stopping the command's process group"
+            );
+            let kill_at = Instant::now() + deadline.saturating_sub(now);
+            let _ = group::stop(Some(command), kill_at);
+            return exit::LEASE_LOST;
+        }
+        let wait = PollTimeout::try_from(stop_at - now + Duration::from_millis(1))
+            .unwrap_or(PollTimeout::MAX);
+        let gone = match wakeups.wait(lease, wait) {
+            Heard::Deadline(d) => {
+                deadline = d.unwrap_or(deadline);
+                // reparented: the death signal may still be on its way
+                getppid() != orders.parent
+            }
+            Heard::Gone => true,
+        };
+        if gone {
+            eprintln!("dlock: dlock is gone; stopping the command's process group");
+            let code = group::stop(Some(command), Instant::now() + orders.death_grace);
+            return code.unwrap_or(exit::LEASE_LOST);
+        }
+    }
+}
+
+/// After the command ended: whatever it left running in its group gets SIGTERM, and
+/// SIGKILL after `grace`.
+fn sweep(grace: Duration) {
+    let left = group::others();
+    if left.is_empty() {
+        return;
+    }
+    eprintln!(
+        "dlock: the command exited leaving {} process(es) of its group running; stopping them",
+        left.len()
+    );
+    let _ = group::stop(None, Instant::now() + grace);
+}
+
+/// The watched signals, each written to a socket as it comes (the self-pipe trick of
+/// `signal-hook`), so one `poll` waits for a signal, a deadline or a timeout.
+struct Wakeups {
+    signals: UnixStream,
+}
+
+impl Wakeups {
+    fn install() -> Option<Self> {
+        let (read, write) = UnixStream::pair().ok()?;
+        read.set_nonblocking(true).ok()?;
+        for signal in WATCHED {
+            signal_hook::low_level::pipe::register(signal, write.try_clone().ok()?).ok()?;
+        }
+        Some(Self { signals: read })
+    }
+
+    /// Waits up to `timeout` for a signal or news on the deadline pipe; what the pipe
+    /// said. (Which signal came does not matter: every wake-up reaps and checks that
+    /// `dlock` is still the parent.)
+    fn wait(&mut self, lease: &mut DeadlineReceiver, timeout: PollTimeout) -> Heard {
+        let mut fds = [
+            PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(lease.file().as_fd(), PollFlags::POLLIN),
+        ];
+        let _ = poll(&mut fds, timeout);
+        let mut buf = [0u8; 64];
+        while matches!(self.signals.read(&mut buf), Ok(n) if n > 0) {}
+        lease.read()
+    }
+}
+
+/// The exit code a helper's status stands for, as `dlock` reports it (the helper
+/// exits with the command's code; 128+N if the helper itself was ended by signal N).
+pub fn code_of(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(1),
+        _ => 1,
+    }
+}
