@@ -141,6 +141,33 @@ pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, Lo
     }
 }
 
+/// The fallback policy `url` asks for (`fallback=`; [`Fallback::FailFast`] when it
+/// names none), without connecting: for a caller that must refuse some policies before
+/// it takes anything (`dlock run` refuses `local`, which excludes nobody across
+/// processes, and runs under `proceed` only when told to).
+///
+/// ```
+/// use dlock_any::Fallback;
+/// assert_eq!(dlock_any::fallback_of("redis://h:6379?fallback=proceed")?, Fallback::Proceed);
+/// assert_eq!(dlock_any::fallback_of("sqlite:///tmp/x.db")?, Fallback::FailFast);
+/// assert!(dlock_any::fallback_of("redis://h?fallback=maybe").is_err());
+/// # Ok::<(), dlock_any::LockError>(())
+/// ```
+///
+/// # Errors
+/// [`LockError::Config`] for a value it does not know.
+pub fn fallback_of(url: &str) -> Result<Fallback, LockError> {
+    let mut fallback = Fallback::FailFast;
+    backend::take_query(url, |k, v| match k {
+        "fallback" => {
+            fallback = v.parse().map_err(|e: LockError| e.to_string())?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    })?;
+    Ok(fallback)
+}
+
 /// The backend the URL names, without fallback.
 async fn connect_backend(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     let shown = redact_url(url);

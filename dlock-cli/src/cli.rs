@@ -12,6 +12,21 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// More log lines on stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+impl Command {
+    /// Whether the subcommand was asked to be quiet (`-q`: errors only).
+    pub fn quiet(&self) -> bool {
+        match self {
+            Self::Run(a) => a.quiet,
+            Self::Elect(a) => a.quiet,
+            Self::Acquire(a) => a.quiet,
+            _ => false,
+        }
+    }
 }
 
 /// The subcommands.
@@ -302,9 +317,14 @@ pub struct RunArgs {
     /// How long the command gets after SIGTERM before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub grace: Duration,
-    /// Do not report progress while waiting.
+    /// Quiet: no progress while waiting, nothing when the lock is busy or the wait runs
+    /// out (the exit code says it), only errors.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Exit with N instead of 73 (busy, with --wait 0) or 74 (the wait ran out), as
+    /// `flock -E` does: `--busy-exit 0` makes a skipped cron run a success.
+    #[arg(long, value_name = "N")]
+    pub busy_exit: Option<u8>,
     /// Let up to N runs hold NAME at once (a counting semaphore; every run of NAME
     /// must give the same N while any holds it).
     #[arg(long, value_name = "N", conflicts_with_all = ["shared", "exclusive"])]
@@ -329,6 +349,11 @@ pub struct RunArgs {
     /// finishes sooner (at most --ttl).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub min_hold: Option<Duration>,
+    /// With `fallback=proceed` in the URL: run the command even when the lock service
+    /// is down, WITHOUT a lock (a warning on stderr each time; the command sees
+    /// DLOCK_UNLOCKED=1 and DLOCK_TOKEN=0). Without this flag such a URL is refused.
+    #[arg(long)]
+    pub allow_unlocked: bool,
     /// The lock names, e.g. `nightly-report` or `orders/42`; several are taken as one.
     #[arg(required = true, num_args = 1.., value_name = "NAME")]
     pub names: Vec<String>,

@@ -12,7 +12,9 @@ use crate::{exit, url};
 
 pub async fn elect(args: ElectArgs) -> ExitCode {
     let value = args.value.clone().unwrap_or_else(default_value);
-    let backend = match url::resolve(args.backend.url.as_deref()) {
+    let resolved = url::resolve(args.backend.url.as_deref())
+        .and_then(|u| url::no_fallback(&u, "an election").map(|()| u));
+    let backend = match resolved {
         Ok(u) => match dlock_any::connect(&u).await {
             Ok(b) => b,
             Err(e) => return exit::fail(&e),

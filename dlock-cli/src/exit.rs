@@ -40,14 +40,30 @@ pub fn for_error(e: &LockError) -> u8 {
     }
 }
 
+/// How a run that did not get its lock ends: silent with `-q`, and with
+/// `--busy-exit`'s code instead of [`BUSY`] or [`TIMEOUT`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Skipped {
+    /// Say nothing.
+    pub quiet: bool,
+    /// The exit code instead of [`BUSY`] / [`TIMEOUT`].
+    pub code: Option<u8>,
+}
+
 /// Says who holds `name` (when `--wait 0` found it busy) and returns [`BUSY`].
-pub async fn busy(lock: &dyn dlock_any::DistributedLock, name: &dlock_any::LockName) -> ExitCode {
-    let holder = match lock.inspect(name).await {
-        Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
-        _ => String::new(),
-    };
-    eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");
-    ExitCode::from(BUSY)
+pub async fn busy(
+    lock: &dyn dlock_any::DistributedLock,
+    name: &dlock_any::LockName,
+    how: Skipped,
+) -> ExitCode {
+    if !how.quiet {
+        let holder = match lock.inspect(name).await {
+            Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
+            _ => String::new(),
+        };
+        eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");
+    }
+    ExitCode::from(how.code.unwrap_or(BUSY))
 }
 
 /// The exit code of a wait for `name` that ended in `e`: [`TIMEOUT`] (said so) when
@@ -56,13 +72,16 @@ pub fn wait_failed(
     name: &dlock_any::LockName,
     wait: std::time::Duration,
     e: &LockError,
+    how: Skipped,
 ) -> ExitCode {
     if let LockError::Timeout { .. } = e {
-        eprintln!(
-            "dlock: gave up waiting for {name} after {}",
-            dlock_any::format_duration(wait)
-        );
-        return ExitCode::from(TIMEOUT);
+        if !how.quiet {
+            eprintln!(
+                "dlock: gave up waiting for {name} after {}",
+                dlock_any::format_duration(wait)
+            );
+        }
+        return ExitCode::from(how.code.unwrap_or(TIMEOUT));
     }
     fail(e)
 }

@@ -33,6 +33,7 @@ mod exit;
 mod json;
 mod leader;
 mod list;
+mod logging;
 mod metrics;
 mod plot;
 mod progress;
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
             };
         }
     };
+    logging::init(cli.verbose, cli.command.quiet());
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -23,7 +23,9 @@ pub async fn run(args: RunArgs) -> ExitCode {
         eprintln!("dlock: {e}");
         return ExitCode::from(exit::USAGE);
     }
-    let backend = match url::resolve(args.backend.url.as_deref()) {
+    let resolved = url::resolve(args.backend.url.as_deref())
+        .and_then(|u| url::fallback_allowed(&u, args.allow_unlocked).map(|_| u));
+    let backend = match resolved {
         Ok(u) => match connect(&u, &args).await {
             Ok(b) => b,
             Err(e) => return exit::fail(&e),
@@ -49,6 +51,13 @@ pub async fn run(args: RunArgs) -> ExitCode {
         return ExitCode::from(exit::BACKEND);
     };
     let first = held.guards()[0].lease();
+    let unlocked = held.guards().iter().any(|g| g.lease().fallback().is_some());
+    if unlocked {
+        eprintln!(
+            "dlock: WARNING: the lock service is unreachable; running the command WITHOUT a \
+             lock (fallback=proceed, --allow-unlocked): DLOCK_UNLOCKED=1, DLOCK_TOKEN=0"
+        );
+    }
     let tokens = held.tokens();
     let joined = |f: &dyn Fn(&(LockName, dlock_any::FencingToken)) -> String| {
         tokens.iter().map(f).collect::<Vec<_>>().join("\n")
@@ -59,6 +68,10 @@ pub async fn run(args: RunArgs) -> ExitCode {
         ("DLOCK_OWNER", first.owner().to_string()),
         ("DLOCK_NAMES", joined(&|(n, _)| n.to_string())),
         ("DLOCK_TOKENS", joined(&|(_, t)| t.to_string())),
+        (
+            "DLOCK_UNLOCKED",
+            if unlocked { "1" } else { "0" }.to_owned(),
+        ),
     ];
     let stop = Stop {
         how: args.on_lost,
@@ -121,6 +134,14 @@ fn earliest_valid_until(held: &MultiGuard) -> tokio::time::Instant {
         .map(|g| g.lease().valid_until())
         .min()
         .unwrap_or_else(tokio::time::Instant::now)
+}
+
+/// How this run ends when it does not get the lock (`-q`, `--busy-exit`).
+fn skipped(args: &RunArgs) -> exit::Skipped {
+    exit::Skipped {
+        quiet: args.quiet,
+        code: args.busy_exit,
+    }
 }
 
 /// Says why the hold ended early; the exit code for it.
@@ -233,14 +254,14 @@ async fn take_one(
     if args.wait.is_zero() {
         return match locker.try_lock(name.as_str()).await {
             Ok(Some(g)) => Ok(g),
-            Ok(None) => Err(exit::busy(&**backend, name).await),
+            Ok(None) => Err(exit::busy(&**backend, name, skipped(args)).await),
             Err(e) => Err(exit::fail(&e)),
         };
     }
     let acquire = locker.lock_within(name.as_str(), deadline.remaining());
     let report = progress::report_holder(Arc::clone(backend), name.clone(), args.quiet);
     tokio::select! {
-        r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e)),
+        r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e, skipped(args))),
         never = report => match never {},
     }
 }

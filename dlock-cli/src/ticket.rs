@@ -11,8 +11,14 @@ use crate::cli::{AcquireArgs, Backend, RenewArgs, TicketArgs};
 use crate::{exit, progress, url};
 
 async fn connect(backend: &Backend) -> Result<Arc<dyn DistributedLock>, ExitCode> {
-    let url = url::resolve(backend.url.as_deref()).map_err(|e| exit::fail(&e))?;
+    let url = url::resolve(backend.url.as_deref())
+        .and_then(|u| url::no_fallback(&u, "a ticket").map(|()| u))
+        .map_err(|e| exit::fail(&e))?;
     dlock_any::connect(&url).await.map_err(|e| exit::fail(&e))
+}
+
+fn quietly(quiet: bool) -> exit::Skipped {
+    exit::Skipped { quiet, code: None }
 }
 
 /// Prints `line` on stdout; `false` when stdout is gone.
@@ -67,14 +73,14 @@ async fn take(
     if args.wait.is_zero() {
         return match lock.try_acquire(name, args.ttl).await {
             Ok(Some(lease)) => Ok(lease),
-            Ok(None) => Err(exit::busy(&**lock, name).await),
+            Ok(None) => Err(exit::busy(&**lock, name, quietly(args.quiet)).await),
             Err(e) => Err(exit::fail(&e)),
         };
     }
     let acquire = lock.acquire(name, args.ttl, args.wait);
     let report = progress::report_holder(Arc::clone(lock), name.clone(), args.quiet);
     tokio::select! {
-        r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e)),
+        r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e, quietly(args.quiet))),
         never = report => match never {},
     }
 }

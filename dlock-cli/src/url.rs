@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use dlock_any::LockError;
+use dlock_any::{Fallback, LockError};
 
 /// The embedded default: an SQLite file in the user's state directory
 /// (`$XDG_STATE_HOME/dlock/locks.sqlite`, else `~/.local/state/dlock/locks.sqlite`),
@@ -33,9 +33,68 @@ pub fn default_url() -> Result<String, LockError> {
 }
 
 /// The URL to use: the flag (which clap also fills from `DLOCK_URL`) or the default.
+///
+/// # Errors
+/// An empty URL — `--url ""`, or `DLOCK_URL` set to nothing, as a cron line with an
+/// unset variable gives it — is refused: falling back to this user's SQLite file on
+/// this host would exclude nobody on the other hosts.
 pub fn resolve(flag: Option<&str>) -> Result<String, LockError> {
+    let empty_env = std::env::var_os("DLOCK_URL").is_some_and(|v| v.is_empty());
     match flag {
         Some(u) if !u.trim().is_empty() => Ok(u.to_owned()),
-        _ => default_url(),
+        // clap fills the flag from an empty DLOCK_URL too
+        Some(_) if empty_env => Err(empty_url("DLOCK_URL (or --url)")),
+        Some(_) => Err(empty_url("--url")),
+        None if empty_env => Err(empty_url("DLOCK_URL")),
+        None => default_url(),
+    }
+}
+
+fn empty_url(source: &str) -> LockError {
+    LockError::Config(format!(
+        "{source} is empty (an unset variable?): name the lock service, e.g. \
+         postgres://host/db, or leave DLOCK_URL unset for this user's SQLite file, which \
+         excludes the processes of this host only"
+    ))
+}
+
+/// What a run under `url` may fall back to when the lock service is down: nothing
+/// (`fail-fast`, the default), or — with `allow_unlocked` — running unlocked
+/// (`proceed`).
+///
+/// # Errors
+/// `fallback=local` (an in-process lock, which excludes nobody across processes:
+/// every `dlock` is a process of its own), and `fallback=proceed` without
+/// `allow_unlocked`.
+pub fn fallback_allowed(url: &str, allow_unlocked: bool) -> Result<Fallback, LockError> {
+    match dlock_any::fallback_of(url)? {
+        Fallback::Local => Err(LockError::Config(
+            "fallback=local excludes only the callers inside one process, and every dlock \
+             is a process of its own: it would exclude nobody. Drop it (the default fails \
+             fast), or run unlocked on purpose with fallback=proceed and --allow-unlocked"
+                .into(),
+        )),
+        Fallback::Proceed if !allow_unlocked => Err(LockError::Config(
+            "fallback=proceed runs the command without any lock while the lock service is \
+             down: add --allow-unlocked to mean it (the command then sees DLOCK_UNLOCKED=1 \
+             and DLOCK_TOKEN=0)"
+                .into(),
+        )),
+        other => Ok(other),
+    }
+}
+
+/// For a subcommand that cannot run on a fallback lease (`elect`: a leader of one
+/// process is no leader; `acquire`: a ticket stands for a lease on the service).
+///
+/// # Errors
+/// `fallback=local` or `fallback=proceed` in `url`.
+pub fn no_fallback(url: &str, what: &str) -> Result<(), LockError> {
+    match dlock_any::fallback_of(url)? {
+        Fallback::FailFast => Ok(()),
+        other => Err(LockError::Config(format!(
+            "{what} cannot fall back (fallback={other}): it needs the lock service itself; \
+             drop fallback= from the URL"
+        ))),
     }
 }

@@ -61,9 +61,13 @@ fn busy_run_exits_at_once(url: &str) {
         t.elapsed()
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("is held by"));
-    let out = output(url, &["run", "--wait", "300ms", "-q", &name, "--", "true"]);
+    let out = output(url, &["run", "--wait", "300ms", &name, "--", "true"]);
     assert_eq!(out.status.code(), Some(TIMEOUT));
     assert!(String::from_utf8_lossy(&out.stderr).contains("gave up waiting"));
+    // -q: the exit code says it, stderr says nothing
+    let out = output(url, &["run", "--wait", "300ms", "-q", &name, "--", "true"]);
+    assert_eq!(out.status.code(), Some(TIMEOUT));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     // without -q, a waiting run says who holds the lock
     let out = output(url, &["run", "--wait", "1200ms", &name, "--", "true"]);
     assert_eq!(out.status.code(), Some(TIMEOUT));

@@ -246,6 +246,12 @@ pub(crate) async fn sqlite(
             "clock",
             "this host's: every process on it reads the same clock",
         ),
+        Finding::warning(
+            "scope",
+            "an SQLite file excludes the processes of this host only",
+            "for jobs on many hosts (cron on each of them), point every host at one \
+             PostgreSQL or MariaDB; a file on a shared network filesystem does not work",
+        ),
     ];
     match filesystem_of(&file) {
         Some(fs) if NETWORK_FILESYSTEMS.contains(&fs.as_str()) => found.push(Finding::critical(
