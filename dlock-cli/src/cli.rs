@@ -292,7 +292,7 @@ Examples:
   dlock leader --watch scheduler    # every change, one line each";
 
 /// Options shared by the subcommands.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct Backend {
     /// Lock backend URL: sqlite://PATH, postgres://…, mysql://…, memory://.
     #[arg(long, env = "DLOCK_URL", value_name = "URL")]
@@ -300,7 +300,7 @@ pub struct Backend {
 }
 
 /// `dlock run`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct RunArgs {
     /// Backend URL.
     #[command(flatten)]
@@ -338,10 +338,16 @@ pub struct RunArgs {
     /// excludes other such runs.)
     #[arg(long)]
     pub exclusive: bool,
-    /// Serve Prometheus metrics (acquire, renew, release, hold time, …) at
-    /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464`.
+    /// Serve Prometheus metrics (acquire, renew, release, hold time and age, …) at
+    /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464`. A port that cannot
+    /// be had is a warning, not a failed job.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Write the run's metrics to FILE for node_exporter's textfile collector (name it
+    /// `*.prom` in the collector's directory): every 10 s while the lock is held, and
+    /// at exit whatever the outcome, each time whole (written aside, then renamed).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_textfile: Option<std::path::PathBuf>,
     /// Stop the command (as on a lost lease) once the lock has been held this long.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub max_hold: Option<Duration>,

@@ -10,19 +10,38 @@ use dlock_any::{
 
 use crate::child::{self, Ended, Signals, Stop};
 use crate::cli::RunArgs;
-use crate::{exit, progress, url};
+use crate::{exit, metrics, progress, url};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 pub async fn run(args: RunArgs) -> ExitCode {
+    let metrics_on = args.metrics_addr.is_some() || args.metrics_textfile.is_some();
+    let handle = match metrics_on.then(|| metrics::start(args.metrics_addr)) {
+        Some(Ok(h)) => Some(h),
+        Some(Err(e)) => {
+            eprintln!("dlock: warning: {e}; running without metrics");
+            None
+        }
+        None => None,
+    };
+    let code = hold_and_run(&args, handle.clone()).await;
+    // every outcome — a skipped or failed run too — leaves its figures
+    if let (Some(h), Some(path)) = (&handle, &args.metrics_textfile)
+        && let Err(e) = metrics::write_textfile(h, path)
+    {
+        eprintln!(
+            "dlock: warning: cannot write metrics to {}: {e}",
+            path.display()
+        );
+    }
+    code
+}
+
+async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitCode {
+    let args = args.clone();
     let names = match canonical(&args.names) {
         Ok(n) => n,
         Err(e) => return exit::fail(&e),
     };
-    if let Some(addr) = args.metrics_addr
-        && let Err(e) = crate::metrics::serve(addr).await
-    {
-        eprintln!("dlock: {e}");
-        return ExitCode::from(exit::USAGE);
-    }
     let resolved = url::resolve(args.backend.url.as_deref())
         .and_then(|u| url::fallback_allowed(&u, args.allow_unlocked).map(|_| u));
     let backend = match resolved {
@@ -97,7 +116,13 @@ pub async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(exit::CANNOT_EXEC);
         }
     };
-    match child::supervise(
+    let hold = metrics::Hold::new(
+        &names,
+        backend.backend_name(),
+        handle,
+        args.metrics_textfile.clone(),
+    );
+    let supervised = child::supervise(
         job,
         child::Lease {
             lost: held.lost(),
@@ -106,9 +131,13 @@ pub async fn run(args: RunArgs) -> ExitCode {
         },
         &mut signals,
         stop,
-    )
-    .await
-    {
+    );
+    let ended = tokio::select! {
+        ended = supervised => ended,
+        never = hold.watch() => match never {},
+    };
+    hold.ended();
+    match ended {
         Ended::Exited(code) => {
             release(held, &args, &mut signals).await;
             match code {

@@ -37,6 +37,10 @@ pub mod names {
     /// Gauge: `acquire` calls waiting right now (the length of the queue this process
     /// adds to a lock; sum it over the hosts that share one).
     pub const WAITERS: &str = "dlock_waiters";
+    /// Gauge: seconds the current hold of `lock` has lasted, while it is held (`dlock
+    /// run` sets it every second, and to 0 once released), so a hold that runs too long
+    /// can alert while it runs — [`HOLD`] is recorded only when a hold ends.
+    pub const HOLD_AGE: &str = "dlock_hold_age_seconds";
 
     /// Histogram buckets, in seconds, suited to lock latencies: 50 µs (a Redis round
     /// trip on one host) to 60 s (a long wait for a busy lock), about three per decade.
@@ -90,6 +94,11 @@ pub mod names {
         metrics::describe_counter!(LEASES_LOST, "Lock guards whose lease was lost.");
         metrics::describe_counter!(GUARDS_DROPPED, "Lock guards dropped without release().");
         metrics::describe_gauge!(WAITERS, "acquire calls waiting for a lock right now.");
+        metrics::describe_gauge!(
+            HOLD_AGE,
+            Unit::Seconds,
+            "How long the current hold of the lock has lasted (0 once released)."
+        );
     }
 }
 
