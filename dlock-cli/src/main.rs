@@ -86,7 +86,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            cli::Command::Run(args) => run::run(args).await,
+            cli::Command::Run(args) => Box::pin(run::run(args)).await,
             cli::Command::Elect(args) => elect::elect(args).await,
             cli::Command::Leader(args) => leader::leader(args).await,
             cli::Command::Status(args) => status::status(args).await,

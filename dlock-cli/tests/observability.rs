@@ -418,7 +418,7 @@ fn textfile_is_written_while_held_and_at_every_exit() {
         c.args(args).env("DLOCK_URL", &url);
         c
     };
-    let mut holder = dlock(&[
+    let holder = dlock(&[
         "run",
         "--metrics-textfile",
         prom.to_str().unwrap(),
