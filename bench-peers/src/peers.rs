@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_any::{
-    Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+    Acquisition, Capabilities, DistributedLock, FencingToken, Lease, LockError, LockInfo, LockName,
+    OwnerId,
 };
 use tokio::time::Instant;
 
@@ -74,24 +75,19 @@ pub struct AsLock<P>(pub P);
 
 #[async_trait]
 impl<P: Peer> DistributedLock for AsLock<P> {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        match self.acquire(name, ttl, Duration::from_millis(1)).await {
-            Ok(l) => Ok(Some(l)),
-            Err(LockError::Timeout { .. }) => Ok(None),
-            Err(e) => Err(e),
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        let (name, ttl) = (request.name(), request.ttl());
+        match request.wait() {
+            // a peer only waits: a try is a wait of a millisecond
+            None => match within(name, Duration::from_millis(1), self.0.acquire(name, ttl)).await {
+                Ok(l) => Ok(Some(l)),
+                Err(LockError::Timeout { .. }) => Ok(None),
+                Err(e) => Err(e),
+            },
+            Some(wait) => within(name, wait, self.0.acquire(name, ttl))
+                .await
+                .map(Some),
         }
-    }
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        within(name, wait, self.0.acquire(name, ttl)).await
     }
     async fn renew(&self, _lease: &Lease) -> Result<Lease, LockError> {
         Err(unsupported("renew"))

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::{
-    Access, Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore,
-    HolderValue, Holding, Lease, LockError, LockInfo, LockName, SharedLock,
+    Access, Acquisition, Capabilities, Coordination, DistributedLock, Holding, Lease, LockError,
+    LockInfo, LockName, SharedLock,
 };
 
 /// Hands out clients of one backend, each as if it ran in another process.
@@ -182,21 +182,13 @@ impl Crashable {
 
 #[async_trait]
 impl DistributedLock for Crashable {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.viewed_lock()?.try_acquire(name, ttl).await
-    }
-
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.viewed_lock()?.acquire(name, ttl, wait).await
+    // a mutex acquisition through the view this client has (a permit, a side of a
+    // read-write lock); an explicit permit or read/write request as it is
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        match request.access() {
+            Access::Exclusive => self.viewed_lock()?.acquire_with(request).await,
+            _ => self.live()?.acquire_with(request).await,
+        }
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -210,6 +202,9 @@ impl DistributedLock for Crashable {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.viewed_lock()?.inspect(name).await
     }
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.live()?.holders(name, of).await
+    }
     async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
         self.viewed_lock()?.resume(ticket).await
     }
@@ -219,26 +214,8 @@ impl DistributedLock for Crashable {
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
         self.viewed_lock()?.diagnose().await
     }
-    async fn try_acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        value: &HolderValue,
-    ) -> Result<Option<Lease>, LockError> {
-        self.viewed_lock()?
-            .try_acquire_with_value(name, ttl, value)
-            .await
-    }
-    async fn acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-        value: &HolderValue,
-    ) -> Result<Lease, LockError> {
-        self.viewed_lock()?
-            .acquire_with_value(name, ttl, wait, value)
-            .await
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.live()?.break_holder(name).await
     }
     // through the view, as a service's Locker over a SharedLock would
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
@@ -266,65 +243,6 @@ impl DistributedLock for Crashable {
 
     fn backend_name(&self) -> &'static str {
         self.live().map_or("crashed", |l| l.backend_name())
-    }
-}
-
-#[async_trait]
-impl DistributedSemaphore for Crashable {
-    async fn try_acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.live()?.try_acquire_permit(name, permits, ttl).await
-    }
-
-    async fn acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.live()?.acquire_permit(name, permits, ttl, wait).await
-    }
-
-    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.live()?.permit_holders(name).await
-    }
-}
-
-#[async_trait]
-impl DistributedRwLock for Crashable {
-    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        self.live()?.try_read(name, ttl).await
-    }
-
-    async fn read(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.live()?.read(name, ttl, wait).await
-    }
-
-    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        self.live()?.try_write(name, ttl).await
-    }
-
-    async fn write(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.live()?.write(name, ttl, wait).await
-    }
-
-    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.live()?.rw_holders(name).await
     }
 }
 

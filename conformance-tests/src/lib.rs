@@ -191,8 +191,11 @@ macro_rules! conformance_suite {
             min_hold_outlives_a_crash,
             max_hold_ends_the_hold,
             fallback_serves_an_outage,
+            fallback_companion_covers_the_wait,
             tickets_carry_a_lease_between_clients,
-            list_shows_held_locks
+            list_shows_held_locks,
+            process_holder_is_readable,
+            break_holder_hands_the_lock_on
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

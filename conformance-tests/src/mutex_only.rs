@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::{
-    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, HolderValue,
-    Holding, Lease, LockError, LockInfo, LockName,
+    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, Holding, Lease, LockError,
+    LockInfo, LockName, Ticket,
 };
 
 /// `lock` with semaphores and read-write locks answered `Unsupported`.
@@ -21,20 +21,11 @@ impl MutexOnly {
 
 #[async_trait]
 impl DistributedLock for MutexOnly {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.0.try_acquire(name, ttl).await
-    }
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.0.acquire(name, ttl, wait).await
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        match request.access() {
+            Access::Exclusive => self.0.acquire_with(request).await,
+            other => self.unsupported(other),
+        }
     }
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         self.0.renew(lease).await
@@ -45,22 +36,8 @@ impl DistributedLock for MutexOnly {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.0.inspect(name).await
     }
-    async fn try_acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        value: &HolderValue,
-    ) -> Result<Option<Lease>, LockError> {
-        self.0.try_acquire_with_value(name, ttl, value).await
-    }
-    async fn acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-        value: &HolderValue,
-    ) -> Result<Lease, LockError> {
-        self.0.acquire_with_value(name, ttl, wait, value).await
+    async fn holders(&self, _: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.unsupported(of)
     }
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         self.0.release_after(lease, linger).await
@@ -73,53 +50,22 @@ impl DistributedLock for MutexOnly {
     ) -> Result<(), LockError> {
         self.0.holder_changed(name, seen, until).await
     }
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        self.0.resume(ticket).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        self.0.list(prefix).await
+    }
+    async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
+        self.0.diagnose().await
+    }
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.0.break_holder(name).await
+    }
     fn capabilities(&self) -> Capabilities {
         self.0.capabilities().with_shared(false)
     }
     fn backend_name(&self) -> &'static str {
         self.0.backend_name()
-    }
-}
-
-#[async_trait]
-impl DistributedSemaphore for MutexOnly {
-    async fn try_acquire_permit(
-        &self,
-        _: &LockName,
-        permits: u32,
-        _: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.unsupported(Access::Permit(permits))
-    }
-    async fn acquire_permit(
-        &self,
-        _: &LockName,
-        permits: u32,
-        _: Duration,
-        _: Duration,
-    ) -> Result<Lease, LockError> {
-        self.unsupported(Access::Permit(permits))
-    }
-    async fn permit_holders(&self, _: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.unsupported(Access::Permit(1))
-    }
-}
-
-#[async_trait]
-impl DistributedRwLock for MutexOnly {
-    async fn try_read(&self, _: &LockName, _: Duration) -> Result<Option<Lease>, LockError> {
-        self.unsupported(Access::Read)
-    }
-    async fn read(&self, _: &LockName, _: Duration, _: Duration) -> Result<Lease, LockError> {
-        self.unsupported(Access::Read)
-    }
-    async fn try_write(&self, _: &LockName, _: Duration) -> Result<Option<Lease>, LockError> {
-        self.unsupported(Access::Write)
-    }
-    async fn write(&self, _: &LockName, _: Duration, _: Duration) -> Result<Lease, LockError> {
-        self.unsupported(Access::Write)
-    }
-    async fn rw_holders(&self, _: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.unsupported(Access::Read)
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::retry_transient;
 use dlock_core::{
-    Capabilities, Coordination, DistributedLock, DistributedRwLock, DistributedSemaphore,
-    HolderValue, Holding, Lease, LockError, LockInfo, LockName,
+    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, Holding, Lease, LockError,
+    LockInfo, LockName, Ticket, waited,
 };
 
 use crate::{Link, TestClient};
@@ -19,7 +19,7 @@ use crate::{Link, TestClient};
 /// without a network path (MemoryLock, SQLite), where a [`crate::FaultProxy`] cannot
 /// sit in between; network backends use the proxy instead.
 #[must_use]
-pub fn switched_client(lock: Arc<dyn Coordination>) -> (TestClient, Box<dyn Link>) {
+pub fn switched_client(lock: Arc<dyn DistributedLock>) -> (TestClient, Box<dyn Link>) {
     let cut = Arc::new(AtomicBool::new(false));
     let client = Switched {
         inner: lock,
@@ -29,7 +29,7 @@ pub fn switched_client(lock: Arc<dyn Coordination>) -> (TestClient, Box<dyn Link
 }
 
 struct Switched {
-    inner: Arc<dyn Coordination>,
+    inner: Arc<dyn DistributedLock>,
     cut: Arc<AtomicBool>,
 }
 
@@ -64,26 +64,23 @@ impl Switched {
 
 #[async_trait]
 impl DistributedLock for Switched {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.check()?;
-        self.inner.try_acquire(name, ttl).await
-    }
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        let Some(wait) = request.wait() else {
+            self.check()?;
+            return self.inner.acquire_with(request).await;
+        };
         // as a backend would: an outage during the wait is retried within it
+        let name = request.name();
         retry_transient(name, wait, |left| async move {
             self.check()?;
-            self.inner.acquire(name, ttl, left).await
+            waited(
+                self.inner.acquire_with(&request.waiting(left)).await,
+                name,
+                left,
+            )
         })
         .await
+        .map(Some)
     }
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         self.check()?;
@@ -97,24 +94,9 @@ impl DistributedLock for Switched {
         self.check()?;
         self.inner.inspect(name).await
     }
-    async fn try_acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        value: &HolderValue,
-    ) -> Result<Option<Lease>, LockError> {
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
         self.check()?;
-        self.inner.try_acquire_with_value(name, ttl, value).await
-    }
-    async fn acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-        value: &HolderValue,
-    ) -> Result<Lease, LockError> {
-        self.check()?;
-        self.inner.acquire_with_value(name, ttl, wait, value).await
+        self.inner.holders(name, of).await
     }
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         self.check()?;
@@ -129,80 +111,26 @@ impl DistributedLock for Switched {
         self.check()?;
         self.inner.holder_changed(name, seen, until).await
     }
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        self.check()?;
+        self.inner.resume(ticket).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        self.check()?;
+        self.inner.list(prefix).await
+    }
+    async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
+        self.check()?;
+        self.inner.diagnose().await
+    }
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.check()?;
+        self.inner.break_holder(name).await
+    }
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
-    }
-}
-
-#[async_trait]
-impl DistributedSemaphore for Switched {
-    async fn try_acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.check()?;
-        self.inner.try_acquire_permit(name, permits, ttl).await
-    }
-    async fn acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        retry_transient(name, wait, |left| async move {
-            self.check()?;
-            self.inner.acquire_permit(name, permits, ttl, left).await
-        })
-        .await
-    }
-    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.check()?;
-        self.inner.permit_holders(name).await
-    }
-}
-
-#[async_trait]
-impl DistributedRwLock for Switched {
-    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        self.check()?;
-        self.inner.try_read(name, ttl).await
-    }
-    async fn read(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        retry_transient(name, wait, |left| async move {
-            self.check()?;
-            self.inner.read(name, ttl, left).await
-        })
-        .await
-    }
-    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        self.check()?;
-        self.inner.try_write(name, ttl).await
-    }
-    async fn write(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        retry_transient(name, wait, |left| async move {
-            self.check()?;
-            self.inner.write(name, ttl, left).await
-        })
-        .await
-    }
-    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.check()?;
-        self.inner.rw_holders(name).await
     }
 }

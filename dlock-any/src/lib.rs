@@ -133,7 +133,11 @@ pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, Lo
             tracing::warn!(error = %e, %fallback, "lock service unreachable at start: connecting again on use");
             let connector: Connector = Arc::new(move || {
                 let url = url.clone();
-                Box::pin(async move { connect_backend(&url).await })
+                Box::pin(async move {
+                    connect_backend(&url)
+                        .await
+                        .map(|c| c as Arc<dyn DistributedLock>)
+                })
             });
             Ok(Arc::new(FallbackLock::connecting(connector, fallback)))
         }

@@ -287,20 +287,11 @@ struct Counting {
 
 #[dlock_any::async_trait]
 impl DistributedLock for Counting {
-    async fn try_acquire(
+    async fn acquire_with(
         &self,
-        name: &LockName,
-        ttl: Duration,
+        request: &dlock_any::Acquisition<'_>,
     ) -> Result<Option<dlock_any::Lease>, LockError> {
-        self.inner.try_acquire(name, ttl).await
-    }
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<dlock_any::Lease, LockError> {
-        self.inner.acquire(name, ttl, wait).await
+        self.inner.acquire_with(request).await
     }
     async fn renew(&self, lease: &dlock_any::Lease) -> Result<dlock_any::Lease, LockError> {
         self.renewals.fetch_add(1, Ordering::Relaxed);

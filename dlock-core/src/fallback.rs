@@ -1,10 +1,8 @@
 //! What to do when the lock service is down: a decorator, opt-in and loud.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -12,62 +10,11 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+pub use crate::fallback_policy::Fallback;
 use crate::{
-    Access, Capabilities, Coordination, Deadline, DistributedLock, DistributedRwLock,
-    DistributedSemaphore, FencingToken, HolderValue, Holding, Lease, LockError, LockInfo, LockName,
-    MemoryLock, OwnerId,
+    Access, Acquisition, Capabilities, Deadline, DistributedLock, FencingToken, Holding, Lease,
+    LockError, LockInfo, LockName, MemoryLock, OwnerId,
 };
-
-/// What [`FallbackLock`] does when an acquisition fails with
-/// [`LockError::Unavailable`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Fallback {
-    /// Return the error (the default, and what every backend does on its own).
-    #[default]
-    FailFast,
-    /// Take an in-process lock instead: exclusion among this process's callers only,
-    /// right for a single-instance deployment. Its leases say so
-    /// ([`Lease::fallback`]) and carry token 0, which every fenced store refuses.
-    Local,
-    /// Hand out a lease that excludes nobody: the caller relies on its work being
-    /// idempotent. Its leases say so ([`Lease::fallback`]) and carry token 0, which
-    /// every fenced store refuses.
-    Proceed,
-}
-
-impl Fallback {
-    /// The name used in URLs (`fallback=`), logs and metrics.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::FailFast => "fail-fast",
-            Self::Local => "local",
-            Self::Proceed => "proceed",
-        }
-    }
-}
-
-impl fmt::Display for Fallback {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Fallback {
-    type Err = LockError;
-
-    fn from_str(s: &str) -> Result<Self, LockError> {
-        match s {
-            "fail-fast" | "failfast" => Ok(Self::FailFast),
-            "local" => Ok(Self::Local),
-            "proceed" => Ok(Self::Proceed),
-            other => Err(LockError::Config(format!(
-                "fallback={other:?}: use fail-fast, local or proceed"
-            ))),
-        }
-    }
-}
 
 /// Counter: acquisitions served by a fallback, by `policy` = `local` | `proceed`.
 pub const FALLBACK_TOTAL: &str = "dlock_fallback_total";
@@ -92,7 +39,7 @@ pub const FALLBACK_TOTAL: &str = "dlock_fallback_total";
 /// # Ok(()) }
 /// ```
 pub struct FallbackLock {
-    connected: OnceCell<Arc<dyn Coordination>>,
+    connected: OnceCell<Arc<dyn DistributedLock>>,
     connect: Option<Connector>,
     next_attempt: Mutex<Instant>,
     policy: Fallback,
@@ -104,7 +51,7 @@ pub struct FallbackLock {
 
 /// Connects to the lock service (see [`FallbackLock::connecting`]).
 pub type Connector = Arc<
-    dyn Fn() -> Pin<Box<dyn Future<Output = Result<Arc<dyn Coordination>, LockError>> + Send>>
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<Arc<dyn DistributedLock>, LockError>> + Send>>
         + Send
         + Sync,
 >;
@@ -117,7 +64,7 @@ type Taken = Result<Option<Lease>, LockError>;
 impl FallbackLock {
     /// `inner` with `policy` for its outages.
     #[must_use]
-    pub fn new(inner: Arc<dyn Coordination>, policy: Fallback) -> Self {
+    pub fn new(inner: Arc<dyn DistributedLock>, policy: Fallback) -> Self {
         Self::with(OnceCell::new_with(Some(inner)), None, policy)
     }
 
@@ -130,7 +77,7 @@ impl FallbackLock {
     }
 
     fn with(
-        connected: OnceCell<Arc<dyn Coordination>>,
+        connected: OnceCell<Arc<dyn DistributedLock>>,
         connect: Option<Connector>,
         policy: Fallback,
     ) -> Self {
@@ -150,12 +97,12 @@ impl FallbackLock {
         self.policy
     }
 
-    fn connected(&self) -> Option<&Arc<dyn Coordination>> {
+    fn connected(&self) -> Option<&Arc<dyn DistributedLock>> {
         self.connected.get()
     }
 
     /// The lock service, connecting first if needed.
-    async fn inner(&self) -> Result<&Arc<dyn Coordination>, LockError> {
+    async fn inner(&self) -> Result<&Arc<dyn DistributedLock>, LockError> {
         if let Some(inner) = self.connected.get() {
             return Ok(inner);
         }
@@ -185,35 +132,52 @@ impl FallbackLock {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// One acquisition within `wait`: under `Local` the in-process lock first
-    /// (`local`), then the service (`real`); on an outage, the policy's lease.
-    async fn take<R, RF, L, LF>(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        access: Access,
-        wait: Duration,
-        real: R,
-        local: L,
-    ) -> Taken
+    /// One acquisition as `request` asks: under `Local` the in-process lock first,
+    /// then the service (`real`, given what is left of the wait); on an outage, the
+    /// policy's lease.
+    ///
+    /// The in-process companion is held through the whole wait and the whole hold: it
+    /// is taken for the TTL plus the wait, and cut back to the TTL from the moment the
+    /// real lease is granted (then renewed with it). Taken for the TTL alone, it would
+    /// expire while the real acquisition still waits, and another caller of this
+    /// process could take it — and, in an outage, a fallback lease beside the real one.
+    async fn take<R, RF>(&self, request: &Acquisition<'_>, real: R) -> Taken
     where
         R: FnOnce(Duration) -> RF + Send,
         RF: Future<Output = Taken> + Send,
-        L: FnOnce(Duration) -> LF + Send,
-        LF: Future<Output = Taken> + Send,
     {
+        let wait = request.wait().unwrap_or(Duration::ZERO);
         let deadline = Deadline::after(wait);
         let companion = if self.policy == Fallback::Local {
-            match local(deadline.remaining()).await? {
+            let through_the_wait = (request.ttl() + wait).min(crate::MAX_TTL);
+            let mut local = Acquisition::new(request.name(), through_the_wait)
+                .with_access(request.access())
+                .with_value(request.value());
+            if request.wait().is_some() {
+                local = local.waiting(deadline.remaining());
+            }
+            match self.local.acquire_with(&local).await? {
                 Some(l) => Some(l),
+                None if request.wait().is_some() => {
+                    return Err(timed_out(request.name(), wait));
+                }
                 None => return Ok(None),
             }
         } else {
             None
         };
+        // the companion from now on lasts as long as the lease it goes with
+        let cut_back = |c: Lease| async move {
+            let renewed = self
+                .local
+                .renew(&c.renewed(request.ttl(), Instant::now()))
+                .await;
+            renewed.unwrap_or(c)
+        };
         let error = match real(deadline.remaining()).await {
             Ok(Some(lease)) => {
                 if let Some(c) = companion {
+                    let c = cut_back(c).await;
                     self.companions().insert(lease.owner().clone(), c);
                 }
                 return Ok(Some(lease));
@@ -227,7 +191,7 @@ impl FallbackLock {
             }
         };
         tracing::warn!(
-            lock = %name,
+            lock = %request.name(),
             backend = self.backend_name(),
             fallback = %self.policy,
             %error,
@@ -240,15 +204,15 @@ impl FallbackLock {
         )
         .increment(1);
         Ok(Some(match companion {
-            Some(c) => local_lease(c),
+            Some(c) => local_lease(cut_back(c).await),
             None => Lease::new(
-                name.clone(),
+                request.name().clone(),
                 OwnerId::random()?,
                 FencingToken::new(0),
-                ttl,
+                request.ttl(),
                 Instant::now(),
             )
-            .with_access(access)
+            .with_access(request.access())
             .with_fallback(Fallback::Proceed),
         }))
     }
@@ -299,90 +263,21 @@ fn inside(lease: &Lease) -> Result<&Lease, LockError> {
 
 #[async_trait]
 impl DistributedLock for FallbackLock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Exclusive,
-            Duration::ZERO,
-            |_| async { self.inner().await?.try_acquire(name, ttl).await },
-            |_| self.local.try_acquire(name, ttl),
-        )
-        .await
-    }
-
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Exclusive,
-            wait,
-            |left| async move { self.inner().await?.acquire(name, ttl, left).await.map(Some) },
-            |left| async move { self.local.acquire(name, ttl, left).await.map(Some) },
-        )
-        .await?
-        .ok_or_else(|| timed_out(name, wait))
-    }
-
-    async fn try_acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        value: &HolderValue,
-    ) -> Result<Option<Lease>, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Exclusive,
-            Duration::ZERO,
-            |_| async {
-                self.inner()
-                    .await?
-                    .try_acquire_with_value(name, ttl, value)
-                    .await
-            },
-            |_| self.local.try_acquire_with_value(name, ttl, value),
-        )
-        .await
-    }
-
-    async fn acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-        value: &HolderValue,
-    ) -> Result<Lease, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Exclusive,
-            wait,
-            |left| async move {
-                self.inner()
-                    .await?
-                    .acquire_with_value(name, ttl, left, value)
-                    .await
-                    .map(Some)
-            },
-            |left| async move {
-                self.local
-                    .acquire_with_value(name, ttl, left, value)
-                    .await
-                    .map(Some)
-            },
-        )
-        .await?
-        .ok_or_else(|| timed_out(name, wait))
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        // the same request for what is left of its wait, on either lock
+        let within = |left: Duration| match request.wait() {
+            None => *request,
+            Some(_) => request.waiting(left),
+        };
+        let taken = self
+            .take(request, |left| async move {
+                self.inner().await?.acquire_with(&within(left)).await
+            })
+            .await?;
+        match (taken, request.wait()) {
+            (None, Some(wait)) => Err(timed_out(request.name(), wait)),
+            (taken, _) => Ok(taken),
+        }
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -442,6 +337,10 @@ impl DistributedLock for FallbackLock {
         self.inner().await?.inspect(name).await
     }
 
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.inner().await?.holders(name, of).await
+    }
+
     async fn resume(&self, ticket: &crate::Ticket) -> Result<Lease, LockError> {
         self.inner().await?.resume(ticket).await
     }
@@ -452,6 +351,10 @@ impl DistributedLock for FallbackLock {
 
     async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
         self.inner().await?.diagnose().await
+    }
+
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.inner().await?.break_holder(name).await
     }
 
     async fn holder_changed(
@@ -470,132 +373,6 @@ impl DistributedLock for FallbackLock {
 
     fn backend_name(&self) -> &'static str {
         self.connected().map_or("unconnected", |i| i.backend_name())
-    }
-}
-
-#[async_trait]
-impl DistributedSemaphore for FallbackLock {
-    async fn try_acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Permit(permits),
-            Duration::ZERO,
-            |_| async {
-                self.inner()
-                    .await?
-                    .try_acquire_permit(name, permits, ttl)
-                    .await
-            },
-            |_| self.local.try_acquire_permit(name, permits, ttl),
-        )
-        .await
-    }
-
-    async fn acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Permit(permits),
-            wait,
-            |left| async move {
-                self.inner()
-                    .await?
-                    .acquire_permit(name, permits, ttl, left)
-                    .await
-                    .map(Some)
-            },
-            |left| async move {
-                self.local
-                    .acquire_permit(name, permits, ttl, left)
-                    .await
-                    .map(Some)
-            },
-        )
-        .await?
-        .ok_or_else(|| timed_out(name, wait))
-    }
-
-    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.inner().await?.permit_holders(name).await
-    }
-}
-
-#[async_trait]
-impl DistributedRwLock for FallbackLock {
-    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Read,
-            Duration::ZERO,
-            |_| async { self.inner().await?.try_read(name, ttl).await },
-            |_| self.local.try_read(name, ttl),
-        )
-        .await
-    }
-
-    async fn read(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Read,
-            wait,
-            |left| async move { self.inner().await?.read(name, ttl, left).await.map(Some) },
-            |left| async move { self.local.read(name, ttl, left).await.map(Some) },
-        )
-        .await?
-        .ok_or_else(|| timed_out(name, wait))
-    }
-
-    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Write,
-            Duration::ZERO,
-            |_| async { self.inner().await?.try_write(name, ttl).await },
-            |_| self.local.try_write(name, ttl),
-        )
-        .await
-    }
-
-    async fn write(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.take(
-            name,
-            ttl,
-            Access::Write,
-            wait,
-            |left| async move { self.inner().await?.write(name, ttl, left).await.map(Some) },
-            |left| async move { self.local.write(name, ttl, left).await.map(Some) },
-        )
-        .await?
-        .ok_or_else(|| timed_out(name, wait))
-    }
-
-    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        self.inner().await?.rw_holders(name).await
     }
 }
 

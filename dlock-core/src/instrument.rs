@@ -1,6 +1,5 @@
 //! Tracing spans and metrics around any backend.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -8,7 +7,8 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::{
-    Capabilities, DistributedLock, Held, HolderValue, Lease, LockError, LockInfo, LockName, Ticket,
+    Access, Acquisition, Capabilities, DistributedLock, Held, Holding, Lease, LockError, LockInfo,
+    LockName, Ticket,
 };
 
 /// The metric names dlock records (through the `metrics` facade: install any recorder
@@ -196,31 +196,14 @@ impl<L: DistributedLock> Instrumented<L> {
         &self.inner
     }
 
-    fn labels(&self, name: &LockName) -> Vec<metrics::Label> {
-        labels(self.inner.backend_name(), name, self.name_label)
-    }
-}
-
-fn outcome_of_error(e: &LockError) -> &'static str {
-    match e {
-        LockError::Timeout { .. } => "timeout",
-        LockError::LeaseLost { .. } => "lost",
-        _ => "error",
-    }
-}
-
-#[async_trait]
-impl<L: DistributedLock> DistributedLock for Instrumented<L> {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        let span = tracing::debug_span!("dlock.try_acquire", lock = %name, backend = self.inner.backend_name(), outcome = tracing::field::Empty);
+    /// One attempt, as a `dlock.try_acquire` span and the attempt's latency.
+    async fn attempt(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        let name = request.name();
+        let span = tracing::debug_span!("dlock.try_acquire", lock = %name, backend = self.inner.backend_name(), access = %request.access(), outcome = tracing::field::Empty);
         let start = Instant::now();
         let r = self
             .inner
-            .try_acquire(name, ttl)
+            .acquire_with(request)
             .instrument(span.clone())
             .await;
         let outcome = match &r {
@@ -236,16 +219,15 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
         r
     }
 
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
+    /// A wait, as a `dlock.acquire` span, the waiters gauge while it waits, and how
+    /// long it waited.
+    async fn wait_for(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        let name = request.name();
         let span = tracing::info_span!(
             "dlock.acquire",
             lock = %name,
             backend = self.inner.backend_name(),
+            access = %request.access(),
             wait_ms = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
@@ -253,13 +235,14 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
         let waiting = Waiting::start(self.labels(name));
         let r = self
             .inner
-            .acquire(name, ttl, wait)
+            .acquire_with(request)
             .instrument(span.clone())
             .await;
         drop(waiting);
         let waited = start.elapsed();
         let outcome = match &r {
-            Ok(_) => "acquired",
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "timeout",
             Err(e) => outcome_of_error(e),
         };
         span.record(
@@ -271,6 +254,28 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
         metrics::histogram!(names::ACQUIRE_WAIT, labels.clone()).record(waited.as_secs_f64());
         metrics::counter!(names::ACQUIRE_TOTAL, with(labels, "outcome", outcome)).increment(1);
         r
+    }
+
+    fn labels(&self, name: &LockName) -> Vec<metrics::Label> {
+        labels(self.inner.backend_name(), name, self.name_label)
+    }
+}
+
+fn outcome_of_error(e: &LockError) -> &'static str {
+    match e {
+        LockError::Timeout { .. } => "timeout",
+        LockError::LeaseLost { .. } => "lost",
+        _ => "error",
+    }
+}
+
+#[async_trait]
+impl<L: DistributedLock> DistributedLock for Instrumented<L> {
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        match request.wait() {
+            None => self.attempt(request).await,
+            Some(_) => self.wait_for(request).await,
+        }
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -308,22 +313,11 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
     async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
         self.inner.diagnose().await
     }
-    async fn try_acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        value: &HolderValue,
-    ) -> Result<Option<Lease>, LockError> {
-        self.inner.try_acquire_with_value(name, ttl, value).await
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.inner.break_holder(name).await
     }
-    async fn acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-        value: &HolderValue,
-    ) -> Result<Lease, LockError> {
-        self.inner.acquire_with_value(name, ttl, wait, value).await
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.inner.holders(name, of).await
     }
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), linger_ms = u64::try_from(linger.as_millis()).unwrap_or(u64::MAX), outcome = tracing::field::Empty);
@@ -350,77 +344,5 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
 
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
-    }
-}
-
-/// A shared backend is a backend, so `Instrumented<Arc<dyn DistributedLock>>` works.
-#[async_trait]
-impl<T: DistributedLock + ?Sized> DistributedLock for Arc<T> {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        (**self).try_acquire(name, ttl).await
-    }
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        (**self).acquire(name, ttl, wait).await
-    }
-    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        (**self).renew(lease).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        (**self).release(lease).await
-    }
-    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        (**self).inspect(name).await
-    }
-    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
-        (**self).resume(ticket).await
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
-        (**self).list(prefix).await
-    }
-    async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
-        (**self).diagnose().await
-    }
-    async fn try_acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        value: &HolderValue,
-    ) -> Result<Option<Lease>, LockError> {
-        (**self).try_acquire_with_value(name, ttl, value).await
-    }
-    async fn acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-        value: &HolderValue,
-    ) -> Result<Lease, LockError> {
-        (**self).acquire_with_value(name, ttl, wait, value).await
-    }
-    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        (**self).release_after(lease, linger).await
-    }
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: tokio::time::Instant,
-    ) -> Result<(), LockError> {
-        (**self).holder_changed(name, seen, until).await
-    }
-    fn capabilities(&self) -> Capabilities {
-        (**self).capabilities()
-    }
-    fn backend_name(&self) -> &'static str {
-        (**self).backend_name()
     }
 }

@@ -25,6 +25,7 @@
 //! ```
 
 mod access;
+mod acquisition;
 pub mod backend;
 mod backoff;
 mod capabilities;
@@ -33,6 +34,7 @@ mod duration;
 mod election;
 mod error;
 mod fallback;
+mod fallback_policy;
 mod fence;
 mod guard;
 mod holder_value;
@@ -44,6 +46,7 @@ mod locker;
 mod memory;
 mod multi;
 mod name;
+mod process_holder;
 mod renew_grid;
 mod shared;
 mod ticket;
@@ -51,6 +54,7 @@ mod token;
 mod views;
 
 pub use access::{Access, Holding, MAX_PERMITS};
+pub use acquisition::Acquisition;
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
 pub use capabilities::{Capabilities, LeaseScope};
@@ -67,12 +71,13 @@ pub use holder_value::{HolderValue, MAX_HOLDER_VALUE};
 pub use idempotent::{Idempotent, MemoryResults, Outcome, ResultStore};
 pub use instrument::{Instrumented, names as metric_names};
 pub use lease::{BackendData, Held, Lease, LockInfo, drift_margin};
-pub use lock::{DistributedLock, HOLDER_POLL, MAX_TTL, MIN_TTL, poll_until, validate_ttl};
+pub use lock::{DistributedLock, HOLDER_POLL, MAX_TTL, MIN_TTL, poll_until, validate_ttl, waited};
 pub use locker::{DEFAULT_TTL, DEFAULT_WAIT, Locker};
 pub use memory::MemoryLock;
 pub use multi::MultiGuard;
 pub use name::{LockName, MAX_NAME_LEN};
+pub use process_holder::ProcessHolder;
 pub use shared::{Coordination, DistributedRwLock, DistributedSemaphore};
 pub use ticket::Ticket;
 pub use token::{FencingToken, OwnerId, random_u64};
-pub use views::SharedLock;
+pub use views::{SharedLock, ViewedBackend};

@@ -5,8 +5,25 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Capabilities, Finding, Held, HolderValue, Lease, LockError, LockInfo, LockName, Ticket,
+    Access, Acquisition, Capabilities, Finding, Held, HolderValue, Holding, Lease, LockError,
+    LockInfo, LockName, Ticket,
 };
+
+/// What a wait answered, as a lease: `Ok(None)` — which a wait never answers — is read
+/// as the wait running out.
+///
+/// # Errors
+/// The acquisition's error, or [`LockError::Timeout`].
+pub fn waited(
+    answer: Result<Option<Lease>, LockError>,
+    name: &LockName,
+    wait: Duration,
+) -> Result<Lease, LockError> {
+    answer?.ok_or_else(|| LockError::Timeout {
+        name: name.to_string(),
+        waited: wait,
+    })
+}
 
 /// The shortest TTL accepted: below this the drift margin would eat the lease.
 pub const MIN_TTL: Duration = Duration::from_millis(10);
@@ -45,38 +62,70 @@ pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// ```
 #[async_trait]
 pub trait DistributedLock: Send + Sync {
+    /// Takes what `request` describes — the mutex, a semaphore's permit, a reader or
+    /// the writer of `request.name()`, with its holder value — at once, or waiting up
+    /// to its wait. The one acquisition method a backend or a wrapper writes; every
+    /// other way of taking a lock (`try_acquire`, `acquire`, the permit and read/write
+    /// calls of [`crate::DistributedSemaphore`] and [`crate::DistributedRwLock`])
+    /// builds an [`Acquisition`] and calls this.
+    ///
+    /// A single attempt (no wait) answers `Ok(None)` when the lock is busy. A wait
+    /// answers a lease or an error, never `Ok(None)`. A transient error
+    /// ([`LockError::Unavailable`]: the server did not answer, a member went away)
+    /// does not end a wait: the acquisition is tried again until the wait runs out,
+    /// and then ends with that error rather than `Timeout`, so the caller can tell an
+    /// outage from a busy lock.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] when a wait runs out on a busy lock;
+    /// [`LockError::Unavailable`] when it runs out during an outage;
+    /// `InvalidArgument` for a TTL or permit count out of range;
+    /// [`LockError::PermitsMismatch`]; [`LockError::Unsupported`] for an access or a
+    /// holder value the backend does not offer.
+    ///
+    /// # Cancel safety
+    /// Dropping the future at any await leaves the queue or gives up the attempt; what
+    /// a request already sent may still take is gone by its TTL at the latest (rule 6,
+    /// checked by `cancelled_acquires_leak_nothing`).
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError>;
+
     /// Takes the lock if it is free; `Ok(None)` if someone else holds it.
     ///
     /// # Cancel safety
     /// Dropping the future after its request was sent may leave the lock taken by an
     /// owner nobody holds, until its TTL (rule 6).
-    async fn try_acquire(&self, name: &LockName, ttl: Duration)
-    -> Result<Option<Lease>, LockError>;
+    async fn try_acquire(
+        &self,
+        name: &LockName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        self.acquire_with(&Acquisition::new(name, ttl)).await
+    }
 
     /// Takes the lock, waiting up to `wait` for the holder to release it or for its
     /// lease to expire. `wait == 0` makes a single attempt.
-    ///
-    /// A transient error ([`LockError::Unavailable`]: the server did not answer, a
-    /// member went away) does not end the wait: the acquisition is tried again until
-    /// `wait` runs out, and then ends with that error rather than `Timeout`, so the
-    /// caller can tell an outage from a busy lock. Every backend keeps this rule.
     ///
     /// # Errors
     /// [`LockError::Timeout`] when `wait` runs out on a busy lock;
     /// [`LockError::Unavailable`] when it runs out during an outage.
     ///
     /// # Cancel safety
-    /// Dropping the future at any await leaves the queue or gives up the attempt; what
-    /// a request already sent may still take is gone by its TTL at the latest (rule 6,
-    /// checked by `cancelled_acquires_leak_nothing`).
+    /// As [`DistributedLock::acquire_with`].
     async fn acquire(
         &self,
         name: &LockName,
         ttl: Duration,
         wait: Duration,
-    ) -> Result<Lease, LockError>;
+    ) -> Result<Lease, LockError> {
+        waited(
+            self.acquire_with(&Acquisition::new(name, ttl).waiting(wait))
+                .await,
+            name,
+            wait,
+        )
+    }
 
-    /// Extends the lease by its TTL from now.
+    /// Renews the lease: from now, for its TTL.
     ///
     /// # Errors
     /// [`LockError::LeaseLost`] if the lease is no longer held.
@@ -99,12 +148,51 @@ pub trait DistributedLock: Send + Sync {
     /// A read: dropping it changes nothing.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
 
+    /// The current holders of `name`'s semaphore (`of` an [`Access::Permit`]) or
+    /// read-write lock (`of` [`Access::Read`] or [`Access::Write`]), oldest grant
+    /// first.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] where the backend has no such primitive (the
+    /// provided implementation); a backend error.
+    ///
+    /// # Cancel safety
+    /// A read: dropping it changes nothing.
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        let _ = name;
+        Err(LockError::unsupported(self.backend_name(), of))
+    }
+
+    /// Breaks the current holder of `name`'s mutex, whoever it is — an operator's
+    /// last resort for a stuck or runaway holder (`dlock release --force`; Redisson's
+    /// `forceUnlock`). The holder's lease is removed on the server as its own release
+    /// would remove it, waking the next waiter: the next grant carries a higher fencing
+    /// token, the broken holder's renewals fail with [`LockError::LeaseLost`] (a
+    /// [`crate::LockGuard`] turns lost, `dlock run` stops its command), and its writes
+    /// are refused by every fenced store once the next holder's token has been seen
+    /// there. Returns who was broken; `None` if nobody held it.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] where the backend cannot (the provided
+    /// implementation); a backend error; [`LockError::Unavailable`] when the holder
+    /// kept changing under it.
+    ///
+    /// # Cancel safety
+    /// Dropping it may leave the holder broken or not; look with `inspect`.
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let _ = name;
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "breaking a holder",
+        ))
+    }
+
     /// As [`DistributedLock::try_acquire`], with `value` stored with the lease: anyone
     /// reads it back through `inspect` ([`LockInfo::value`]) for as long as the lease
     /// holds — a leader's address, say.
     ///
     /// # Errors
-    /// [`LockError::Unsupported`] where the backend (or a wrapper) cannot store one.
+    /// [`LockError::Unsupported`] where the backend cannot store one.
     ///
     /// # Cancel safety
     /// As [`DistributedLock::try_acquire`].
@@ -114,11 +202,8 @@ pub trait DistributedLock: Send + Sync {
         ttl: Duration,
         value: &HolderValue,
     ) -> Result<Option<Lease>, LockError> {
-        let _ = (name, ttl, value);
-        Err(LockError::unsupported_feature(
-            self.backend_name(),
-            "holder values",
-        ))
+        self.acquire_with(&Acquisition::new(name, ttl).with_value(value))
+            .await
     }
 
     /// As [`DistributedLock::acquire`], with `value` stored with the lease (see
@@ -137,11 +222,8 @@ pub trait DistributedLock: Send + Sync {
         wait: Duration,
         value: &HolderValue,
     ) -> Result<Lease, LockError> {
-        let _ = (name, ttl, wait, value);
-        Err(LockError::unsupported_feature(
-            self.backend_name(),
-            "holder values",
-        ))
+        let request = Acquisition::new(name, ttl).waiting(wait).with_value(value);
+        waited(self.acquire_with(&request).await, name, wait)
     }
 
     /// Releases the lease but keeps the name blocked for `linger` more (a lock-delay,
@@ -286,4 +368,55 @@ pub fn validate_ttl(ttl: Duration) -> Result<(), LockError> {
         )));
     }
     Ok(())
+}
+
+/// A shared backend is a backend, so `Instrumented<Arc<dyn DistributedLock>>` works.
+/// Every method forwards: a provided one left out would answer with its default
+/// (the conformance suite's `wrappers_forward_every_method` checks the set).
+#[async_trait]
+impl<T: DistributedLock + ?Sized> DistributedLock for std::sync::Arc<T> {
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        (**self).acquire_with(request).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        (**self).renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        (**self).release(lease).await
+    }
+    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        (**self).release_after(lease, linger).await
+    }
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        (**self).inspect(name).await
+    }
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        (**self).holders(name, of).await
+    }
+    async fn holder_changed(
+        &self,
+        name: &LockName,
+        seen: Option<&LockInfo>,
+        until: tokio::time::Instant,
+    ) -> Result<(), LockError> {
+        (**self).holder_changed(name, seen, until).await
+    }
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        (**self).resume(ticket).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        (**self).list(prefix).await
+    }
+    async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
+        (**self).diagnose().await
+    }
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        (**self).break_holder(name).await
+    }
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn backend_name(&self) -> &'static str {
+        (**self).backend_name()
+    }
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{DistributedLock, FencingToken, HoldPolicy, Lease, LockError, LockGuard, LockName};
+use crate::{
+    Acquisition, DistributedLock, FencingToken, HoldPolicy, HolderValue, Lease, LockError,
+    LockGuard, LockName,
+};
 
 /// Acquires locks with default TTL and wait, and hands out [`LockGuard`]s that renew
 /// themselves.
@@ -34,6 +37,7 @@ pub struct Locker {
     wait: Duration,
     name_label: bool,
     policy: HoldPolicy,
+    value: Option<HolderValue>,
 }
 
 /// Default lease TTL of a [`Locker`].
@@ -51,7 +55,32 @@ impl Locker {
             wait: DEFAULT_WAIT,
             name_label: false,
             policy: HoldPolicy::default(),
+            value: None,
         }
+    }
+
+    /// Stores `value` with every lease this locker takes, for anyone who inspects the
+    /// lock: who holds it ([`crate::ProcessHolder`]), or a leader's address.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlock_core::{Locker, MemoryLock, ProcessHolder};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dlock_core::LockError> {
+    /// let backend = Arc::new(MemoryLock::new());
+    /// let me = ProcessHolder::this_process("invoice-sync").to_value()?;
+    /// let locker = Locker::new(backend.clone()).with_value(me);
+    /// let guard = locker.lock("invoices").await?;
+    /// let holder = dlock_core::DistributedLock::inspect(&*backend, guard.lease().name()).await?;
+    /// let process = ProcessHolder::of(&holder.expect("held").owner).expect("it said");
+    /// assert_eq!(process.command, "invoice-sync");
+    /// # guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_value(mut self, value: HolderValue) -> Self {
+        self.value = Some(value);
+        self
     }
 
     /// Labels the guards' metrics with the lock name too (one series per name: mind
@@ -175,7 +204,10 @@ impl Locker {
     ) -> Result<LockGuard, LockError> {
         let name = LockName::new(name.as_ref())?;
         self.check_policy()?;
-        let lease = self.lock.acquire(&name, self.ttl, wait).await?;
+        let request = Acquisition::new(&name, self.ttl)
+            .waiting(wait)
+            .with_value(self.value.as_ref());
+        let lease = crate::waited(self.lock.acquire_with(&request).await, &name, wait)?;
         self.guard(lease).await
     }
 
@@ -190,7 +222,8 @@ impl Locker {
     pub async fn try_lock(&self, name: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
         let name = LockName::new(name.as_ref())?;
         self.check_policy()?;
-        match self.lock.try_acquire(&name, self.ttl).await? {
+        let request = Acquisition::new(&name, self.ttl).with_value(self.value.as_ref());
+        match self.lock.acquire_with(&request).await? {
             Some(lease) => Ok(Some(self.guard(lease).await?)),
             None => Ok(None),
         }

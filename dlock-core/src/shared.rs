@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{DistributedLock, Holding, Lease, LockError, LockName};
+use crate::{Access, Acquisition, DistributedLock, Holding, Lease, LockError, LockName, waited};
 
 /// A counting semaphore per name: at most `permits` unexpired leases at once.
 ///
@@ -46,10 +46,12 @@ use crate::{DistributedLock, Holding, Lease, LockError, LockName};
 /// fencing tokens increasing per name, cancel-safe waiting, FIFO where
 /// [`crate::Capabilities::fair`]), with "one holder" read as "at most `permits`". The
 /// count is part of the name's contract while anyone holds or waits for it: asking with
-/// another count then fails with [`LockError::PermitsMismatch`] (so two deployments
-/// that disagree can never admit more than the smaller count); an idle name takes the
+/// another count then fails with [`LockError::PermitsMismatch`]; an idle name takes the
 /// count of its next caller. Backends without [`crate::Capabilities::shared`] answer
 /// [`LockError::Unsupported`].
+///
+/// Every [`DistributedLock`] has these methods: each builds an [`Acquisition`] with an
+/// [`Access::Permit`] and calls [`DistributedLock::acquire_with`].
 #[async_trait]
 pub trait DistributedSemaphore: DistributedLock {
     /// Takes one of the `permits` permits of `name` if one is free (and, on a fair
@@ -66,7 +68,10 @@ pub trait DistributedSemaphore: DistributedLock {
         name: &LockName,
         permits: u32,
         ttl: Duration,
-    ) -> Result<Option<Lease>, LockError>;
+    ) -> Result<Option<Lease>, LockError> {
+        let request = Acquisition::new(name, ttl).with_access(Access::Permit(permits));
+        self.acquire_with(&request).await
+    }
 
     /// Takes one of the `permits` permits of `name`, waiting up to `wait`.
     ///
@@ -82,7 +87,12 @@ pub trait DistributedSemaphore: DistributedLock {
         permits: u32,
         ttl: Duration,
         wait: Duration,
-    ) -> Result<Lease, LockError>;
+    ) -> Result<Lease, LockError> {
+        let request = Acquisition::new(name, ttl)
+            .with_access(Access::Permit(permits))
+            .waiting(wait);
+        waited(self.acquire_with(&request).await, name, wait)
+    }
 
     /// The current holders of `name`'s permits, oldest grant first.
     ///
@@ -91,8 +101,12 @@ pub trait DistributedSemaphore: DistributedLock {
     ///
     /// # Cancel safety
     /// A read: dropping it changes nothing.
-    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError>;
+    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        self.holders(name, Access::Permit(1)).await
+    }
 }
+
+impl<T: DistributedLock + ?Sized> DistributedSemaphore for T {}
 
 /// A read-write lock per name: any number of readers, or one writer.
 ///
@@ -101,6 +115,9 @@ pub trait DistributedSemaphore: DistributedLock {
 /// (FIFO); on the others a waiting writer keeps new readers out while it waits. A
 /// writer's fencing token is above every token granted before it. Backends without
 /// [`crate::Capabilities::shared`] answer [`LockError::Unsupported`].
+///
+/// Every [`DistributedLock`] has these methods: each builds an [`Acquisition`] with
+/// [`Access::Read`] or [`Access::Write`] and calls [`DistributedLock::acquire_with`].
 #[async_trait]
 pub trait DistributedRwLock: DistributedLock {
     /// Takes a read lease on `name` if no writer holds or waits for it.
@@ -110,7 +127,10 @@ pub trait DistributedRwLock: DistributedLock {
     ///
     /// # Cancel safety
     /// As [`DistributedLock::try_acquire`].
-    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError>;
+    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        let request = Acquisition::new(name, ttl).with_access(Access::Read);
+        self.acquire_with(&request).await
+    }
 
     /// Takes a read lease on `name`, waiting up to `wait` for writers.
     ///
@@ -124,7 +144,12 @@ pub trait DistributedRwLock: DistributedLock {
         name: &LockName,
         ttl: Duration,
         wait: Duration,
-    ) -> Result<Lease, LockError>;
+    ) -> Result<Lease, LockError> {
+        let request = Acquisition::new(name, ttl)
+            .with_access(Access::Read)
+            .waiting(wait);
+        waited(self.acquire_with(&request).await, name, wait)
+    }
 
     /// Takes the write lease on `name` if nobody holds it (and, on a fair backend,
     /// nobody waits).
@@ -134,7 +159,10 @@ pub trait DistributedRwLock: DistributedLock {
     ///
     /// # Cancel safety
     /// As [`DistributedLock::try_acquire`].
-    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError>;
+    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        let request = Acquisition::new(name, ttl).with_access(Access::Write);
+        self.acquire_with(&request).await
+    }
 
     /// Takes the write lease on `name`, waiting up to `wait` for readers and writers.
     ///
@@ -148,7 +176,12 @@ pub trait DistributedRwLock: DistributedLock {
         name: &LockName,
         ttl: Duration,
         wait: Duration,
-    ) -> Result<Lease, LockError>;
+    ) -> Result<Lease, LockError> {
+        let request = Acquisition::new(name, ttl)
+            .with_access(Access::Write)
+            .waiting(wait);
+        waited(self.acquire_with(&request).await, name, wait)
+    }
 
     /// The current holders of `name` (readers, or the writer), oldest grant first.
     ///
@@ -157,11 +190,16 @@ pub trait DistributedRwLock: DistributedLock {
     ///
     /// # Cancel safety
     /// A read: dropping it changes nothing.
-    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError>;
+    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
+        self.holders(name, Access::Read).await
+    }
 }
 
-/// Every primitive of a backend behind one object: what a service injects when it uses
-/// more than the mutex (`Arc<dyn Coordination>` coerces to each trait).
+impl<T: DistributedLock + ?Sized> DistributedRwLock for T {}
+
+/// Every primitive of a backend behind one object. Every [`DistributedLock`] is one
+/// now (its semaphore and read-write calls are provided methods), so this is the
+/// same object by another name, kept for code written against it.
 pub trait Coordination: DistributedSemaphore + DistributedRwLock {}
 
-impl<T: DistributedSemaphore + DistributedRwLock + ?Sized> Coordination for T {}
+impl<T: DistributedLock + ?Sized> Coordination for T {}

@@ -29,15 +29,43 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Access, Capabilities, Coordination, DistributedLock, Lease, LockError, LockInfo, LockName,
+    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, Holding, Lease, LockError,
+    LockInfo, LockName, Ticket,
 };
 
-/// One side of a backend's semaphores or read-write locks as a lock: `acquire` takes a
-/// permit (of a fixed count), a read lease or the write lease; `inspect` reports a
-/// holder: the writer of a read-write lock if there is one, else the latest grant.
+/// What a [`SharedLock`] can view: an `Arc` of any lock — `Arc<dyn DistributedLock>`,
+/// `Arc<dyn Coordination>` (what `dlock_any::connect_coordination` returns), or a
+/// concrete backend's.
+pub trait ViewedBackend {
+    /// The backend as a shared lock object.
+    fn into_backend(self) -> Arc<dyn DistributedLock>;
+}
+
+impl ViewedBackend for Arc<dyn DistributedLock> {
+    fn into_backend(self) -> Arc<dyn DistributedLock> {
+        self
+    }
+}
+
+impl ViewedBackend for Arc<dyn crate::Coordination> {
+    fn into_backend(self) -> Arc<dyn DistributedLock> {
+        self
+    }
+}
+
+impl<T: DistributedLock + 'static> ViewedBackend for Arc<T> {
+    fn into_backend(self) -> Arc<dyn DistributedLock> {
+        self
+    }
+}
+
+/// One side of a backend's semaphores or read-write locks as a lock: a mutex
+/// acquisition through it takes a permit (of a fixed count), a read lease or the write
+/// lease, with its holder value; `inspect` reports a holder: the writer of a
+/// read-write lock if there is one, else the latest grant.
 #[derive(Clone)]
 pub struct SharedLock {
-    backend: Arc<dyn Coordination>,
+    backend: Arc<dyn DistributedLock>,
     access: Access,
 }
 
@@ -46,25 +74,28 @@ impl SharedLock {
     ///
     /// # Errors
     /// [`LockError::InvalidArgument`] for a count outside 1 to [`crate::MAX_PERMITS`].
-    pub fn permits(backend: Arc<dyn Coordination>, permits: u32) -> Result<Self, LockError> {
+    pub fn permits(backend: impl ViewedBackend, permits: u32) -> Result<Self, LockError> {
         let access = Access::Permit(permits).validate()?;
-        Ok(Self { backend, access })
+        Ok(Self {
+            backend: backend.into_backend(),
+            access,
+        })
     }
 
     /// Read leases of `backend`'s read-write locks.
     #[must_use]
-    pub fn reads(backend: Arc<dyn Coordination>) -> Self {
+    pub fn reads(backend: impl ViewedBackend) -> Self {
         Self {
-            backend,
+            backend: backend.into_backend(),
             access: Access::Read,
         }
     }
 
     /// Write leases of `backend`'s read-write locks.
     #[must_use]
-    pub fn writes(backend: Arc<dyn Coordination>) -> Self {
+    pub fn writes(backend: impl ViewedBackend) -> Self {
         Self {
-            backend,
+            backend: backend.into_backend(),
             access: Access::Write,
         }
     }
@@ -78,29 +109,17 @@ impl SharedLock {
 
 #[async_trait]
 impl DistributedLock for SharedLock {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        match self.access {
-            Access::Permit(n) => self.backend.try_acquire_permit(name, n, ttl).await,
-            Access::Write => self.backend.try_write(name, ttl).await,
-            _ => self.backend.try_read(name, ttl).await,
-        }
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        // a mutex acquisition through this side is this side's; any other passes as is
+        let request = match request.access() {
+            Access::Exclusive => request.with_access(self.access),
+            _ => *request,
+        };
+        self.backend.acquire_with(&request).await
     }
 
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        match self.access {
-            Access::Permit(n) => self.backend.acquire_permit(name, n, ttl, wait).await,
-            Access::Write => self.backend.write(name, ttl, wait).await,
-            _ => self.backend.read(name, ttl, wait).await,
-        }
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        self.backend.holders(name, of).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -119,10 +138,7 @@ impl DistributedLock for SharedLock {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let mut holders = match self.access {
-            Access::Permit(_) => self.backend.permit_holders(name).await?,
-            _ => self.backend.rw_holders(name).await?,
-        };
+        let mut holders = self.backend.holders(name, self.access).await?;
         // the latest grant; on a read-write lock the writer first, since that is
         // whom either side waits for
         let writer = holders.iter().position(|h| h.access == Access::Write);
@@ -136,6 +152,21 @@ impl DistributedLock for SharedLock {
             remaining: h.remaining,
         }))
     }
+
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        self.backend.resume(ticket).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        self.backend.list(prefix).await
+    }
+
+    async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
+        self.backend.diagnose().await
+    }
+
+    // `name`'s mutex is another lock than this side's: breaking it here would break the
+    // wrong holder, so a view answers that it cannot (the trait's default)
 
     fn capabilities(&self) -> Capabilities {
         self.backend.capabilities()

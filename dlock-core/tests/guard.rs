@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use dlock_core::{
-    Capabilities, DistributedLock, GuardState, Lease, LockError, LockInfo, LockName, Locker,
-    MemoryLock, async_trait,
+    Acquisition, Capabilities, DistributedLock, GuardState, Lease, LockError, LockInfo, LockName,
+    Locker, MemoryLock, async_trait,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -34,20 +34,8 @@ impl Faulty {
 
 #[async_trait]
 impl DistributedLock for Faulty {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        self.inner.try_acquire(name, ttl).await
-    }
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        self.inner.acquire(name, ttl, wait).await
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        self.inner.acquire_with(request).await
     }
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         self.renewals.fetch_add(1, Ordering::SeqCst);

@@ -59,6 +59,7 @@
 //! predecessor at each refresh of its queued key, so a watch that went quiet delays a
 //! hand-off by at most a third of the TTL.
 
+mod break_holder;
 mod client;
 mod errors;
 mod guarded;

@@ -336,6 +336,10 @@ impl Backend for EtcdLock {
         self.shared_holders(name, of).await
     }
 
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.break_head(name).await
+    }
+
     /// The cluster's version, leader, members and alarms. Its lessor times leases on
     /// the server's monotonic clock: no wall clock to check.
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, resume_held,
+    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed, resume_held,
 };
 use dlock_core::{
     Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
@@ -183,6 +183,10 @@ impl Backend for Redlock {
 
     async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
         resume_held(self, ticket).await
+    }
+
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        break_claimed(self, name).await
     }
 
     /// Each node's findings, and how far apart the nodes' clocks are.

@@ -89,7 +89,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, resume_held,
+    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed, resume_held,
 };
 use dlock_core::{
     Access, Capabilities, FencingToken, Held, Holding, Lease, LockError, LockInfo, LockName,
@@ -322,6 +322,10 @@ impl Backend for SqlLock {
 
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         resume_held(self, ticket).await
+    }
+
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        break_claimed(self, name).await
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {

@@ -94,25 +94,30 @@ impl MySql {
 }
 
 impl MySql {
-    /// Tables created before holder values (dlock 0.1) kept owners in 64 bytes; an
-    /// owner id with a value needs up to 233 (`HolderValue` bounds its encoding). Widening an ASCII VARCHAR below 256
+    /// Tables created before holder values (dlock 0.1) kept owners in 64 bytes — the
+    /// holders table of semaphores and read-write locks until holder values reached
+    /// them; an owner id with a value needs up to 233 (`HolderValue` bounds its
+    /// encoding). Widening an ASCII VARCHAR below 256
     /// bytes is an in-place change of the column's metadata, done once.
     async fn widen_owner(&self) -> Result<(), sqlx::Error> {
-        let width: Option<i64> = sqlx::query_scalar(
-            "SELECT CAST(CHARACTER_MAXIMUM_LENGTH AS SIGNED) FROM information_schema.COLUMNS
-             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'owner'",
-        )
-        .bind(&self.table)
-        .fetch_optional(&self.pool)
-        .await?;
-        if width.is_some_and(|w| w < 255) {
-            let alter = format!(
-                "ALTER TABLE {} MODIFY owner VARCHAR(255) CHARACTER SET ascii NOT NULL",
-                self.table
-            );
-            sqlx::query(AssertSqlSafe(alter))
-                .execute(&self.pool)
-                .await?;
+        // the holders of semaphores and read-write locks carry holder values too
+        let holders = format!("{}_holders", self.table);
+        for table in [self.table.as_str(), holders.as_str()] {
+            let width: Option<i64> = sqlx::query_scalar(
+                "SELECT CAST(CHARACTER_MAXIMUM_LENGTH AS SIGNED) FROM information_schema.COLUMNS
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'owner'",
+            )
+            .bind(table)
+            .fetch_optional(&self.pool)
+            .await?;
+            if width.is_some_and(|w| w < 255) {
+                let alter = format!(
+                    "ALTER TABLE {table} MODIFY owner VARCHAR(255) CHARACTER SET ascii NOT NULL"
+                );
+                sqlx::query(AssertSqlSafe(alter))
+                    .execute(&self.pool)
+                    .await?;
+            }
         }
         Ok(())
     }

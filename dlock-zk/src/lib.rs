@@ -45,6 +45,7 @@
 //! With credentials ([`ZkLockBuilder::auth`]) nodes get the `creator_all` ACL, so other
 //! ZooKeeper users cannot delete them.
 
+mod break_holder;
 mod doctor;
 mod errors;
 mod guarded;

@@ -267,6 +267,10 @@ impl Backend for ZkLock {
         self.shared_holders(name, of).await
     }
 
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.break_head(name).await
+    }
+
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
         let client = self.sessions.first().session.get().await?;
         let (hosts, asked) = self.sessions.asked();

@@ -85,3 +85,38 @@ pub async fn fallback_serves_an_outage(h: &impl Harness) {
     };
     assert!(local.release(&real).await.expect("release"));
 }
+
+/// Under `Local`, the in-process companion of an acquisition is held through its whole
+/// wait, not for one TTL from its start: a caller that waited longer than its TTL for
+/// the real lock, and got it, still keeps this process's other callers out when the
+/// service then goes down — they must not get a fallback lease beside the real one.
+pub async fn fallback_companion_covers_the_wait(h: &impl Harness) {
+    let (client, link) = h.partitionable_client().await;
+    let other = h.client().await;
+    let name = unique("fallback_companion_covers_the_wait");
+    let ttl = h.short_ttl();
+    let local = Arc::new(FallbackLock::new(client.coordination(), Fallback::Local));
+    let outsider = super::take(&*other, &name, LONG_TTL).await;
+    let waiter = {
+        let (local, name) = (Arc::clone(&local), name.clone());
+        tokio::spawn(async move { local.acquire(&name, ttl, ttl * 6).await })
+    };
+    // longer than the waiter's TTL: a companion taken for one TTL has expired by now
+    sleep(ttl * 2).await;
+    assert!(other.release(&outsider).await.expect("release"));
+    let first = waiter
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock");
+    assert_eq!(first.fallback(), None, "a real lease");
+    link.cut().await;
+    let second = tokio::time::timeout(Duration::from_secs(30), local.try_acquire(&name, ttl))
+        .await
+        .expect("gives up on the cut server within the bound");
+    link.heal().await;
+    assert!(
+        matches!(second, Ok(None)),
+        "a second caller of the process got {second:?} while the first holds the real lock"
+    );
+    let _ = local.release(&first).await;
+}

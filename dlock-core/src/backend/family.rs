@@ -23,8 +23,8 @@ use tokio::time::Instant;
 
 use super::{ClaimDriver, QueueDriver, claim, queue};
 use crate::{
-    Access, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore, Held,
-    HolderValue, Holding, Lease, LockError, LockInfo, LockName, Ticket,
+    Access, Acquisition, Capabilities, DistributedLock, Held, HolderValue, Holding, Lease,
+    LockError, LockInfo, LockName, Ticket,
 };
 
 /// What an adapter writes besides its family's driver: the parts of
@@ -121,6 +121,56 @@ pub trait Backend: Send + Sync {
             what: "listing its locks".into(),
         })
     }
+
+    /// As [`DistributedLock::break_holder`]; a backend whose release goes by name,
+    /// owner id and token answers with [`break_claimed`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let _ = name;
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "breaking a holder",
+        ))
+    }
+}
+
+/// [`DistributedLock::break_holder`] for a backend whose release is checked by name,
+/// owner id and token alone (the claim family, memory): the holder `inspect` finds,
+/// released as its own release would release it — again if the holder changed in
+/// between.
+///
+/// # Errors
+/// The backend's error; [`LockError::Unavailable`] when the holder changed five times
+/// in a row.
+///
+/// # Cancel safety
+/// As [`DistributedLock::break_holder`].
+pub async fn break_claimed<B: Backend + ?Sized>(
+    backend: &B,
+    name: &LockName,
+) -> Result<Option<LockInfo>, LockError> {
+    for _ in 0..5 {
+        let Some(holder) = backend.inspect(name).await? else {
+            return Ok(None);
+        };
+        let ttl = holder.remaining.max(crate::MIN_TTL);
+        let as_held = Lease::new(
+            name.clone(),
+            holder.owner.clone(),
+            holder.token,
+            ttl,
+            Instant::now(),
+        );
+        if backend.release(&as_held).await? {
+            tracing::warn!(lock = %name, owner = %holder.owner, token = %holder.token, backend = backend.backend_name(), "holder broken");
+            return Ok(Some(holder));
+        }
+    }
+    Err(LockError::transient(format!(
+        "the holder of {name} kept changing while breaking it; try again"
+    )))
 }
 
 /// [`DistributedLock::resume`] for a backend that renews and releases by name, owner
@@ -165,31 +215,14 @@ pub async fn resume_held<B: Backend + ?Sized>(
 /// [`Access`]: the mutex, a semaphore's permit, a reader or a writer.
 #[async_trait]
 pub trait Family<B: ?Sized + Sync>: Send + Sync {
-    /// [`DistributedLock::try_acquire`] and its shared kin on `backend`; `value` is
-    /// the holder value (mutex only).
+    /// [`DistributedLock::acquire_with`] on `backend`: one attempt, or a wait.
     ///
     /// # Cancel safety
-    /// As [`DistributedLock::try_acquire`].
-    async fn try_acquire(
+    /// As [`DistributedLock::acquire_with`].
+    async fn acquire_with(
         backend: &B,
-        name: &LockName,
-        access: Access,
-        ttl: Duration,
-        value: Option<&HolderValue>,
+        request: &Acquisition<'_>,
     ) -> Result<Option<Lease>, LockError>;
-
-    /// [`DistributedLock::acquire`] and its shared kin on `backend`.
-    ///
-    /// # Cancel safety
-    /// As [`DistributedLock::acquire`].
-    async fn acquire(
-        backend: &B,
-        name: &LockName,
-        access: Access,
-        ttl: Duration,
-        wait: Duration,
-        value: Option<&HolderValue>,
-    ) -> Result<Lease, LockError>;
 
     /// [`DistributedLock::holder_changed`] on `backend`.
     ///
@@ -214,25 +247,17 @@ pub enum Queues {}
 
 #[async_trait]
 impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
-    async fn try_acquire(
+    async fn acquire_with(
         backend: &B,
-        name: &LockName,
-        access: Access,
-        ttl: Duration,
-        value: Option<&HolderValue>,
+        request: &Acquisition<'_>,
     ) -> Result<Option<Lease>, LockError> {
-        claim::try_claim(backend, name, access, ttl, value).await
-    }
-
-    async fn acquire(
-        backend: &B,
-        name: &LockName,
-        access: Access,
-        ttl: Duration,
-        wait: Duration,
-        value: Option<&HolderValue>,
-    ) -> Result<Lease, LockError> {
-        claim::claim(backend, name, access, ttl, wait, value).await
+        let (name, access, ttl, value) = parts(request);
+        match request.wait() {
+            None => claim::try_claim(backend, name, access, ttl, value).await,
+            Some(wait) => claim::claim(backend, name, access, ttl, wait, value)
+                .await
+                .map(Some),
+        }
     }
 
     /// Woken by the release notification; an expiry is not announced, so the wait ends
@@ -269,27 +294,21 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
 
 #[async_trait]
 impl<B: QueueDriver + ?Sized> Family<B> for Queues {
-    async fn try_acquire(
+    async fn acquire_with(
         backend: &B,
-        name: &LockName,
-        access: Access,
-        ttl: Duration,
-        value: Option<&HolderValue>,
+        request: &Acquisition<'_>,
     ) -> Result<Option<Lease>, LockError> {
-        let access = access.validate()?;
-        let owner = super::new_acquisition(ttl, value)?;
-        backend.try_take(name, access, &owner, ttl).await
-    }
-
-    async fn acquire(
-        backend: &B,
-        name: &LockName,
-        access: Access,
-        ttl: Duration,
-        wait: Duration,
-        value: Option<&HolderValue>,
-    ) -> Result<Lease, LockError> {
-        queue::queue(backend, name, access, ttl, wait, value).await
+        let (name, access, ttl, value) = parts(request);
+        match request.wait() {
+            None => {
+                let access = access.validate()?;
+                let owner = super::new_acquisition(ttl, value)?;
+                backend.try_take(name, access, &owner, ttl).await
+            }
+            Some(wait) => queue::queue(backend, name, access, ttl, wait, value)
+                .await
+                .map(Some),
+        }
     }
 
     async fn holder_changed(
@@ -308,42 +327,26 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
     }
 }
 
+/// A request's parts, as the family algorithms take them.
+fn parts<'a>(
+    request: &Acquisition<'a>,
+) -> (&'a LockName, Access, Duration, Option<&'a HolderValue>) {
+    (
+        request.name(),
+        request.access(),
+        request.ttl(),
+        request.value(),
+    )
+}
+
 #[async_trait]
 impl<B: Backend> DistributedLock for B {
-    async fn try_acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Exclusive, ttl, None).await
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        B::Family::acquire_with(self, request).await
     }
 
-    async fn acquire(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Exclusive, ttl, wait, None).await
-    }
-
-    async fn try_acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        value: &HolderValue,
-    ) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Exclusive, ttl, Some(value)).await
-    }
-
-    async fn acquire_with_value(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-        value: &HolderValue,
-    ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Exclusive, ttl, wait, Some(value)).await
+    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
+        Backend::holders(self, name, of).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
@@ -383,70 +386,15 @@ impl<B: Backend> DistributedLock for B {
         Backend::diagnose(self).await
     }
 
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        Backend::break_holder(self, name).await
+    }
+
     fn capabilities(&self) -> Capabilities {
         Backend::capabilities(self)
     }
 
     fn backend_name(&self) -> &'static str {
         Backend::backend_name(self)
-    }
-}
-
-#[async_trait]
-impl<B: Backend> DistributedSemaphore for B {
-    async fn try_acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Permit(permits), ttl, None).await
-    }
-
-    async fn acquire_permit(
-        &self,
-        name: &LockName,
-        permits: u32,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Permit(permits), ttl, wait, None).await
-    }
-
-    async fn permit_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        Backend::holders(self, name, Access::Permit(1)).await
-    }
-}
-
-#[async_trait]
-impl<B: Backend> DistributedRwLock for B {
-    async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Read, ttl, None).await
-    }
-
-    async fn read(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Read, ttl, wait, None).await
-    }
-
-    async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        B::Family::try_acquire(self, name, Access::Write, ttl, None).await
-    }
-
-    async fn write(
-        &self,
-        name: &LockName,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lease, LockError> {
-        B::Family::acquire(self, name, Access::Write, ttl, wait, None).await
-    }
-
-    async fn rw_holders(&self, name: &LockName) -> Result<Vec<Holding>, LockError> {
-        Backend::holders(self, name, Access::Read).await
     }
 }

@@ -27,7 +27,7 @@ mod wakeups;
 
 pub use batch::{Batcher, Pending, gather_batch};
 pub use claim::{Claim, ClaimDriver};
-pub use family::{Backend, Claims, Family, Queues, resume_held};
+pub use family::{Backend, Claims, Family, Queues, break_claimed, resume_held};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
 pub use standing::{Standing, standing};

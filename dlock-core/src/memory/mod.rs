@@ -146,6 +146,10 @@ impl Backend for MemoryLock {
         Ok(self.with_queue(name, of, |q, now| q.holders(now)))
     }
 
+    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        crate::backend::break_claimed(self, name).await
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::per_lease()
             .with_fair(true)

@@ -102,7 +102,7 @@ impl SharedSql {
                 format!(
                     "CREATE TABLE IF NOT EXISTS {h} (
                      name VARCHAR(300) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-                     owner VARCHAR(64) CHARACTER SET ascii NOT NULL,
+                     owner VARCHAR(255) CHARACTER SET ascii NOT NULL,
                      access VARCHAR(8) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
                      expires_at BIGINT NOT NULL, PRIMARY KEY (name, owner)) ENGINE=InnoDB"
                 ),

@@ -1,0 +1,111 @@
+//! What an operator sees and does: who holds a lock (the holder's process), and
+//! breaking a holder that is stuck.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::{Access, Acquisition, DistributedLock, LockError, Locker, ProcessHolder};
+
+use super::{LONG_TTL, unique};
+use crate::Harness;
+
+/// A holder that says which process it is — through a [`Locker`] for the mutex, through
+/// [`Acquisition`] for a permit and a reader — is seen as that process by every other
+/// client: `inspect`, `holders`, and `list` where the backend lists.
+pub async fn process_holder_is_readable(h: &impl Harness) {
+    let a = h.client().await;
+    let b = h.client().await;
+    let name = unique("process_holder_is_readable");
+    let me = ProcessHolder::this_process("nightly-report");
+    let value = me.to_value().expect("fits");
+    let locker = Locker::new(a.lock())
+        .with_ttl(LONG_TTL)
+        .with_value(value.clone());
+    let guard = locker.lock(name.as_str()).await.expect("lock");
+    let seen = b.inspect(&name).await.expect("inspect").expect("held");
+    let process = ProcessHolder::of(&seen.owner).expect("the holder said who it is");
+    assert_eq!(
+        (process.host.as_str(), process.pid, process.command.as_str()),
+        (me.host.as_str(), me.pid, "nightly-report")
+    );
+    match b.list(name.as_str()).await {
+        Ok(held) => {
+            let listed = held.iter().find(|h| h.name == name).expect("listed");
+            assert_eq!(ProcessHolder::of(&listed.holder.owner), Some(process));
+        }
+        Err(LockError::Unsupported { .. }) => {}
+        Err(e) => panic!("list: {e}"),
+    }
+    guard.release().await.expect("release");
+    if !b.capabilities().shared {
+        return;
+    }
+    for access in [Access::Permit(2), Access::Read] {
+        let request = Acquisition::new(&name, LONG_TTL)
+            .with_access(access)
+            .with_value(&value);
+        let lease = a
+            .acquire_with(&request)
+            .await
+            .expect("acquire_with")
+            .expect("free");
+        let holders = b.holders(&name, access).await.expect("holders");
+        assert_eq!(holders.len(), 1, "{access}");
+        let process = ProcessHolder::of(&holders[0].owner).expect("the holder said who it is");
+        assert_eq!(process.command, "nightly-report", "{access}");
+        assert!(a.release(&lease).await.expect("release"));
+    }
+}
+
+/// An operator breaks a holder that does not let go: the waiter behind it gets the
+/// lock at once with a higher token, the broken holder's guard turns lost (its next
+/// renewal is refused), and breaking a free name breaks nobody.
+pub async fn break_holder_hands_the_lock_on(h: &impl Harness) {
+    let a = h.client().await;
+    let b = h.client().await;
+    let operator = h.client().await;
+    let name = unique("break_holder");
+    let ttl = Duration::from_secs(3);
+    let stuck = Locker::new(a.lock())
+        .with_ttl(ttl)
+        .lock(name.as_str())
+        .await
+        .expect("lock");
+    let broken_token = stuck.token();
+    let waiter = {
+        let b: Arc<dyn DistributedLock> = b.lock();
+        let name = name.clone();
+        tokio::spawn(async move { b.acquire(&name, LONG_TTL, Duration::from_secs(20)).await })
+    };
+    // the waiter is queued (or polling) behind the stuck holder
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let broken = operator
+        .break_holder(&name)
+        .await
+        .expect("break_holder")
+        .expect("someone held it");
+    assert_eq!(
+        (&broken.owner, broken.token),
+        (stuck.lease().owner(), broken_token)
+    );
+    let next = waiter
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock");
+    assert!(next.token() > broken_token, "the next token is higher");
+    // the broken holder learns it at its next renewal (a third of the TTL), or when
+    // its lease runs out at the latest
+    tokio::time::timeout(ttl * 2, stuck.lost())
+        .await
+        .expect("the broken holder's guard turns lost");
+    assert!(!stuck.is_held());
+    assert!(b.release(&next).await.expect("release"));
+    assert!(
+        operator
+            .break_holder(&name)
+            .await
+            .expect("break_holder")
+            .is_none(),
+        "a free name has nobody to break"
+    );
+}

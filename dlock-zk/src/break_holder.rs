@@ -1,0 +1,59 @@
+//! An operator breaking a holder (`DistributedLock::break_holder`): its node deleted,
+//! as its own release would delete it.
+
+use dlock_core::{FencingToken, LockError, LockInfo, LockName, OwnerId};
+use zookeeper_client as zk;
+
+use crate::ZkLock;
+use crate::errors::from_zk;
+use crate::path::{lowest, owner_of, queue_dir};
+
+impl ZkLock {
+    /// Deletes the lowest node of `name`'s queue — the holder's; its name is unique to
+    /// the acquisition (sequence number and owner id), so a later holder's node is
+    /// never touched. The next in line watches exactly that node and takes over; its
+    /// node's czxid (its token) is higher. The broken client's next renewal (a read of
+    /// its node) finds it gone and reports the lease lost.
+    pub(crate) async fn break_head(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let dir = queue_dir(&self.root, name);
+        let client = self.sessions.first().session.get().await?;
+        for _ in 0..5 {
+            let children = match self
+                .op("list queue", async { Ok(client.list_children(&dir).await) })
+                .await?
+            {
+                Ok(c) => c,
+                Err(zk::Error::NoNode) => return Ok(None),
+                Err(e) => return Err(from_zk("list queue", e)),
+            };
+            let Some(head) = lowest(&children) else {
+                return Ok(None);
+            };
+            let path = format!("{dir}/{head}");
+            let Some(stat) = self.op("read holder", client.check_stat(&path)).await? else {
+                continue;
+            };
+            let holder = LockInfo {
+                owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
+                token: FencingToken::from_signed(stat.czxid, "czxid")?,
+                remaining: client.session_timeout(),
+            };
+            match self
+                .op("break holder", async {
+                    Ok(client.delete(&path, None).await)
+                })
+                .await?
+            {
+                Ok(()) => {
+                    tracing::warn!(lock = %name, owner = %holder.owner, token = %holder.token, backend = "zookeeper", "holder broken");
+                    return Ok(Some(holder));
+                }
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(from_zk("break holder", e)),
+            }
+        }
+        Err(LockError::transient(format!(
+            "the holder of {name} kept changing while breaking it; try again"
+        )))
+    }
+}
