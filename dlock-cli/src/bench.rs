@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use dlock_bench::{Options, Report};
 
 use crate::cli::BenchArgs;
-use crate::{exit, json, url};
+use crate::{exit, url};
 
 pub async fn bench(args: BenchArgs) -> ExitCode {
     // Always recording, as a service exporting its metrics does: the figures include
@@ -109,23 +109,18 @@ fn as_text(r: &Report) -> String {
 }
 
 fn as_json(r: &Report) -> String {
-    let rows: Vec<String> = r
+    let figures: Vec<serde_json::Value> = r
         .figures
         .iter()
         .map(|f| {
-            let floor = f.floor.map_or("null".into(), |v| format!("{v}"));
-            format!(
-                "{{\"scenario\":{},\"metric\":{},\"dlock\":{},\"floor\":{floor}}}",
-                json::string(f.scenario),
-                json::string(f.metric),
-                f.dlock
-            )
+            serde_json::json!({
+                "scenario": f.scenario,
+                "metric": f.metric,
+                "dlock": f.dlock,
+                "floor": f.floor,
+            })
         })
         .collect();
-    format!(
-        "{{\"backend\":{},\"url\":{},\"figures\":[{}]}}\n",
-        json::string(r.backend),
-        json::string(&r.url),
-        rows.join(",")
-    )
+    let report = serde_json::json!({ "backend": r.backend, "url": r.url, "figures": figures });
+    format!("{report}\n")
 }

@@ -59,9 +59,10 @@ pub enum Command {
     /// Renew the lease a ticket from `dlock acquire` stands for.
     #[command(after_help = TICKET_HELP)]
     Renew(RenewArgs),
-    /// Release the lease a ticket from `dlock acquire` stands for.
-    #[command(after_help = TICKET_HELP)]
-    Release(TicketArgs),
+    /// Release the lease a ticket from `dlock acquire` stands for; with --force, break
+    /// whoever holds lock NAME.
+    #[command(after_help = RELEASE_HELP)]
+    Release(ReleaseArgs),
     /// List the held locks: name, holder, fencing token, time left, and how many wait
     /// where the backend can tell.
     #[command(after_help = LIST_HELP)]
@@ -375,7 +376,7 @@ pub struct ElectArgs {
     #[command(flatten)]
     pub backend: Backend,
     /// What this candidate tells everyone while it leads (e.g. its address); default
-    /// HOST:PID.
+    /// the process (host, pid, command, start), which `dlock leader` shows.
     #[arg(long, value_name = "VALUE")]
     pub value: Option<String>,
     /// Leadership lease time to live: how long a crashed leader keeps the
@@ -478,6 +479,57 @@ pub struct TicketArgs {
     #[arg(env = "DLOCK_TICKET")]
     pub ticket: String,
 }
+
+/// `dlock release`: a ticket's lease, or (`--force`) whoever holds a lock.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Break the current holder of lock NAME, whoever it is (an operator's last
+    /// resort for a stuck or runaway holder): its run stops at its next renewal and
+    /// the next holder's token is higher. Says who it would break unless --yes.
+    #[arg(long)]
+    pub force: bool,
+    /// With --force: do it.
+    #[arg(long, requires = "force")]
+    pub yes: bool,
+    /// The ticket `dlock acquire` printed (`-` reads it from stdin); with --force, the
+    /// lock's name.
+    #[arg(env = "DLOCK_TICKET", value_name = "TICKET|NAME")]
+    pub target: String,
+}
+
+/// `dlock release --force`, as the code that breaks a holder takes it.
+#[derive(Debug)]
+pub struct ForceArgs {
+    /// Backend URL.
+    pub backend: Backend,
+    /// The lock.
+    pub name: String,
+    /// Confirmed.
+    pub yes: bool,
+}
+
+const RELEASE_HELP: &str = "\
+dlock release TICKET releases the lease a ticket from `dlock acquire` stands for (see \
+`dlock acquire --help`).
+
+dlock release --force NAME breaks whoever holds lock NAME, on every backend: its lease \
+is removed on the server as its own release would remove it, the next waiter gets the \
+lock with a higher fencing token, the broken holder's renewals fail — its `dlock run` \
+stops its command and exits 75 — and its writes are refused by a fenced store once the \
+next holder's token has been seen there. Without --yes it only says who holds the lock. \
+The holder is named on stderr, with who broke it.
+
+Exit codes: 0 done (or nothing held); 2 not confirmed, not a ticket; 75 the ticket's \
+lease is gone; 69 backend unreachable; 70 backend error.
+
+Examples:
+  dlock release \"$t\"
+  dlock status nightly-report             # who holds it, for how long
+  dlock release --force nightly-report    # says who it would break
+  dlock release --force --yes nightly-report";
 
 /// `dlock prune`.
 #[derive(Debug, Args)]

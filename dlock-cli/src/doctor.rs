@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use dlock_any::{Finding, LockName, Severity, redact_url};
 
 use crate::cli::DoctorArgs;
-use crate::{exit, json, url};
+use crate::{exit, url};
 
 pub async fn doctor(args: DoctorArgs) -> ExitCode {
     let url = match url::resolve(args.backend.url.as_deref()) {
@@ -100,17 +100,16 @@ fn as_text(url: &str, found: &[Finding]) -> String {
 }
 
 fn as_json(found: &[Finding]) -> String {
-    let items: Vec<String> = found
+    let items: Vec<serde_json::Value> = found
         .iter()
         .map(|f| {
-            format!(
-                "{{\"severity\":{},\"check\":{},\"found\":{},\"advice\":{}}}",
-                json::string(&f.severity.to_string().to_lowercase()),
-                json::string(&f.check),
-                json::string(&f.found),
-                json::string(&f.advice)
-            )
+            serde_json::json!({
+                "severity": f.severity.to_string().to_lowercase(),
+                "check": f.check,
+                "found": f.found,
+                "advice": f.advice,
+            })
         })
         .collect();
-    format!("[{}]\n", items.join(","))
+    format!("{}\n", serde_json::Value::Array(items))
 }

@@ -4,14 +4,22 @@ use std::convert::Infallible;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use dlock_any::{Election, Leader};
+use dlock_any::{Election, Leader, ProcessHolder};
 
 use crate::child::{self, Ended, Signals, Stop};
 use crate::cli::ElectArgs;
-use crate::{exit, url};
+use crate::{exit, holder, url};
 
 pub async fn elect(args: ElectArgs) -> ExitCode {
-    let value = args.value.clone().unwrap_or_else(default_value);
+    let value = match args.value.clone() {
+        Some(v) => v,
+        None => {
+            match ProcessHolder::this_process(&holder::command_name(&args.command)).to_value() {
+                Ok(v) => v.as_str().to_owned(),
+                Err(e) => return exit::fail(&e),
+            }
+        }
+    };
     let resolved = url::resolve(args.backend.url.as_deref())
         .and_then(|u| url::no_fallback(&u, "an election").map(|()| u));
     let backend = match resolved {
@@ -131,21 +139,16 @@ async fn report_standby(election: Election, quiet: bool) -> Infallible {
     }
 }
 
-/// A leader in words.
+/// A leader in words: the process it said it was, else its value.
 pub fn describe(l: &Leader) -> String {
-    match &l.value {
-        Some(v) => format!("led by {v:?} (epoch {})", l.epoch),
-        None => format!("held without a value (epoch {})", l.epoch),
+    let process = l
+        .value
+        .as_deref()
+        .and_then(|v| dlock_any::HolderValue::new(v).ok())
+        .and_then(|v| dlock_any::ProcessHolder::from_value(&v));
+    match (process, &l.value) {
+        (Some(p), _) => format!("led by {p} (epoch {})", l.epoch),
+        (None, Some(v)) => format!("led by {v:?} (epoch {})", l.epoch),
+        (None, None) => format!("held without a value (epoch {})", l.epoch),
     }
-}
-
-/// HOST:PID: which process leads, at a glance.
-fn default_value() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned());
-    format!("{host}:{}", std::process::id())
 }

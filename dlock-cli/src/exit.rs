@@ -58,7 +58,7 @@ pub async fn busy(
 ) -> ExitCode {
     if !how.quiet {
         let holder = match lock.inspect(name).await {
-            Ok(Some(h)) => format!(" by {} (token {})", h.owner, h.token),
+            Ok(Some(h)) => format!(" by {} (token {})", crate::holder::who(&h.owner), h.token),
             _ => String::new(),
         };
         eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");

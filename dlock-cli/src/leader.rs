@@ -9,7 +9,8 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::LeaderArgs;
 use crate::elect::describe;
-use crate::{exit, json, url};
+use crate::{exit, url};
+use serde_json::{Value, json};
 
 pub async fn leader(args: LeaderArgs) -> ExitCode {
     let backend = match url::resolve(args.backend.url.as_deref()) {
@@ -59,20 +60,19 @@ pub async fn leader(args: LeaderArgs) -> ExitCode {
 
 fn line(args: &LeaderArgs, l: Option<&Leader>) -> String {
     if args.json {
-        let leader = l.map_or_else(
-            || "null".to_owned(),
-            |l| {
-                let value = l
-                    .value
-                    .as_deref()
-                    .map_or_else(|| "null".to_owned(), json::string);
-                format!("{{\"value\":{value},\"epoch\":{}}}", l.epoch)
-            },
-        );
-        format!(
-            "{{\"name\":{},\"leader\":{leader}}}\n",
-            json::string(&args.name)
-        )
+        let leader = l.map(|l| {
+            let process = l
+                .value
+                .as_deref()
+                .and_then(|v| dlock_any::HolderValue::new(v).ok())
+                .and_then(|v| dlock_any::ProcessHolder::from_value(&v));
+            json!({
+                "value": l.value,
+                "epoch": l.epoch.get(),
+                "holder": process.as_ref().map_or(Value::Null, crate::holder::process_json),
+            })
+        });
+        format!("{}\n", json!({ "name": args.name, "leader": leader }))
     } else {
         match l {
             Some(l) => format!("{}: {}\n", args.name, describe(l)),

@@ -3,10 +3,11 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use dlock_any::{Held, format_duration};
+use dlock_any::{Held, ProcessHolder, format_duration};
+use serde_json::{Value, json};
 
 use crate::cli::ListArgs;
-use crate::{exit, json, url};
+use crate::{exit, holder, url};
 
 pub async fn list(args: ListArgs) -> ExitCode {
     let lock = match url::resolve(args.backend.url.as_deref()) {
@@ -36,19 +37,21 @@ fn as_text(held: &[Held]) -> String {
     if held.is_empty() {
         return out;
     }
-    let rows: Vec<[String; 5]> = held
+    let rows: Vec<[String; 6]> = held
         .iter()
         .map(|h| {
+            let process = ProcessHolder::of(&h.holder.owner);
             [
                 h.name.as_str().to_owned(),
-                short(h.holder.owner.as_str()).to_owned(),
+                holder::who_short(&h.holder.owner),
+                process.map_or_else(|| "-".to_owned(), |p| format_duration(p.age())),
                 h.holder.token.to_string(),
                 format_duration(h.holder.remaining),
                 h.waiters.map_or_else(|| "-".to_owned(), |w| w.to_string()),
             ]
         })
         .collect();
-    let header = ["NAME", "HOLDER", "TOKEN", "LEFT", "WAITERS"].map(str::to_owned);
+    let header = ["NAME", "HOLDER", "HELD FOR", "TOKEN", "LEFT", "WAITERS"].map(str::to_owned);
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -66,25 +69,19 @@ fn as_text(held: &[Held]) -> String {
     out
 }
 
-/// An owner id's first 8 characters: enough to tell holders apart at a glance.
-fn short(owner: &str) -> &str {
-    owner.get(..8).unwrap_or(owner)
-}
-
 fn as_json(held: &[Held]) -> String {
-    let items: Vec<String> = held
+    let items: Vec<Value> = held
         .iter()
         .map(|h| {
-            format!(
-                "{{\"name\":{},\"owner\":{},\"token\":{},\"remaining_ms\":{},\"waiters\":{}}}",
-                json::string(h.name.as_str()),
-                json::string(h.holder.owner.as_str()),
-                h.holder.token,
-                h.holder.remaining.as_millis(),
-                h.waiters
-                    .map_or_else(|| "null".to_owned(), |w| w.to_string()),
-            )
+            json!({
+                "name": h.name.as_str(),
+                "owner": h.holder.owner.as_str(),
+                "token": h.holder.token.get(),
+                "remaining_ms": u64::try_from(h.holder.remaining.as_millis()).unwrap_or(u64::MAX),
+                "waiters": h.waiters,
+                "holder": holder::json_of(&h.holder.owner),
+            })
         })
         .collect();
-    format!("[{}]\n", items.join(","))
+    format!("{}\n", Value::Array(items))
 }

@@ -30,7 +30,8 @@ mod docs;
 mod doctor;
 mod elect;
 mod exit;
-mod json;
+mod force;
+mod holder;
 mod leader;
 mod list;
 mod logging;
@@ -93,7 +94,21 @@ fn main() -> ExitCode {
             cli::Command::Bench(args) => Box::pin(bench::bench(args)).await,
             cli::Command::Acquire(args) => ticket::acquire(args).await,
             cli::Command::Renew(args) => ticket::renew(args).await,
-            cli::Command::Release(args) => ticket::release(args).await,
+            cli::Command::Release(args) if args.force => {
+                force::force(&cli::ForceArgs {
+                    backend: args.backend,
+                    name: args.target,
+                    yes: args.yes,
+                })
+                .await
+            }
+            cli::Command::Release(args) => {
+                ticket::release(cli::TicketArgs {
+                    backend: args.backend,
+                    ticket: args.target,
+                })
+                .await
+            }
             cli::Command::List(args) => list::list(args).await,
             cli::Command::Doctor(args) => doctor::doctor(args).await,
             cli::Command::Prune(args) => prune::prune(args).await,

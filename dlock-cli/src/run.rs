@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use dlock_any::{
     Access, DistributedLock, GuardState, Instrumented, LockError, LockGuard, LockName, Locker,
-    MultiGuard, SharedLock, format_duration,
+    MultiGuard, ProcessHolder, SharedLock, format_duration,
 };
 
 use crate::child::{self, Ended, Signals, Stop};
 use crate::cli::RunArgs;
-use crate::{exit, metrics, progress, url};
+use crate::{exit, holder, metrics, progress, url};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 pub async fn run(args: RunArgs) -> ExitCode {
@@ -59,6 +59,11 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
     }
     if let Some(m) = args.min_hold {
         locker = locker.with_min_hold(m);
+    }
+    // who holds it, for status, list and every waiter's message
+    match ProcessHolder::this_process(&holder::command_name(&args.command)).to_value() {
+        Ok(v) => locker = locker.with_value(v),
+        Err(e) => return exit::fail(&e),
     }
     let held = match take(&locker, &names, &args).await {
         Ok(held) => held,

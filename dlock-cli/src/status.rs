@@ -4,11 +4,12 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use dlock_any::{
-    Access, Coordination, Holding, LockError, LockInfo, LockName, Ticket, format_duration,
+    Access, DistributedLock, Holding, LockError, LockInfo, LockName, Ticket, format_duration,
 };
 
 use crate::cli::StatusArgs;
-use crate::{exit, json, url};
+use crate::{exit, holder, url};
+use serde_json::{Value, json};
 
 /// What one name looks like: its plain lock's holder, and the holders of its
 /// semaphore and read-write lock (empty where the backend offers none).
@@ -36,7 +37,7 @@ pub async fn status(args: StatusArgs) -> ExitCode {
         Err(e) => return exit::fail(&e),
     };
     let backend = match url::resolve(args.backend.url.as_deref()) {
-        Ok(u) => match dlock_any::connect_coordination(&u).await {
+        Ok(u) => match dlock_any::connect(&u).await {
             Ok(b) => b,
             Err(e) => return exit::fail(&e),
         },
@@ -77,17 +78,17 @@ pub async fn status(args: StatusArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn report(backend: &dyn Coordination, name: &LockName) -> Result<Report, LockError> {
+async fn report(backend: &dyn DistributedLock, name: &LockName) -> Result<Report, LockError> {
     let shared = backend.capabilities().shared;
     Ok(Report {
         lock: backend.inspect(name).await?,
         permits: if shared {
-            backend.permit_holders(name).await?
+            backend.holders(name, Access::Permit(1)).await?
         } else {
             Vec::new()
         },
         rw: if shared {
-            backend.rw_holders(name).await?
+            backend.holders(name, Access::Read).await?
         } else {
             Vec::new()
         },
@@ -103,7 +104,7 @@ fn as_text(names: &[LockName], reports: &[Report]) -> String {
                 let _ = writeln!(
                     out,
                     "{name}: held by {} (token {}), {} left",
-                    h.owner,
+                    holder::who(&h.owner),
                     h.token,
                     format_duration(h.remaining)
                 );
@@ -151,7 +152,7 @@ fn holders_text(holders: &[Holding]) -> String {
         .map(|h| {
             format!(
                 "{} (token {}, {} left)",
-                h.owner,
+                holder::who(&h.owner),
                 h.token,
                 format_duration(h.remaining)
             )
@@ -161,49 +162,38 @@ fn holders_text(holders: &[Holding]) -> String {
 }
 
 fn as_json(names: &[LockName], reports: &[Report]) -> String {
-    let mut out = String::from("[");
-    for (i, (name, r)) in names.iter().zip(reports).enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let _ = write!(out, "{{\"name\":{}", json::string(name.as_str()));
-        match &r.lock {
-            Some(h) => {
-                let _ = write!(
-                    out,
-                    ",\"held\":true,\"owner\":{},\"token\":{},\"remaining_ms\":{}",
-                    json::string(h.owner.as_str()),
-                    h.token,
-                    h.remaining.as_millis()
-                );
+    let items: Vec<Value> = names
+        .iter()
+        .zip(reports)
+        .map(|(name, r)| {
+            let mut item = json!({ "name": name.as_str(), "held": r.lock.is_some() });
+            if let Some(h) = &r.lock {
+                item["owner"] = json!(h.owner.as_str());
+                item["token"] = json!(h.token.get());
+                item["remaining_ms"] = json!(millis(h.remaining));
+                item["holder"] = holder::json_of(&h.owner);
             }
-            None => out.push_str(",\"held\":false"),
-        }
-        if let Some(holds) = r.ticket_holds {
-            let _ = write!(out, ",\"ticket_holds\":{holds}");
-        }
-        if let Some(first) = r.permits.first() {
-            let n = match first.access {
-                Access::Permit(n) => n,
-                _ => 0,
-            };
-            let _ = write!(
-                out,
-                ",\"semaphore\":{{\"permits\":{n},\"holders\":{}}}",
-                holders_json(&r.permits)
-            );
-        }
-        if !r.rw.is_empty() {
-            let _ = write!(out, ",\"rwlock\":{{\"holders\":{}}}", holders_json(&r.rw));
-        }
-        out.push('}');
-    }
-    out.push_str("]\n");
-    out
+            if let Some(holds) = r.ticket_holds {
+                item["ticket_holds"] = json!(holds);
+            }
+            if let Some(first) = r.permits.first() {
+                let n = match first.access {
+                    Access::Permit(n) => n,
+                    _ => 0,
+                };
+                item["semaphore"] = json!({ "permits": n, "holders": holders_json(&r.permits) });
+            }
+            if !r.rw.is_empty() {
+                item["rwlock"] = json!({ "holders": holders_json(&r.rw) });
+            }
+            item
+        })
+        .collect();
+    format!("{}\n", Value::Array(items))
 }
 
-fn holders_json(holders: &[Holding]) -> String {
-    let items: Vec<String> = holders
+fn holders_json(holders: &[Holding]) -> Value {
+    holders
         .iter()
         .map(|h| {
             let access = match h.access {
@@ -211,13 +201,17 @@ fn holders_json(holders: &[Holding]) -> String {
                 Access::Write => "write",
                 _ => "permit",
             };
-            format!(
-                "{{\"access\":\"{access}\",\"owner\":{},\"token\":{},\"remaining_ms\":{}}}",
-                json::string(h.owner.as_str()),
-                h.token,
-                h.remaining.as_millis()
-            )
+            json!({
+                "access": access,
+                "owner": h.owner.as_str(),
+                "token": h.token.get(),
+                "remaining_ms": millis(h.remaining),
+                "holder": holder::json_of(&h.owner),
+            })
         })
-        .collect();
-    format!("[{}]", items.join(","))
+        .collect()
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

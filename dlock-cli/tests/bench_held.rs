@@ -31,14 +31,13 @@ fn bench_held_counts_batched_renewals_at_the_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let json = String::from_utf8_lossy(&out.stdout);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let figure = |metric: &str| -> f64 {
-        let at = json
-            .find(&format!("\"metric\":\"{metric}\",\"dlock\":"))
-            .unwrap_or_else(|| panic!("{metric} missing: {json}"));
-        let rest = &json[at..];
-        let value = rest.split("\"dlock\":").nth(1).unwrap();
-        value.split([',', '}']).next().unwrap().parse().unwrap()
+        json["figures"]
+            .as_array()
+            .and_then(|f| f.iter().find(|f| f["metric"] == metric))
+            .and_then(|f| f["dlock"].as_f64())
+            .unwrap_or_else(|| panic!("{metric} missing: {json}"))
     };
     let (renewals, server) = (figure("renewals/s"), figure("server req/s"));
     // 300 guards renewing every ~0.3 s: ~1 000 renewals/s, in a few calls per tick

@@ -144,11 +144,10 @@ fn leader_watch_follows_changes(url: &str) {
     while epochs.len() < 2 && Instant::now() < end {
         let line = next();
         for (i, v) in ["first", "second"].iter().enumerate() {
-            if line.contains(&format!("\"value\":\"{v}\"")) && epochs.len() == i {
-                let epoch: u64 = line
-                    .rsplit("\"epoch\":")
-                    .next()
-                    .and_then(|e| e.trim_end_matches("}}").parse().ok())
+            let seen: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if seen["leader"]["value"] == *v && epochs.len() == i {
+                let epoch = seen["leader"]["epoch"]
+                    .as_u64()
                     .unwrap_or_else(|| panic!("{line}"));
                 epochs.push(epoch);
             }

@@ -1,0 +1,166 @@
+//! What an operator sees and does on every backend: who holds a lock (host, pid,
+//! command, for how long) in `status`, `list` and a waiter's message, and breaking a
+//! holder with `dlock release --force`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::zombie_processes)]
+
+use std::time::Duration;
+
+use dlock_any::{Fence, FencingToken, MemoryFence};
+
+mod common;
+use common::{backend_url, output, scratch, spawn, unique, wait_exit, wait_for_file};
+
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// A run of `job.sh` (a script of ours) holds NAME: `status --json`, `list --json`,
+/// the text of both and a waiter's message name its host, its pid and `job.sh`.
+fn holders_say_who_they_are(url: &str) {
+    let dir = scratch();
+    let name = unique("who");
+    let (script, started) = (dir.join("job.sh"), dir.join("started"));
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho >> {}\nsleep 4\n", started.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut holder = spawn(url, &["run", &name, "--", script.to_str().unwrap()]);
+    wait_for_file(&started, Duration::from_secs(10));
+    let pid = holder.id();
+    let expected = format!("{} pid {pid} (job.sh)", host());
+    let status: serde_json::Value =
+        serde_json::from_slice(&output(url, &["status", "--json", &name]).stdout).unwrap();
+    let process = &status[0]["holder"];
+    assert_eq!(process["host"], host().as_str(), "{status}");
+    assert_eq!(process["pid"], pid, "{status}");
+    assert_eq!(process["command"], "job.sh", "{status}");
+    assert!(process["age_ms"].as_u64().is_some(), "{status}");
+    let text = String::from_utf8_lossy(&output(url, &["status", &name]).stdout).into_owned();
+    assert!(text.contains(&format!("held by {expected} for ")), "{text}");
+    let listed = output(url, &["list", "--json", &name]);
+    if listed.status.success() {
+        let list: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert_eq!(list[0]["holder"]["pid"], pid, "{list}");
+        let table = String::from_utf8_lossy(&output(url, &["list", &name]).stdout).into_owned();
+        assert!(table.contains(&expected), "{table}");
+    }
+    let waiter = output(url, &["run", "--wait", "1500ms", &name, "--", "true"]);
+    let said = String::from_utf8_lossy(&waiter.stderr);
+    assert!(said.contains(&format!("held by {expected}")), "{said}");
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(15)), 0);
+}
+
+/// `release --force` names the holder and breaks nothing without `--yes`; with it, the
+/// held run stops with 75, the next run's token is higher, and a store that has seen
+/// the new token refuses the old one.
+fn release_force_breaks_the_holder(url: &str) {
+    let dir = scratch();
+    let name = unique("force");
+    let (old_token, new_token) = (dir.join("old"), dir.join("new"));
+    let mut stuck = spawn(
+        url,
+        &[
+            "run",
+            "--ttl",
+            "3s",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $DLOCK_TOKEN > {}; exec sleep 60", old_token.display()),
+        ],
+    );
+    let old: u64 = wait_for_file(&old_token, Duration::from_secs(10))
+        .parse()
+        .unwrap();
+    let asked = output(url, &["release", "--force", &name]);
+    assert_eq!(asked.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&asked.stderr);
+    assert!(said.contains("--yes") && said.contains("(sh)"), "{said}");
+    let broke = output(url, &["release", "--force", "--yes", &name]);
+    let said = String::from_utf8_lossy(&broke.stderr);
+    assert!(broke.status.success(), "{said}");
+    assert!(
+        said.contains("broke the holder") && said.contains("(sh)"),
+        "{said}"
+    );
+    let next = output(
+        url,
+        &[
+            "run",
+            "--wait",
+            "10s",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $DLOCK_TOKEN > {}", new_token.display()),
+        ],
+    );
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    let new: u64 = wait_for_file(&new_token, Duration::from_secs(1))
+        .parse()
+        .unwrap();
+    assert!(new > old, "the next holder's token {new} is above {old}");
+    assert_eq!(wait_exit(&mut stuck, Duration::from_secs(10)), 75);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fence = MemoryFence::new();
+    let resource = "accounts/7";
+    rt.block_on(async {
+        assert!(
+            fence
+                .check_and_raise(resource, FencingToken::new(new))
+                .await
+                .is_ok()
+        );
+        assert!(
+            fence
+                .check_and_raise(resource, FencingToken::new(old))
+                .await
+                .is_err(),
+            "the broken holder's write is refused"
+        );
+    });
+    let free = output(url, &["release", "--force", "--yes", &name]);
+    assert!(free.status.success());
+    assert!(String::from_utf8_lossy(&free.stderr).contains("nothing to break"));
+}
+
+macro_rules! per_backend {
+    ($backend:ident) => {
+        per_backend!($backend, all());
+    };
+    ($backend:ident, $cfg:meta) => {
+        #[cfg($cfg)]
+        mod $backend {
+            fn url() -> String {
+                super::backend_url(stringify!($backend))
+            }
+            #[test]
+            fn holders_say_who_they_are() {
+                super::holders_say_who_they_are(&url());
+            }
+            #[test]
+            fn release_force_breaks_the_holder() {
+                super::release_force_breaks_the_holder(&url());
+            }
+        }
+    };
+}
+
+per_backend!(sqlite);
+per_backend!(postgres);
+per_backend!(mariadb);
+per_backend!(redis);
+per_backend!(etcd, feature = "etcd");
+per_backend!(zookeeper, feature = "zookeeper");
+per_backend!(redlock);
