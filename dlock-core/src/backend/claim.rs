@@ -4,7 +4,7 @@
 //! A [`ClaimDriver`] is the backend's protocol — one attempt, one release, an optional
 //! wake-up source — and [`try_claim`] / [`claim`] are everything around it, written
 //! once: TTL validation, the owner id, a grant that came back too late to be trusted
-//! given back (DESIGN rule 5), subscribe-then-recheck waiting ([`wait_for_lock`]),
+//! given back (the trait's rule 5), subscribe-then-recheck waiting ([`wait_for_lock`]),
 //! and the retry rule for transient errors.
 //!
 //! The same driver carries the other primitives: an attempt names its [`Access`], and
@@ -74,7 +74,7 @@ pub trait ClaimDriver: Backend {
 
 /// One attempt with a lease around it: the lease's validity counts from the moment
 /// the attempt was sent, and a grant that arrives already past it is given back and
-/// reported as held (DESIGN rule 5: never hand out a lease that may have expired).
+/// reported as held (the trait's rule 5: never hand out a lease that may have expired).
 ///
 /// # Errors
 /// The driver's error.
