@@ -84,7 +84,7 @@ impl RedisLock {
     }
 }
 
-/// One round trip each way (DESIGN: the uncontended path in the fewest): acquire is
+/// One round trip each way (the uncontended path in the fewest): acquire is
 /// one script (`SET NX PX … GET` and the fencing clock), release one script (compare
 /// owner, `DEL`, `PUBLISH`), a renewal one script call shared with every renewal due
 /// on the same tick.

@@ -204,7 +204,7 @@ impl SqlLock {
     }
 }
 
-/// One statement each way (DESIGN: the uncontended path in the fewest round trips):
+/// One statement each way (the uncontended path in the fewest round trips):
 /// acquire is an upsert that takes the row when free or expired by the database clock,
 /// release an owner- and token-checked `UPDATE` (PostgreSQL: with a `NOTIFY`).
 #[async_trait]

@@ -10,7 +10,7 @@
 //!
 //! A new backend implements [`Backend`] and one family's driver; core's blanket
 //! implementation makes it a [`crate::DistributedLock`] ([`family`]), so that the rules
-//! DESIGN states once are kept once.
+//! the trait states once are kept once (see ARCHITECTURE.md).
 
 pub mod claim;
 pub mod family;
