@@ -192,32 +192,79 @@ impl LockError {
     }
 }
 
-/// Removes the password from a URL so it can appear in errors and logs.
+/// Removes the secrets from a URL so it can appear in errors and logs: the password of
+/// its userinfo, and the value of every query parameter that carries one
+/// (`password`, `sslpassword`, `pass`, `pwd`, `secret`, `token`, `auth`).
 ///
-/// `redis://user:secret@host:6379/0` becomes `redis://user:***@host:6379/0`. A string
-/// that is not a URL with credentials is returned unchanged.
+/// `redis://user:secret@host:6379/0` becomes `redis://user:***@host:6379/0`;
+/// `postgres://h/db?password=x` becomes `postgres://h/db?password=***`. The userinfo
+/// runs to the *last* `@` of the URL, so a password holding `/`, `?`, `#` or `@` is
+/// hidden whole (a query value with an `@` hides more than it needs, never less). A
+/// string without either is returned unchanged.
 #[must_use]
 pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return redact_query(url);
     };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
+    let rest = &url[scheme_end..];
+    let Some(at) = rest.rfind('@') else {
+        return redact_query(url);
     };
-    let userinfo = &authority[..at];
-    let redacted_userinfo = match userinfo.find(':') {
+    let userinfo = &rest[..at];
+    let shown_user = match userinfo.find(':') {
         Some(colon) => format!("{}:***", &userinfo[..colon]),
         None => userinfo.to_owned(),
     };
-    format!(
+    redact_query(&format!(
         "{}{}@{}",
-        &url[..scheme_end + 3],
-        redacted_userinfo,
+        &url[..scheme_end],
+        shown_user,
         &rest[at + 1..]
-    )
+    ))
+}
+
+/// Query parameters whose values are secrets.
+const SECRET: [&str; 7] = [
+    "password",
+    "sslpassword",
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "auth",
+];
+
+/// `key=value` as an error may show it: the value hidden if it is a secret.
+pub(crate) fn shown_pair(key: &str, value: &str) -> String {
+    if SECRET.contains(&key.to_ascii_lowercase().as_str()) {
+        format!("{key}=***")
+    } else {
+        format!("{key}={value}")
+    }
+}
+
+/// The query parameters of `url` that carry a secret, with their values hidden.
+fn redact_query(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (query, None),
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) => shown_pair(k, v),
+            None => pair.to_owned(),
+        })
+        .collect();
+    let mut out = format!("{base}?{}", pairs.join("&"));
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -234,6 +281,26 @@ mod tests {
         assert_eq!(redact_url("redis://:pw@h"), "redis://:***@h");
         assert_eq!(redact_url("sqlite:///tmp/x"), "sqlite:///tmp/x");
         assert_eq!(redact_url("no url"), "no url");
+    }
+
+    /// Both leaked before: the userinfo was cut at the first `/`, and query
+    /// parameters were not looked at.
+    #[test]
+    fn redacts_a_password_with_a_slash_and_one_in_the_query() {
+        let shown = redact_url("postgres://app:pa/ss?w#rd@db:5432/app");
+        assert!(!shown.contains("pa/ss"), "{shown}");
+        assert_eq!(shown, "postgres://app:***@db:5432/app");
+        let shown = redact_url("postgres://db/app?sslmode=disable&password=hunter2&table=t");
+        assert_eq!(
+            shown,
+            "postgres://db/app?sslmode=disable&password=***&table=t"
+        );
+        let shown = redact_url("mysql://u@h/d?PASSWORD=x#frag");
+        assert_eq!(shown, "mysql://u@h/d?PASSWORD=***#frag");
+        assert_eq!(
+            redact_url("redlock://:pw@h1:1,h2:2?fallback=local"),
+            "redlock://:***@h1:1,h2:2?fallback=local"
+        );
     }
 
     #[test]

@@ -258,12 +258,31 @@ async fn mysql(_: &str, shown: &str, _: &Options) -> Result<Arc<dyn Store>, Lock
     Err(feature_off("mysql", shown))
 }
 
+/// `sqlite:/x` — one slash — is refused: it means the file `/x` at the root of the
+/// filesystem, which nobody writing it means. The forms: `sqlite:///abs/path` (an
+/// absolute path), `sqlite://rel/path` and `sqlite:rel/path` (relative to the working
+/// directory), `sqlite::memory:`.
+#[cfg(feature = "sqlite")]
+fn refuse_ambiguous_sqlite(url: &str, shown: &str) -> Result<(), LockError> {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("sqlite:/") && !lower.starts_with("sqlite://") {
+        let path = &url["sqlite:".len()..];
+        return Err(LockError::Config(format!(
+            "{shown:?}: write sqlite://{path} for the absolute path {path}, or \
+             sqlite://{} for a path relative to the working directory",
+            path.trim_start_matches('/')
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(feature = "sqlite")]
 async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>, LockError> {
     use sqlx::sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
     };
     let memory = url.contains(":memory:") || url.contains("mode=memory");
+    refuse_ambiguous_sqlite(url, shown)?;
     let options = SqliteConnectOptions::from_str(url)
         .map_err(|e| bad_url(shown, e))?
         .create_if_missing(true)

@@ -38,7 +38,8 @@ pub fn take_query(
             Ok(false) => rest.push(pair),
             Err(why) => {
                 return Err(LockError::Config(format!(
-                    "{key}={value} in {:?}: {why}",
+                    "{} in {:?}: {why}",
+                    crate::error::shown_pair(key, value),
                     redact_url(url)
                 )));
             }
