@@ -34,6 +34,7 @@
 //! It also ships the [`FaultProxy`] (a TCP proxy that delays, blackholes or resets
 //! traffic on demand) and the [`FencedCounter`] used by workloads.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![allow(clippy::expect_used)] // a failed expectation is how a conformance case reports
 
 pub mod batching;

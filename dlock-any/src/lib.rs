@@ -58,6 +58,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::sync::Arc;
 
 pub use dlock_core::*;

@@ -25,6 +25,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod election_runs;
 pub mod floor;
 mod floor_runs;

@@ -75,6 +75,7 @@ fn main() -> ExitCode {
         }
     };
     logging::init(cli.verbose, cli.command.quiet());
+    let command = cli.backend_filled();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -86,7 +87,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        match cli.command {
+        match command {
             cli::Command::Run(args) => Box::pin(run::run(args)).await,
             cli::Command::Elect(args) => elect::elect(args).await,
             cli::Command::Leader(args) => leader::leader(args).await,

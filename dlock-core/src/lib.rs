@@ -24,6 +24,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod access;
 mod acquisition;
 pub mod backend;

@@ -119,6 +119,17 @@ impl EtcdLockBuilder {
             );
         }
         let shown = self.endpoints.join(",");
+        // a down cluster named at once, not after the client's retries
+        let hosts: Vec<&str> = self
+            .endpoints
+            .iter()
+            .map(|e| {
+                e.split_once("://")
+                    .map_or(e.as_str(), |(_, h)| h)
+                    .trim_end_matches('/')
+            })
+            .collect();
+        dlock_core::backend::any_reachable("etcd", &hosts, self.opts.timeout).await?;
         let what = format!("connecting to etcd {shown}");
         let client = within(self.opts.timeout, &what, async {
             Client::connect(&self.endpoints, Some(options))

@@ -59,6 +59,8 @@
 //! predecessor at each refresh of its queued key, so a watch that went quiet delays a
 //! hand-off by at most a third of the TTL.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod break_holder;
 mod client;
 mod errors;

@@ -39,6 +39,8 @@
 //! dlock. With `layout=plain` ([`KeyLayout::Plain`]) the lock key is the prefix plus
 //! the name, as the `SET NX` family of clients names it.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod builder;
 mod cluster;
 mod conn;

@@ -104,6 +104,14 @@ impl Node {
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
         let info = info.set_redis_settings(settings);
+        // the connection manager retries a refused connection for seconds, then says
+        // only that: a server that is down is named at once (not for lazy connections,
+        // which start during an outage on purpose)
+        let at = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => Some(format!("{host}:{port}")),
+            _ => None,
+        };
         let client = open_client(info, tls_ca)
             .map_err(|e| LockError::Config(format!("cannot use Redis URL {shown:?}: {e}")))?;
         if lazy {
@@ -111,6 +119,9 @@ impl Node {
                 .get_connection_manager_lazy(config)
                 .map_err(|e| from_redis(&format!("connecting to {shown}"), e))
         } else {
+            if let Some(at) = &at {
+                dlock_core::backend::any_reachable("Redis", &[at], timeout).await?;
+            }
             let what = format!("connecting to {shown}");
             within(timeout * 2, &what, async {
                 client

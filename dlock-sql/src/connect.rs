@@ -201,6 +201,49 @@ fn connect_error(shown: &str, e: sqlx::Error) -> LockError {
     from_sqlx(&format!("connecting to {shown}"), e)
 }
 
+/// One connection made before the pool: a pool retries a refused connection until its
+/// acquire timeout and then says only "pool timed out", so a server that is down (or
+/// a wrong port) is told at once here, naming the database and where it was looked
+/// for. The connection is closed again; the pool makes its own.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn reachable<O>(
+    options: &O,
+    database: &str,
+    url: &str,
+    opts: &Options,
+) -> Result<(), LockError>
+where
+    O: sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sqlx::Connection as _;
+    let at = host_port(url);
+    match tokio::time::timeout(opts.op_timeout, options.connect()).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e @ (sqlx::Error::Io(_) | sqlx::Error::Tls(_)))) => Err(LockError::Unavailable {
+            message: format!("cannot connect to {database} at {at}: {e}"),
+            source: Some(Box::new(e)),
+        }),
+        // the server answered (a login refused, a pooler's complaint): as the pool would say
+        Ok(Err(e)) => Err(connect_error(&redact_url(url), e)),
+        Err(_) => Err(LockError::transient(format!(
+            "cannot connect to {database} at {at}: no answer within {:?}",
+            opts.op_timeout
+        ))),
+    }
+}
+
+/// The `host:port` part of a database URL, for messages (no userinfo).
+fn host_port(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    &rest[..end]
+}
+
 #[cfg(feature = "postgres")]
 async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>, LockError> {
     let mut options =
@@ -211,6 +254,7 @@ async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Stor
         options = options.extra_float_digits(None);
     }
     let options_for_listen = options.clone();
+    reachable(&options, "PostgreSQL", url, opts).await?;
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(opts.pool_size)
         .acquire_timeout(opts.op_timeout)
@@ -241,6 +285,7 @@ async fn mysql(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>,
         .map_or_else(|| url.to_owned(), |rest| format!("mysql:{rest}"));
     let options =
         sqlx::mysql::MySqlConnectOptions::from_str(&url).map_err(|e| bad_url(shown, e))?;
+    reachable(&options, "MySQL/MariaDB", &url, opts).await?;
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(opts.pool_size)
         .acquire_timeout(opts.op_timeout)

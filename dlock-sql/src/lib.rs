@@ -59,6 +59,8 @@
 //! URL query parameters read by dlock (the rest go to sqlx): `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
 compile_error!("dlock-sql needs at least one of the features postgres, mysql, sqlite");
 

@@ -45,6 +45,8 @@
 //! With credentials ([`ZkLockBuilder::auth`]) nodes get the `creator_all` ACL, so other
 //! ZooKeeper users cannot delete them.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod break_holder;
 mod doctor;
 mod errors;

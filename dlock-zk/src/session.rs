@@ -80,6 +80,15 @@ async fn connect(p: &Params) -> Result<zk::Client, LockError> {
         connector = connector.with_auth("digest", auth);
     }
     let hosts = p.hosts.clone();
+    // the client retries refused servers until its timeout, then says "timeout": a
+    // down ensemble is named at once (a chroot follows the host list)
+    let servers: Vec<&str> = hosts
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .collect();
+    dlock_core::backend::any_reachable("ZooKeeper", &servers, connection_timeout(p)).await?;
     let what = format!("connecting to ZooKeeper {hosts}");
     within(p.op_timeout * 2, &what, async {
         connector

@@ -15,6 +15,7 @@
 pub mod claim;
 pub mod family;
 pub mod queue;
+mod reach;
 
 mod batch;
 mod query;
@@ -30,6 +31,7 @@ pub use claim::{Claim, ClaimDriver};
 pub use family::{Backend, Claims, Family, Queues, break_claimed, resume_held};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
+pub use reach::any_reachable;
 pub use standing::{Standing, standing};
 pub use task::OwnedTask;
 pub use timeout::within;

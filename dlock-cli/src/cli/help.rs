@@ -1,0 +1,176 @@
+//! The long help texts of the subcommands (examples, exit codes), after their options.
+
+pub(super) const DOCTOR_HELP: &str = "\
+Each finding has a severity — info, warning (a guarantee is weaker than it could be), \
+CRITICAL (a guarantee is broken: a lock can be held twice, a token can repeat, or \
+nothing can be locked) — and one sentence of advice. Checked per backend: Redis (and \
+each Redlock node) version, clock offset, replication role, maxmemory-policy, \
+appendonly/appendfsync, and the spread of Redlock's clocks; PostgreSQL version, clock, \
+role, synchronous_commit, standbys, whether LISTEN/NOTIFY reaches dlock (not behind a \
+transaction pooler); MariaDB/MySQL version, clock, read_only, \
+innodb_flush_log_at_trx_commit; SQLite version, journal mode, filesystem (a network \
+filesystem is critical); every SQL database's lock table and its columns; etcd version, leader, members, alarms; ZooKeeper each \
+server's version and mode, session-timeout bounds and the timeout granted.
+
+Exit codes: 0 nothing critical; 78 a critical finding; 69 backend unreachable; \
+70 backend error; 2 bad URL.
+
+Examples:
+  dlock doctor --url redis://cache:6379
+  dlock doctor --url postgres://app@db/app --json | jq '.[] | select(.severity != \"info\")'";
+
+pub(super) const LEADER_HELP: &str = "\
+Examples:
+  dlock leader scheduler                 # LEADER EPOCH, or nothing when none leads
+  dlock leader --json scheduler
+  dlock leader --watch scheduler         # one line per change, until interrupted";
+
+pub(super) const STATUS_HELP: &str = "\
+Exit codes: 0; 75 when a ticket given is no longer held; 2 bad name or ticket; \
+69 backend unreachable.
+
+Examples:
+  dlock status nightly-report invoices
+  dlock status --json nightly-report
+  dlock status \"$t\"                      # a ticket from dlock acquire: does it hold?";
+
+pub(super) const BENCH_HELP: &str = "\
+Examples:
+  dlock bench                                    # the default SQLite file
+  dlock bench --url redis://127.0.0.1:6379 --scenario uncontended,handoff
+  dlock bench --url postgres://app@db/app --json --metrics";
+
+pub(super) const COMPLETIONS_HELP: &str = "\
+Examples:
+  dlock completions bash > ~/.local/share/bash-completion/completions/dlock
+  dlock completions zsh > \"${fpath[1]}/_dlock\"
+  dlock completions fish > ~/.config/fish/completions/dlock.fish";
+
+pub(super) const MAN_HELP: &str = "\
+Examples:
+  dlock man | man -l -
+  dlock man > /usr/local/share/man/man1/dlock.1";
+
+pub(super) const TICKET_HELP: &str = "\
+A ticket is one line: the backend's name, the lock name, the acquisition's owner id \
+(128 random bits), the fencing token and the TTL. It grants renewing and releasing \
+that one lease while it lasts — keep it like a password — and holds no URL or \
+password: each command connects with its own --url / DLOCK_URL. SQL databases, Redis \
+and Redlock take tickets; on etcd and ZooKeeper a lease cannot outlive the process \
+that took it.
+
+Exit codes: 0 done; 73 busy (--wait 0); 74 the wait ran out; 75 the ticket's lease is \
+gone (expired, released, taken over); 2 not a ticket, or one for another backend; \
+69 backend unreachable; 70 backend error.
+
+`dlock renew` prints the ticket again (with the TTL given by --ttl, if any). Pass a \
+ticket as an argument, in $DLOCK_TICKET, or as `-` on stdin: the process list (ps) \
+shows arguments to every user of the host.
+
+Examples:
+  t=$(dlock acquire --ttl 10m deploy)     # exits holding the lock
+  ./step-one && dlock renew \"$t\" && ./step-two
+  dlock release \"$t\"
+  dlock status \"$t\"                       # does it still hold?";
+
+pub(super) const PRUNE_HELP: &str = "\
+A name taken again after its row was deleted starts from the database clock in \
+microseconds, above every token it had, as long as the database clock never steps back \
+by more than --idle-for: pick a day or more. Safe while locks are in use; held names \
+are never deleted. Deletes in batches of 1000 rows. Every client of the table must run \
+a dlock with prune first (an older one starts a recreated name at token 1).
+
+Examples:
+  dlock prune --url postgres://dlock@db/app --idle-for 7d
+  DLOCK_URL=sqlite:///var/lib/dlock/locks.db dlock prune --idle-for 30d
+";
+
+pub(super) const LIST_HELP: &str = "\
+Waiters are counted on etcd and ZooKeeper (the queue behind the holder); on SQL and \
+Redis waiters poll or listen and leave no trace, so the column shows -. Redis keys in \
+the plain layout cannot be listed (they look like any other program's keys).
+
+Examples:
+  dlock list                    # every held lock
+  dlock list jobs/              # names starting with jobs/
+  dlock list --json | jq '.[] | select(.remaining_ms < 5000)'";
+
+pub(super) const RUN_HELP: &str = "\
+The command gets DLOCK_NAME, DLOCK_TOKEN (the fencing token: pass it with every write \
+so the store can reject a stale holder) and DLOCK_OWNER in its environment. The lease \
+is renewed every ttl/3 while it runs.
+
+The command runs in a process group of its own, under a small supervisor: every stop \
+goes to the whole group. If the lease is lost, the group gets SIGTERM (or SIGKILL with \
+--on-lost kill), then SIGKILL after --grace. If renewals keep failing, the supervisor \
+stops the group before the lease runs out (SIGTERM a quarter TTL, at most --grace, \
+before; SIGKILL at the end), even while dlock is stopped. If dlock dies (even by \
+SIGKILL), the supervisor stops the group the same way. SIGTERM, SIGINT, SIGHUP, \
+SIGQUIT, SIGUSR1 and SIGUSR2 sent to dlock are forwarded to the group. When the \
+command exits, whatever it left running in its group is stopped before the lock is \
+released. A process that leaves the group on purpose (setsid, a daemon's double fork) \
+escapes all of this: run such programs in the foreground.
+
+With --permits N, up to N runs hold NAME at once; with --shared and --exclusive, \
+runs share NAME's read-write lock (readers together, a writer alone; a waiting writer \
+keeps new readers out). These are separate from NAME's plain lock.
+
+With several NAMEs, all are taken as one, in sorted order (so two runs with \
+overlapping names never deadlock), and all are released if one cannot be had; \
+DLOCK_NAMES and DLOCK_TOKENS list them, one per line (DLOCK_NAME and DLOCK_TOKEN are \
+the first).
+
+--max-hold caps the hold: the command is stopped when it is reached. --min-hold keeps \
+NAME blocked until that long after it was taken even if the command finishes sooner \
+(a lock-delay, kept by the server: a run that exits or crashes cannot shorten it); it \
+must not exceed --ttl.
+
+Exit status: the command's own (128+N if killed by signal N); 73 lock busy (--wait 0); \
+74 wait timed out; 75 lease lost while running; 76 --max-hold reached; 69 backend \
+unreachable; 70 backend error; 2 bad usage or URL (also: --permits N while NAME's holders use another N, or a \
+backend without semaphores and read-write locks); 127 command could not be started.
+
+Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
+(~/.local/state/dlock). Examples:
+  dlock run nightly-report -- ./report.sh
+  dlock run --wait 0 --ttl 1m backup -- pg_dump app
+  DLOCK_URL=postgres://app@db/app dlock run --wait 10m invoices -- ./charge.sh
+  dlock run --metrics-addr 127.0.0.1:9464 reindex -- ./reindex.sh   # scrape /metrics
+  dlock run --permits 3 --wait 5m heavy-export -- ./export.sh        # 3 at a time
+  dlock run --shared catalog -- ./read-catalog.sh
+  dlock run --exclusive catalog -- ./rebuild-catalog.sh
+  dlock run accounts/7 accounts/9 -- ./transfer.sh 7 9            # both, as one
+  dlock run --min-hold 5m --max-hold 1h nightly -- ./nightly.sh";
+
+pub(super) const ELECT_HELP: &str = "\
+Every host runs the same `dlock elect NAME -- COMMAND`; one leads and runs COMMAND, the \
+others stand by (printing the current leader) and one takes over within --ttl when \
+the leader exits, crashes or is cut off. The command gets DLOCK_NAME, DLOCK_EPOCH and \
+DLOCK_TOKEN (the leadership's fencing token: strictly increasing from one leader to \
+the next), DLOCK_VALUE and DLOCK_OWNER. If the leadership is lost, the command is \
+stopped as in `dlock run`. When COMMAND exits, dlock resigns and exits with its status.
+
+Examples:
+  dlock elect --value \"$(hostname):8080\" scheduler -- ./scheduler
+  dlock leader scheduler            # who leads now
+  dlock leader --watch scheduler    # every change, one line each";
+
+pub(super) const RELEASE_HELP: &str = "\
+dlock release TICKET releases the lease a ticket from `dlock acquire` stands for (see \
+`dlock acquire --help`).
+
+dlock release --force NAME breaks whoever holds lock NAME, on every backend: its lease \
+is removed on the server as its own release would remove it, the next waiter gets the \
+lock with a higher fencing token, the broken holder's renewals fail — its `dlock run` \
+stops its command and exits 75 — and its writes are refused by a fenced store once the \
+next holder's token has been seen there. Without --yes it only says who holds the lock. \
+The holder is named on stderr, with who broke it.
+
+Exit codes: 0 done (or nothing held); 2 not confirmed, not a ticket; 75 the ticket's \
+lease is gone; 69 backend unreachable; 70 backend error.
+
+Examples:
+  dlock release \"$t\"
+  dlock status nightly-report             # who holds it, for how long
+  dlock release --force nightly-report    # says who it would break
+  dlock release --force --yes nightly-report";
