@@ -131,8 +131,9 @@ impl EtcdLockBuilder {
             .collect();
         dlock_core::backend::any_reachable("etcd", &hosts, self.opts.timeout).await?;
         let what = format!("connecting to etcd {shown}");
+        // boxed: the client's connect future is 17 kB, too large to carry inline
         let client = within(self.opts.timeout, &what, async {
-            Client::connect(&self.endpoints, Some(options))
+            Box::pin(Client::connect(&self.endpoints, Some(options)))
                 .await
                 .map_err(|e| from_etcd(&what, e))
         })
