@@ -30,8 +30,10 @@ pub struct Verdict {
     pub observed: u64,
     /// Observer reports whose epoch was below the same observer's previous one.
     pub observed_backwards: u64,
-    /// Mutex grants whose token was not above every earlier grant's (by the time the
-    /// holder got it): a fencing token that went backwards or repeated.
+    /// Grants whose token was not above an earlier grant's: for the mutex and the
+    /// election, every earlier grant (by the time the holder got it); for a read-write
+    /// lock, the grants a writer must follow or precede; for a semaphore, a token
+    /// another grant already had. A fencing token that went backwards or repeated.
     pub tokens_backwards: u64,
     /// Idempotency: distinct request ids called.
     pub requests: u64,
@@ -93,17 +95,23 @@ pub fn check_as(log: &[Event], workload: Workload) -> Verdict {
     }
     let mut v = Verdict::default();
     let spans = windows(log);
-    // mutex grants in the order their holders got them: each token above all before
-    if workload == Workload::Mutex {
-        let mut grants: Vec<&Event> = log.iter().filter(|e| e.kind == Kind::Acquired).collect();
-        grants.sort_by_key(|e| e.at);
-        let mut highest = None;
-        for g in grants {
-            if highest.is_some_and(|h| g.token <= h) {
-                v.tokens_backwards += 1;
+    // mutex and election grants in the order their holders got them: each token above
+    // all before; a read-write lock's grants around each writer
+    match workload {
+        Workload::Mutex | Workload::Election => {
+            let mut grants: Vec<&Event> = log.iter().filter(|e| e.kind == Kind::Acquired).collect();
+            grants.sort_by_key(|e| e.at);
+            let mut highest = None;
+            for g in grants {
+                if highest.is_some_and(|h| g.token <= h) {
+                    v.tokens_backwards += 1;
+                }
+                highest = highest.max(Some(g.token));
             }
-            highest = highest.max(Some(g.token));
         }
+        Workload::ReadWrite => v.tokens_backwards += rw_tokens_backwards(&spans),
+        Workload::Semaphore(_) => v.tokens_backwards += repeated_tokens(&spans),
+        _ => {}
     }
     // every observer's epochs, in the order it reported them
     let mut last_seen: HashMap<u32, u64> = HashMap::new();
@@ -329,6 +337,35 @@ pub fn check_once(log: &[Event], stored: &HashMap<u64, Vec<u64>>) -> Verdict {
     v
 }
 
+/// A read-write lock's grants whose order the tokens contradict, among the pairs whose
+/// order the log proves: a writer holds alone, so of two grants with a writer in them,
+/// the one released before the other was granted was granted first and must carry the
+/// lower token. (Only released windows count, and only against grants stamped after
+/// the release, however late a starved worker stamped its grant.) Readers share the
+/// writers' fencing epoch, so two readers are not ordered.
+fn rw_tokens_backwards(spans: &[Window]) -> u64 {
+    let mut backwards = 0;
+    for h in spans.iter().filter(|w| w.released) {
+        for g in spans {
+            let writer_in = h.access == 'w' || g.access == 'w';
+            if writer_in && g.from > h.until && g.token <= h.token {
+                backwards += 1;
+            }
+        }
+    }
+    backwards
+}
+
+/// A semaphore's grants that repeat an earlier grant's token. Permits are held side by
+/// side, so a later stamp does not prove a later grant (a queue backend grants by
+/// revision, and a slow holder may notice its turn after a faster one behind it
+/// released): only a repeated token, which a fence cannot tell apart, is a defect.
+fn repeated_tokens(spans: &[Window]) -> u64 {
+    let mut seen = std::collections::HashSet::new();
+    let repeats = spans.iter().filter(|w| !seen.insert(w.token)).count();
+    u64::try_from(repeats).unwrap_or(u64::MAX)
+}
+
 /// Grants that began while `n` other windows were still valid.
 fn over_admissions(spans: &[Window], n: u32) -> u64 {
     let limit = usize::try_from(n).unwrap_or(usize::MAX);
@@ -521,6 +558,41 @@ mod tests {
         // a callers' result that is not the effect stored, alone
         let v = check_once(&log, &HashMap::from([(1, vec![8])]));
         assert_eq!(v.results_disagreeing, 1, "{v:?}");
+    }
+
+    #[test]
+    fn tokens_backwards_are_caught_for_elections_semaphores_and_around_writers() {
+        let grant = |ms, w, t, access| Event {
+            access,
+            ..ev(ms, w, Kind::Acquired, t, 100, true)
+        };
+        let rel = |ms, w, t| ev(ms, w, Kind::Released, t, 0, true);
+        // a leader after another with a lower token
+        let back = vec![grant(0, 1, 5, 'l'), rel(10, 1, 5), grant(20, 2, 4, 'l')];
+        assert_eq!(check_as(&back, Workload::Election).tokens_backwards, 1);
+        // a reader granted after a writer released, below the writer's token; and a
+        // writer below a reader released before it
+        let rw = vec![
+            grant(0, 1, 7, 'w'),
+            rel(10, 1, 7),
+            grant(20, 2, 6, 'r'),
+            rel(30, 2, 6),
+            grant(40, 3, 8, 'r'),
+            rel(50, 3, 8),
+            grant(60, 1, 8, 'w'),
+        ];
+        // 6 after writer 7; writer 8 not above reader 8
+        assert_eq!(check_as(&rw, Workload::ReadWrite).tokens_backwards, 2);
+        // readers among themselves may come in any order
+        let readers = vec![grant(0, 1, 9, 'r'), rel(10, 1, 9), grant(20, 2, 3, 'r')];
+        assert_eq!(check_as(&readers, Workload::ReadWrite).tokens_backwards, 0);
+        // permits: a lower token granted later is a slow holder, a repeated one a defect
+        assert_eq!(
+            check_as(&readers, Workload::Semaphore(2)).tokens_backwards,
+            0
+        );
+        let twice = vec![grant(0, 1, 9, 'p'), rel(10, 1, 9), grant(20, 2, 9, 'p')];
+        assert_eq!(check_as(&twice, Workload::Semaphore(2)).tokens_backwards, 1);
     }
 
     #[test]

@@ -28,13 +28,13 @@ fn ms(d: Duration) -> String {
 #[must_use]
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| backend | fault | ops | overlaps | stale writes accepted | fence rejections | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|\n",
+        "| backend | fault | ops | overlaps | stale writes accepted | fence rejections | tokens backwards | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let v = &r.verdict;
         let _ = writeln!(
             out,
-            "| {} | {}{} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} |",
             r.backend,
             r.nemesis,
             not_applied(r),
@@ -42,6 +42,7 @@ pub fn table(rows: &[Row]) -> String {
             v.overlaps,
             v.stale_accepted,
             v.fence_rejections,
+            v.tokens_backwards,
             v.lost_increments,
             recovery(r)
         );
@@ -113,13 +114,13 @@ pub fn idempotency_table(rows: &[Row]) -> String {
 #[must_use]
 pub fn election_table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| backend | fault | leaderships | overlapping leaderships | stale writes accepted | fence rejections | leader changes observed | observed epochs going back | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| backend | fault | leaderships | overlapping leaderships | stale writes accepted | fence rejections | leaderships' tokens backwards | leader changes observed | observed epochs going back | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let v = &r.verdict;
         let _ = writeln!(
             out,
-            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.backend,
             r.nemesis,
             not_applied(r),
@@ -127,6 +128,7 @@ pub fn election_table(rows: &[Row]) -> String {
             v.overlaps,
             v.stale_accepted,
             v.fence_rejections,
+            v.tokens_backwards,
             v.observed,
             v.observed_backwards,
             recovery(r)
