@@ -37,6 +37,23 @@ impl Signals {
         })
     }
 
+    /// The next of the six signals, while dlock waits for its lock and no command
+    /// runs yet: each of them would end dlock by default, and it still does — but
+    /// only after the wait is dropped, so what it queued is taken out again.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a signal that arrived is kept for the next call.
+    pub async fn any(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.term.recv() => Signal::SIGTERM,
+            _ = self.int.recv() => Signal::SIGINT,
+            _ = self.hup.recv() => Signal::SIGHUP,
+            _ = self.quit.recv() => Signal::SIGQUIT,
+            _ = self.usr1.recv() => Signal::SIGUSR1,
+            _ = self.usr2.recv() => Signal::SIGUSR2,
+        }
+    }
+
     /// The next signal that asks dlock itself to stop (SIGTERM, SIGINT, SIGHUP):
     /// for the phases without a command, such as a release that lingers.
     ///

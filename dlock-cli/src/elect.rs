@@ -33,6 +33,10 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
         Ok(e) => e.with_ttl(args.ttl),
         Err(e) => return exit::fail(&e),
     };
+    let Some(mut signals) = Signals::install() else {
+        eprintln!("dlock: cannot install signal handlers");
+        return ExitCode::from(exit::BACKEND);
+    };
     let report = report_standby(election.clone(), args.quiet);
     let leadership = tokio::select! {
         r = election.campaign(&value) => match r {
@@ -40,6 +44,8 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
             Err(e) => return exit::fail(&e),
         },
         never = report => match never {},
+        // the campaign is dropped here, and its candidacy with it
+        signal = signals.any() => return exit::signalled(signal),
     };
     if !args.quiet {
         eprintln!(
@@ -48,11 +54,6 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
             leadership.epoch()
         );
     }
-    let Some(mut signals) = Signals::install() else {
-        eprintln!("dlock: cannot install signal handlers");
-        let _ = leadership.resign().await;
-        return ExitCode::from(exit::BACKEND);
-    };
     let lease = leadership.guard().lease();
     let env = [
         ("DLOCK_NAME", args.name.clone()),

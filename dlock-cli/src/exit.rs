@@ -91,3 +91,9 @@ pub fn fail(e: &LockError) -> ExitCode {
     eprintln!("dlock: {e}");
     ExitCode::from(for_error(e))
 }
+
+/// The exit code of a process a signal ended (128 + its number, as a shell reports
+/// it), for a dlock that stopped waiting on one.
+pub fn signalled(signal: nix::sys::signal::Signal) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + (signal as i32 & 0x7f)).unwrap_or(1))
+}

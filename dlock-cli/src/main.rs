@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        match command {
+        let code = match command {
             cli::Command::Run(args) => Box::pin(run::run(args)).await,
             cli::Command::Elect(args) => elect::elect(args).await,
             cli::Command::Leader(args) => leader::leader(args).await,
@@ -115,6 +115,18 @@ fn main() -> ExitCode {
             cli::Command::Prune(args) => prune::prune(args).await,
             cli::Command::Completions(args) => docs::completions(args.shell),
             cli::Command::Man => docs::man(),
+        };
+        // What dropped guards and abandoned waits left behind (a queue node, a key,
+        // a release) is deleted before the process ends, not cut off with it: else it
+        // would block everyone behind it until its session or lease ran out.
+        if !dlock_any::settle(SETTLE_LIMIT).await {
+            tracing::warn!(
+                "exiting with a lock clean-up unfinished; what it held ends with its TTL"
+            );
         }
+        code
     })
 }
+
+/// How long dlock waits on exit for its clean-ups (see `dlock_any::settle`).
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -65,14 +65,18 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
         Ok(v) => locker = locker.with_value(v),
         Err(e) => return exit::fail(&e),
     }
-    let held = match take(&locker, &names, &args).await {
-        Ok(held) => held,
-        Err(code) => return code,
-    };
     let Some(mut signals) = Signals::install() else {
         eprintln!("dlock: cannot install signal handlers");
-        let _ = held.release().await;
         return ExitCode::from(exit::BACKEND);
+    };
+    let held = tokio::select! {
+        held = take(&locker, &names, &args) => match held {
+            Ok(held) => held,
+            Err(code) => return code,
+        },
+        // the wait is dropped here, and with it its place in the queue (deleted before
+        // dlock exits: see main)
+        signal = signals.any() => return exit::signalled(signal),
     };
     let first = held.guards()[0].lease();
     let unlocked = held.guards().iter().any(|g| g.lease().fallback().is_some());

@@ -86,6 +86,17 @@ impl Shared {
         })
     }
 
+    /// The min-hold delay still due, or none for a lease already lost or run out: there
+    /// is nothing left to keep blocked.
+    fn linger_unless_lost(&self, lease: &Lease) -> Duration {
+        let lost = *self.state.lock().unwrap_or_else(PoisonError::into_inner) == GuardState::Lost;
+        if lost || !lease.is_valid() {
+            Duration::ZERO
+        } else {
+            self.linger()
+        }
+    }
+
     /// Moves to `state` (Lost and Released are final); records the hold time when the
     /// guard's life ends, and the loss.
     fn set_state(&self, state: GuardState) -> bool {
@@ -243,8 +254,9 @@ impl LockGuard {
         self.finished = true;
         self.watchdog.abort();
         let lease = self.shared.lease();
+        let linger = self.shared.linger_unless_lost(&lease);
         let _ = self.shared.set_state(GuardState::Released);
-        release(&*self.lock, &lease, self.shared.linger()).await
+        release(&*self.lock, &lease, linger).await
     }
 
     /// Releases at once, without the [`HoldPolicy::min_hold`] delay: for a hold that
@@ -282,16 +294,14 @@ impl Drop for LockGuard {
             self.shared.labels.clone()
         )
         .increment(1);
+        let linger = self.shared.linger_unless_lost(&lease);
         let _ = self.shared.set_state(GuardState::Released);
         let lock = Arc::clone(&self.lock);
-        let linger = self.shared.linger();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if let Err(e) = release(&*lock, &lease, linger).await {
-                    tracing::warn!(lock = %lease.name(), error = %e, "release of a dropped guard failed; the lease will expire by its TTL");
-                }
-            });
-        }
+        crate::spawn_cleanup(async move {
+            if let Err(e) = release(&*lock, &lease, linger).await {
+                tracing::warn!(lock = %lease.name(), error = %e, "release of a dropped guard failed; the lease ends with its TTL or its session");
+            }
+        });
     }
 }
 

@@ -31,6 +31,7 @@ mod acquisition;
 pub mod backend;
 mod backoff;
 mod capabilities;
+mod cleanup;
 mod doctor;
 mod duration;
 mod election;
@@ -60,6 +61,7 @@ pub use acquisition::Acquisition;
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
 pub use capabilities::{Capabilities, LeaseScope};
+pub use cleanup::{pending_cleanups, settle, spawn_cleanup};
 pub use doctor::{
     CLOCK_OFFSET_CRITICAL, CLOCK_OFFSET_WARNING, Finding, Severity, clock_offset, now_ms,
 };

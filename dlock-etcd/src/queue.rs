@@ -163,17 +163,16 @@ impl Drop for PendingKey {
         }
         let late = Instant::now() + self.lock.opts.timeout;
         self.lock.leases.abandon(self.lease, &self.key, late);
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (lock, key) = (self.lock.clone(), self.key.clone());
-            rt.spawn(async move {
-                let _ = lock
-                    .rpc("delete abandoned key", |mut c| {
-                        let key = key.clone();
-                        async move { c.delete(key, None).await }
-                    })
-                    .await;
-            });
-        }
+        let (lock, key) = (self.lock.clone(), self.key.clone());
+        // counted, so a process that exits right after waits for the delete
+        dlock_core::spawn_cleanup(async move {
+            let _ = lock
+                .rpc("delete abandoned key", |mut c| {
+                    let key = key.clone();
+                    async move { c.delete(key, None).await }
+                })
+                .await;
+        });
     }
 }
 

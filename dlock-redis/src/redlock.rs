@@ -333,9 +333,7 @@ impl Drop for UndoOnDrop {
         if !self.armed {
             return;
         }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (lock, keys, owner) = (self.lock.clone(), self.keys.clone(), self.owner.clone());
-            rt.spawn(async move { lock.undo(&keys, &owner).await });
-        }
+        let (lock, keys, owner) = (self.lock.clone(), self.keys.clone(), self.owner.clone());
+        dlock_core::spawn_cleanup(async move { lock.undo(&keys, &owner).await });
     }
 }

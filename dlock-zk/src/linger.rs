@@ -23,6 +23,19 @@ impl ZkLock {
         lease: &Lease,
         linger: Duration,
     ) -> Result<bool, LockError> {
+        // a lease already lost has nothing to keep blocked: no sleep for a node gone
+        let Some(held) = lease.backend_data::<crate::lock::Held>() else {
+            return Ok(false);
+        };
+        let client = self.sessions.first().session.get().await?;
+        if !lease.is_valid()
+            || self
+                .op("read node", client.check_stat(&held.path))
+                .await?
+                .is_none()
+        {
+            return Ok(false);
+        }
         let (lock, lease) = (self.clone(), lease.clone());
         let delete = tokio::spawn(async move {
             tokio::time::sleep(linger).await;

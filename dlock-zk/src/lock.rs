@@ -219,17 +219,27 @@ impl Backend for ZkLock {
         } else {
             self.sessions.first()
         };
-        let client = slot.session.get().await?;
-        match self
-            .op("release", async {
-                Ok(client.delete(&held.path, None).await)
-            })
-            .await?
-        {
-            Ok(()) => Ok(true),
-            Err(zk::Error::NoNode) => Ok(false),
-            Err(e) => Err(from_zk("release", e)),
+        let deleted = match slot.session.get().await {
+            Ok(client) => self
+                .op("release", async {
+                    Ok(client.delete(&held.path, None).await)
+                })
+                .await
+                .and_then(|r| match r {
+                    Ok(()) => Ok(true),
+                    Err(zk::Error::NoNode) => Ok(false),
+                    Err(e) => Err(from_zk("release", e)),
+                }),
+            Err(e) => Err(e),
+        };
+        if deleted.is_err() {
+            // the node lives as long as the session, which this client keeps alive:
+            // it must not stay behind, so the delete goes on in the background
+            if let Some((dir, node)) = held.path.rsplit_once('/') {
+                self.delete_until_gone(Arc::clone(slot), dir.to_owned(), node.to_owned());
+            }
         }
+        deleted
     }
 
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {

@@ -30,17 +30,43 @@ pub(crate) struct NodeCleanup {
 
 impl Drop for NodeCleanup {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
+        if self.armed {
+            self.lock.delete_until_gone(
+                Arc::clone(&self.slot),
+                self.dir.clone(),
+                self.prefix.clone(),
+            );
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (lock, slot) = (self.lock.clone(), Arc::clone(&self.slot));
-        let (dir, prefix) = (self.dir.clone(), self.prefix.clone());
-        rt.spawn(async move {
-            if let Err(e) = lock.delete_nodes_of(&slot, &dir, &prefix).await {
-                tracing::warn!(error = %e, "could not delete the node of an abandoned acquire; it goes with the session");
+    }
+}
+
+impl ZkLock {
+    /// Deletes our nodes under `dir` whose names start with `prefix` (an abandoned
+    /// acquisition's, a release that failed), in a task of its own counted by
+    /// [`dlock_core::settle`], retried until it succeeds or the session that made them
+    /// has ended (they went with it). A node left behind would block every waiter behind
+    /// it, and on a long-lived session that is for good.
+    pub(crate) fn delete_until_gone(&self, slot: Arc<Slot>, dir: String, prefix: String) {
+        let lock = self.clone();
+        dlock_core::spawn_cleanup(async move {
+            let made_by = slot.session.get().await.map(|c| c.session_id()).ok();
+            let mut pause = Duration::from_millis(100);
+            let mut told = false;
+            loop {
+                let err = match lock.delete_nodes_of(&slot, &dir, &prefix).await {
+                    Ok(()) => return,
+                    Err(e) => e,
+                };
+                let now = slot.session.get().await.map(|c| c.session_id()).ok();
+                if made_by.is_some() && now.is_some() && now != made_by {
+                    return; // a new session: the old one's nodes are gone
+                }
+                if !told {
+                    tracing::warn!(node = %format!("{dir}/{prefix}"), error = %err, "could not delete a lock node; retrying until it is gone or its session ends");
+                    told = true;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
             }
         });
     }
@@ -56,13 +82,21 @@ pub(crate) struct Queued {
 impl ZkLock {
     async fn delete_nodes_of(&self, slot: &Slot, dir: &str, mine: &str) -> Result<(), LockError> {
         let client = slot.session.get().await?;
-        let children = match client.list_children(dir).await {
+        let limit = self.sessions.op_timeout();
+        let listed = within(limit, "list queue", async {
+            Ok(client.list_children(dir).await)
+        });
+        let children = match listed.await? {
             Ok(c) => c,
             Err(zk::Error::NoNode) => return Ok(()),
             Err(e) => return Err(from_zk("list queue", e)),
         };
         for c in children.iter().filter(|c| c.starts_with(mine)) {
-            match client.delete(&format!("{dir}/{c}"), None).await {
+            let path = format!("{dir}/{c}");
+            let deleted = within(limit, "delete node", async {
+                Ok(client.delete(&path, None).await)
+            });
+            match deleted.await? {
                 Ok(()) | Err(zk::Error::NoNode) => {}
                 Err(e) => return Err(from_zk("delete abandoned node", e)),
             }
