@@ -51,3 +51,48 @@ pub fn command_name(command: &[std::ffi::OsString]) -> String {
             |n| n.to_string_lossy().into_owned(),
         )
 }
+
+/// How long a holder's lease has left, as dlock can know it. On a per-session backend
+/// (ZooKeeper) a lease lasts as long as its holder's session, whose timeout only the
+/// holder knows: what an observer would read there is its own session's timeout.
+#[derive(Clone, Copy)]
+pub struct Left {
+    /// Whether leases live as long as their holder's session.
+    pub per_session: bool,
+}
+
+impl Left {
+    /// For `lock`'s backend.
+    pub fn of(lock: &dyn dlock_any::DistributedLock) -> Self {
+        Self {
+            per_session: lock.capabilities().lease_scope == dlock_any::LeaseScope::PerSession,
+        }
+    }
+
+    /// "12s left", or what is known instead.
+    pub fn text(self, remaining: std::time::Duration) -> String {
+        if self.per_session {
+            "held while its holder's session lives".to_owned()
+        } else {
+            format!("{} left", dlock_any::format_duration(remaining))
+        }
+    }
+
+    /// The table cell: "12s", or "session".
+    pub fn cell(self, remaining: std::time::Duration) -> String {
+        if self.per_session {
+            "session".to_owned()
+        } else {
+            dlock_any::format_duration(remaining)
+        }
+    }
+
+    /// Milliseconds left, or `null` when unknown.
+    pub fn json(self, remaining: std::time::Duration) -> serde_json::Value {
+        if self.per_session {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX))
+        }
+    }
+}

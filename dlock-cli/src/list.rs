@@ -21,10 +21,11 @@ pub async fn list(args: ListArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return exit::fail(&e),
     };
+    let left = holder::Left::of(&*lock);
     let out = if args.json {
-        as_json(&held)
+        as_json(&held, left)
     } else {
-        as_text(&held)
+        as_text(&held, left)
     };
     if let Err(code) = crate::stdout::write(out.as_bytes()) {
         return code;
@@ -32,7 +33,7 @@ pub async fn list(args: ListArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn as_text(held: &[Held]) -> String {
+fn as_text(held: &[Held], left: holder::Left) -> String {
     let mut out = String::new();
     if held.is_empty() {
         return out;
@@ -46,7 +47,7 @@ fn as_text(held: &[Held]) -> String {
                 holder::who_short(&h.holder.owner),
                 process.map_or_else(|| "-".to_owned(), |p| format_duration(p.age())),
                 h.holder.token.to_string(),
-                format_duration(h.holder.remaining),
+                left.cell(h.holder.remaining),
                 h.waiters.map_or_else(|| "-".to_owned(), |w| w.to_string()),
             ]
         })
@@ -69,7 +70,7 @@ fn as_text(held: &[Held]) -> String {
     out
 }
 
-fn as_json(held: &[Held]) -> String {
+fn as_json(held: &[Held], left: holder::Left) -> String {
     let items: Vec<Value> = held
         .iter()
         .map(|h| {
@@ -77,7 +78,7 @@ fn as_json(held: &[Held]) -> String {
                 "name": h.name.as_str(),
                 "owner": h.holder.owner.as_str(),
                 "token": h.holder.token.get(),
-                "remaining_ms": u64::try_from(h.holder.remaining.as_millis()).unwrap_or(u64::MAX),
+                "remaining_ms": left.json(h.holder.remaining),
                 "waiters": h.waiters,
                 "holder": holder::json_of(&h.holder.owner),
             })

@@ -3,9 +3,7 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use dlock_any::{
-    Access, DistributedLock, Holding, LockError, LockInfo, LockName, Ticket, format_duration,
-};
+use dlock_any::{Access, DistributedLock, Holding, LockError, LockInfo, LockName, Ticket};
 
 use crate::cli::StatusArgs;
 use crate::{exit, holder, url};
@@ -64,10 +62,11 @@ pub async fn status(args: StatusArgs) -> ExitCode {
             Err(e) => return exit::fail(&e),
         }
     }
+    let left = holder::Left::of(&*backend);
     let out = if args.json {
-        as_json(&names, &reports)
+        as_json(&names, &reports, left)
     } else {
-        as_text(&names, &reports)
+        as_text(&names, &reports, left)
     };
     if let Err(code) = crate::stdout::write(out.as_bytes()) {
         return code;
@@ -96,17 +95,17 @@ async fn report(backend: &dyn DistributedLock, name: &LockName) -> Result<Report
     })
 }
 
-fn as_text(names: &[LockName], reports: &[Report]) -> String {
+fn as_text(names: &[LockName], reports: &[Report], left: holder::Left) -> String {
     let mut out = String::new();
     for (name, r) in names.iter().zip(reports) {
         match &r.lock {
             Some(h) => {
                 let _ = writeln!(
                     out,
-                    "{name}: held by {} (token {}), {} left",
+                    "{name}: held by {} (token {}), {}",
                     holder::who(&h.owner),
                     h.token,
-                    format_duration(h.remaining)
+                    left.text(h.remaining)
                 );
             }
             None => {
@@ -131,7 +130,7 @@ fn as_text(names: &[LockName], reports: &[Report]) -> String {
                 out,
                 "{name} (semaphore): {} of {n} permits held: {}",
                 r.permits.len(),
-                holders_text(&r.permits)
+                holders_text(&r.permits, left)
             );
         }
         if !r.rw.is_empty() {
@@ -140,28 +139,32 @@ fn as_text(names: &[LockName], reports: &[Report]) -> String {
             } else {
                 format!("read by {}", r.rw.len())
             };
-            let _ = writeln!(out, "{name} (read-write): {how}: {}", holders_text(&r.rw));
+            let _ = writeln!(
+                out,
+                "{name} (read-write): {how}: {}",
+                holders_text(&r.rw, left)
+            );
         }
     }
     out
 }
 
-fn holders_text(holders: &[Holding]) -> String {
+fn holders_text(holders: &[Holding], left: holder::Left) -> String {
     holders
         .iter()
         .map(|h| {
             format!(
-                "{} (token {}, {} left)",
+                "{} (token {}, {})",
                 holder::who(&h.owner),
                 h.token,
-                format_duration(h.remaining)
+                left.text(h.remaining)
             )
         })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-fn as_json(names: &[LockName], reports: &[Report]) -> String {
+fn as_json(names: &[LockName], reports: &[Report], left: holder::Left) -> String {
     let items: Vec<Value> = names
         .iter()
         .zip(reports)
@@ -170,7 +173,7 @@ fn as_json(names: &[LockName], reports: &[Report]) -> String {
             if let Some(h) = &r.lock {
                 item["owner"] = json!(h.owner.as_str());
                 item["token"] = json!(h.token.get());
-                item["remaining_ms"] = json!(millis(h.remaining));
+                item["remaining_ms"] = left.json(h.remaining);
                 item["holder"] = holder::json_of(&h.owner);
             }
             if let Some(holds) = r.ticket_holds {
@@ -181,10 +184,11 @@ fn as_json(names: &[LockName], reports: &[Report]) -> String {
                     Access::Permit(n) => n,
                     _ => 0,
                 };
-                item["semaphore"] = json!({ "permits": n, "holders": holders_json(&r.permits) });
+                item["semaphore"] =
+                    json!({ "permits": n, "holders": holders_json(&r.permits, left) });
             }
             if !r.rw.is_empty() {
-                item["rwlock"] = json!({ "holders": holders_json(&r.rw) });
+                item["rwlock"] = json!({ "holders": holders_json(&r.rw, left) });
             }
             item
         })
@@ -192,7 +196,7 @@ fn as_json(names: &[LockName], reports: &[Report]) -> String {
     format!("{}\n", Value::Array(items))
 }
 
-fn holders_json(holders: &[Holding]) -> Value {
+fn holders_json(holders: &[Holding], left: holder::Left) -> Value {
     holders
         .iter()
         .map(|h| {
@@ -205,13 +209,9 @@ fn holders_json(holders: &[Holding]) -> Value {
                 "access": access,
                 "owner": h.owner.as_str(),
                 "token": h.token.get(),
-                "remaining_ms": millis(h.remaining),
+                "remaining_ms": left.json(h.remaining),
                 "holder": holder::json_of(&h.owner),
             })
         })
         .collect()
-}
-
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -199,8 +199,10 @@ pub struct LockInfo {
     pub owner: OwnerId,
     /// The holder's fencing token.
     pub token: FencingToken,
-    /// Time until the server expires the lease, as the server sees it. For
-    /// per-session backends (ZooKeeper) this is the session timeout.
+    /// Time until the server expires the lease, as the server sees it. On a
+    /// per-session backend (ZooKeeper, [`crate::LeaseScope::PerSession`]) the lease
+    /// lasts as long as its holder's session, whose timeout other clients cannot read:
+    /// this is the observing client's own session timeout, not the holder's.
     pub remaining: Duration,
 }
 
