@@ -47,7 +47,10 @@ fn holders_say_who_they_are(url: &str) {
     let per_session = url.starts_with("zk://");
     assert_eq!(status[0]["remaining_ms"].is_null(), per_session, "{status}");
     if per_session {
-        assert!(text.contains("held while its holder's session lives"), "{text}");
+        assert!(
+            text.contains("held while its holder's session lives"),
+            "{text}"
+        );
     } else {
         assert!(text.contains(" left"), "{text}");
     }

@@ -123,6 +123,32 @@ impl MySql {
     }
 }
 
+impl MySql {
+    /// Tables of semaphores and read-write locks created before dlock 0.2 kept names
+    /// in a `utf8mb4_bin` VARCHAR, which pads spaces (`'pool'` and `'pool '` were one
+    /// name): turned into VARBINARY, as the lock table, once. The bytes stay as they
+    /// were.
+    async fn names_byte_exact(&self) -> Result<(), sqlx::Error> {
+        for suffix in ["_shared", "_holders"] {
+            let table = format!("{}{suffix}", self.table);
+            let kind: Option<String> = sqlx::query_scalar(
+                "SELECT CAST(DATA_TYPE AS CHAR) FROM information_schema.COLUMNS
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'name'",
+            )
+            .bind(&table)
+            .fetch_optional(&self.pool)
+            .await?;
+            if kind.is_some_and(|k| !k.eq_ignore_ascii_case("varbinary")) {
+                let alter = format!("ALTER TABLE {table} MODIFY name VARBINARY(300) NOT NULL");
+                sqlx::query(AssertSqlSafe(alter))
+                    .execute(&self.pool)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Store for MySql {
     async fn migrate(&self) -> Result<(), sqlx::Error> {
@@ -131,7 +157,8 @@ impl Store for MySql {
                 .execute(&self.pool)
                 .await?;
         }
-        self.widen_owner().await
+        self.widen_owner().await?;
+        self.names_byte_exact().await
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {

@@ -91,17 +91,18 @@ impl SharedSql {
                      PRIMARY KEY (name, owner))"
                 ),
             ],
-            // utf8mb4_bin: names compare byte for byte, as in the lock table
+            // VARBINARY: names compare byte for byte, as in the lock table (a _bin
+            // collation pads spaces: 'pool' and 'pool ' would be one name)
             Dialect::MySql => vec![
                 format!(
                     "CREATE TABLE IF NOT EXISTS {s} (
-                     name VARCHAR(300) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+                     name VARBINARY(300) NOT NULL PRIMARY KEY,
                      token BIGINT NOT NULL DEFAULT 0, permits BIGINT NOT NULL DEFAULT 0,
                      intent_until BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB"
                 ),
                 format!(
                     "CREATE TABLE IF NOT EXISTS {h} (
-                     name VARCHAR(300) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+                     name VARBINARY(300) NOT NULL,
                      owner VARCHAR(255) CHARACTER SET ascii NOT NULL,
                      access VARCHAR(8) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
                      expires_at BIGINT NOT NULL, PRIMARY KEY (name, owner)) ENGINE=InnoDB"
