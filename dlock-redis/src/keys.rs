@@ -1,6 +1,6 @@
 //! Where a lock name lives in Redis.
 
-use dlock_core::LockName;
+use dlock_core::{LockError, LockName};
 
 use crate::options::{KeyLayout, Options};
 
@@ -51,6 +51,30 @@ impl Keys {
                 }
             }
         }
+    }
+}
+
+impl Keys {
+    /// [`Keys::new`] for a new acquisition, refusing a plain-layout name whose lock key
+    /// is another name's counter or channel key: `{a}:token` would take the counter of
+    /// `a` for a lock (and `a`'s next token would count from its owner id). Every such
+    /// key carries a hash tag and ends in `:token` or `:released`.
+    pub(crate) fn for_acquire(opts: &Options, name: &LockName) -> Result<Self, LockError> {
+        let keys = Self::new(opts, name);
+        if opts.layout == KeyLayout::Plain {
+            let base = keys
+                .lock
+                .strip_suffix(":token")
+                .or_else(|| keys.lock.strip_suffix(":released"));
+            if base.is_some_and(has_hash_tag) {
+                return Err(LockError::InvalidName {
+                    name: name.as_str().chars().take(64).collect(),
+                    reason: "in the plain key layout, its key is another name's fencing counter \
+                             or release channel (a hash tag, then :token or :released)",
+                });
+            }
+        }
+        Ok(keys)
     }
 }
 
@@ -183,6 +207,41 @@ mod tests {
         );
     }
     use super::*;
+
+    #[test]
+    fn a_plain_name_that_is_another_names_counter_is_refused() {
+        let mut opts = Options::new(std::time::Duration::from_secs(1));
+        opts.layout = KeyLayout::Plain;
+        let mut refused = 0;
+        for prefix in ["", "dlock:"] {
+            opts.prefix = prefix.into();
+            for taken in ["a", "user:{42}", "x}y"] {
+                let keys = Keys::new(&opts, &LockName::new(taken).unwrap());
+                for key in [&keys.fence, &keys.channel] {
+                    // only keys under the prefix are some name's lock key
+                    let Some(name) = key.strip_prefix(prefix) else {
+                        continue;
+                    };
+                    let err = Keys::for_acquire(&opts, &LockName::new(name).unwrap()).unwrap_err();
+                    assert!(
+                        matches!(err, LockError::InvalidName { .. }),
+                        "{name}: {err}"
+                    );
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused >= 8, "{refused}");
+        for fine in ["a:token", "orders/42", "{a}:tokens", "{a}:lock"] {
+            assert!(
+                Keys::for_acquire(&opts, &LockName::new(fine).unwrap()).is_ok(),
+                "{fine}"
+            );
+        }
+        // the tagged layout escapes braces: no name meets another's keys
+        opts.layout = KeyLayout::Tagged;
+        assert!(Keys::for_acquire(&opts, &LockName::new("{a}:token").unwrap()).is_ok());
+    }
 
     fn k(n: &str) -> Keys {
         let opts = Options::new(std::time::Duration::from_secs(1));

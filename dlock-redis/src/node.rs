@@ -21,7 +21,7 @@ pub(crate) struct Node {
     renewals: Renewals,
     timeout: Duration,
     /// See [`scripts::RELEASE`].
-    counter_retention: Duration,
+    pub(crate) counter_retention: Duration,
     shown: String,
 }
 

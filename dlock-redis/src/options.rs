@@ -49,9 +49,10 @@ pub enum KeyLayout {
     /// the lock key's cluster slot (after the name's own hash tag if it has one; the
     /// release channel likewise `…:released`). Their holders get no fencing token
     /// (`inspect` reports token 0 for them). The namespace is shared with dlock's other
-    /// keys: do not lock names of the form `{x}:token`, `{x}:released` (another lock's
-    /// counter and channel), `fence:{…}` or `result:{…}` (fences and idempotency
-    /// records), or `{x}:sem…` / `{x}:rw…` (semaphores and read-write locks).
+    /// keys: a name whose key is another lock's counter or channel (`{x}:token`,
+    /// `{x}:released`) is refused with [`LockError::InvalidName`]; do not lock names of
+    /// the form `fence:{…}` or `result:{…}` (fences and idempotency records), or
+    /// `{x}:sem…` / `{x}:rw…` (semaphores and read-write locks) either.
     Plain,
 }
 

@@ -298,7 +298,7 @@ impl ClaimDriver for Redlock {
             let _ = waits;
             return Err(LockError::unsupported(Backend::backend_name(self), access));
         }
-        let keys = Keys::new(&self.opts, name);
+        let keys = Keys::for_acquire(&self.opts, name)?;
         let mut undo = UndoOnDrop {
             lock: self.clone(),
             keys: keys.clone(),

@@ -11,8 +11,12 @@
 //!   member of the writer holding the lock);
 //! - `…:<space>:intent` — sorted set of waiting writers' owner ids, score when the
 //!   intent lapses: while one is live, new readers are refused (writers do not starve);
-//! - `…:<space>:fence` — the fencing counter (hybrid clock, as the mutex's), never expires;
+//! - `…:<space>:fence` — the fencing counter (hybrid clock, as the mutex's); it expires
+//!   a counter retention after the last holder released, as the mutex's;
 //! - `…:<space>:released` — the channel a release publishes on.
+//!
+//! The holder set, tokens, count and intents expire with the last lease or intent in
+//! them, so a name whose holders crashed leaves only its counter behind (see `TIDY`).
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -85,6 +89,34 @@ if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 ";
 
+/// What a name's keys keep, after a script changed its holders (defined after
+/// [`PURGE`], whose `now` and `us` it reads): while anyone holds it, the holder set,
+/// tokens and count live as long as the last lease (a crashed holder's keys go with
+/// it) and the intents as long as the last intent; with nobody left the count and
+/// writer mark go at once and the fencing counter `retention` ms later (plus however
+/// far it runs ahead of the server clock), as the mutex's — unless a holder comes first
+/// (its `SET` clears the expiry). `retention` nil: the counter is left as it is.
+const TIDY: &str = r"
+local function tidy(retention)
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if last[2] then
+    local left = math.max(1, tonumber(last[2]) - now) + 1000
+    for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], left) end
+  else
+    redis.call('DEL', KEYS[2], KEYS[3])
+    local c = tonumber(redis.call('GET', KEYS[5]) or '0')
+    if retention and c > 0 then
+      local ahead = math.max(0, math.ceil((c - us) / 1000))
+      redis.call('PEXPIRE', KEYS[5], tonumber(retention) + ahead)
+    end
+  end
+  local intent = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if intent[2] then
+    redis.call('PEXPIRE', KEYS[4], math.max(1, tonumber(intent[2]) - now) + 1000)
+  end
+end
+";
+
 /// KEYS: holders, tokens, meta, intent, fence. ARGV: member, ttl ms, kind (`p`, `r`,
 /// `w`), permits, waits (0/1), intent ms, owner. Returns `{1, token}` when taken (or
 /// already ours: an earlier attempt of this acquisition committed late — same token),
@@ -92,11 +124,12 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 /// for a semaphore held with another count.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{PURGE}{}",
+        "{PURGE}{TIDY}{}",
         r"
 local ttl = tonumber(ARGV[2])
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  tidy(nil)
   return {1, tonumber(redis.call('HGET', KEYS[2], ARGV[1]))}
 end
 local kind, count = ARGV[3], redis.call('ZCARD', KEYS[1])
@@ -119,6 +152,7 @@ if not ok then
   local intent = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
   local soonest = first[2] and tonumber(first[2]) or nil
   if intent[2] and (not soonest or tonumber(intent[2]) < soonest) then soonest = tonumber(intent[2]) end
+  tidy(nil)
   return {0, soonest and (soonest - now) or 0}
 end
 local c = tonumber(redis.call('GET', KEYS[5]) or '0')
@@ -132,6 +166,7 @@ if kind == 'w' then
   redis.call('HSET', KEYS[3], 'writer', ARGV[1])
   redis.call('ZREM', KEYS[4], ARGV[7])
 end
+tidy(nil)
 return {1, token}
 "
     ))
@@ -141,10 +176,11 @@ return {1, token}
 /// unexpired holder with this token; 1 or 0.
 static RENEW: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{PURGE}{}",
+        "{PURGE}{TIDY}{}",
         r"
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+  tidy(nil)
   return 1
 end
 return 0
@@ -153,16 +189,17 @@ return 0
 });
 
 /// KEYS: holders, tokens, meta, intent, fence. ARGV: member, token, channel, `PUBLISH`
-/// (`SPUBLISH` on a cluster). Removes an
-/// unexpired holder with this token and wakes waiters; 1 or 0.
+/// (`SPUBLISH` on a cluster), counter retention ms. Removes an unexpired holder with
+/// this token and wakes waiters; 1 or 0.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{PURGE}{}",
+        "{PURGE}{TIDY}{}",
         r"
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
   if redis.call('HGET', KEYS[3], 'writer') == ARGV[1] then redis.call('HDEL', KEYS[3], 'writer') end
+  tidy(ARGV[5])
   -- pcall: released already; a refused publish only leaves waiters to poll
   redis.pcall(ARGV[4], ARGV[3], 'released')
   return 1
@@ -284,7 +321,8 @@ impl Node {
         call.arg(member(access, owner))
             .arg(token.get())
             .arg(&keys.channel)
-            .arg(self.conn.publish_command());
+            .arg(self.conn.publish_command())
+            .arg(millis_u64(self.counter_retention));
         Ok(self.invoke::<i64>("release", call).await? == 1)
     }
 

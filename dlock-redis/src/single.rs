@@ -99,7 +99,7 @@ impl ClaimDriver for RedisLock {
         waits: bool,
     ) -> Result<Claim, LockError> {
         if access == Access::Exclusive {
-            let keys = Keys::new(&self.opts, name);
+            let keys = Keys::for_acquire(&self.opts, name)?;
             return self.node.acquire(&keys, owner.as_str(), ttl).await;
         }
         let keys = SharedKeys::new(&self.opts.prefix, name, access);

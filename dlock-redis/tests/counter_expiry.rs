@@ -115,3 +115,94 @@ async fn a_retention_outside_a_second_to_ten_years_is_refused() {
         assert!(matches!(err, LockError::Config(_)), "{wrong:?}: {err}");
     }
 }
+
+/// A semaphore's and a read-write lock's keys: while held, the holder set, tokens and
+/// count expire with the last lease, the counter never; released by the last holder,
+/// only the counter stays, for the retention; a crashed holder's keys go with its
+/// lease, the counter staying (as the mutex's).
+#[tokio::test]
+async fn shared_keys_expire_with_their_holders() {
+    use dlock_core::{DistributedRwLock, DistributedSemaphore};
+    let url = common::redis_url();
+    let lock = RedisLock::builder(&format!("{url}?counter-retention=1s"))
+        .connect()
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(5);
+    let held_bound = i64::try_from((ttl + Duration::from_secs(1)).as_millis()).unwrap() + 50;
+    let gone_bound = i64::try_from(RETENTION.as_millis()).unwrap() + 50;
+    for space in ["sem", "rw"] {
+        let n = name();
+        let base = format!("dlock:{{{}}}:{space}", n.as_str());
+        let (holders, tokens, meta, fence) = (
+            base.clone(),
+            format!("{base}:tokens"),
+            format!("{base}:meta"),
+            format!("{base}:fence"),
+        );
+        let lease = if space == "sem" {
+            lock.try_acquire_permit(&n, 3, ttl).await.unwrap().unwrap()
+        } else {
+            lock.try_write(&n, ttl).await.unwrap().unwrap()
+        };
+        for key in [&holders, &tokens, &meta] {
+            let left = pttl(&url, key).await;
+            assert!(
+                left > 0 && left <= held_bound,
+                "{space} held: {key} expires with the lease, PTTL {left}"
+            );
+        }
+        assert_eq!(
+            pttl(&url, &fence).await,
+            -1,
+            "{space} held: the counter stays"
+        );
+        assert!(lock.release(&lease).await.unwrap());
+        for key in [&holders, &tokens, &meta] {
+            assert_eq!(pttl(&url, key).await, -2, "{space} released: {key} is gone");
+        }
+        let left = pttl(&url, &fence).await;
+        assert!(
+            left > 0 && left <= gone_bound,
+            "{space} released: the counter expires within the retention, PTTL {left}"
+        );
+        // a holder that never releases: its keys go with its lease
+        let short = Duration::from_secs(1);
+        let crashed = if space == "sem" {
+            lock.try_acquire_permit(&n, 3, short)
+                .await
+                .unwrap()
+                .unwrap()
+        } else {
+            lock.try_write(&n, short).await.unwrap().unwrap()
+        };
+        assert!(crashed.token() > lease.token());
+        tokio::time::sleep(short + Duration::from_millis(1300)).await;
+        for key in [&holders, &tokens, &meta] {
+            assert_eq!(pttl(&url, key).await, -2, "{space} crashed: {key} is gone");
+        }
+    }
+}
+
+/// In the plain layout, name `{x}:token`'s lock key is name `{x}`'s fencing counter:
+/// taking it is refused, so the counter is never mistaken for a lock (nor overwritten
+/// by one) and `{x}`'s tokens keep growing.
+#[tokio::test]
+async fn a_plain_name_cannot_take_another_names_counter() {
+    let url = common::redis_url();
+    let lock = RedisLock::connect(&format!("{url}?layout=plain"))
+        .await
+        .unwrap();
+    let x = LockName::new(&format!("{{plain-{:016x}}}", random_u64())).unwrap();
+    let first = lock.try_acquire(&x, LONG).await.unwrap().unwrap();
+    assert!(lock.release(&first).await.unwrap());
+    let counter = LockName::new(&format!("{}:token", x.as_str())).unwrap();
+    let taken = lock.try_acquire(&counter, LONG).await;
+    assert!(
+        matches!(taken, Err(LockError::InvalidName { .. })),
+        "{taken:?}"
+    );
+    let second = lock.try_acquire(&x, LONG).await.unwrap().unwrap();
+    assert!(second.token() > first.token());
+    assert!(lock.release(&second).await.unwrap());
+}
