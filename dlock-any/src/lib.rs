@@ -252,6 +252,28 @@ fn feature_off(url: &str, feature: &str) -> LockError {
     ))
 }
 
+/// The Rust examples of the README and of the `docs/` pages, compiled (and run, where
+/// they have a `main`) as doctests, so the documentation cannot drift from the code.
+/// They name every backend's types: compiled with the `full` feature (`scripts/test`
+/// runs the doctests with `--all-features`).
+#[cfg(all(doctest, feature = "full"))]
+pub mod documentation {
+    #[doc = include_str!("../../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../../docs/library.md")]
+    pub struct Library;
+    #[doc = include_str!("../../docs/safety.md")]
+    pub struct Safety;
+    #[doc = include_str!("../../docs/observability.md")]
+    pub struct Observability;
+    #[doc = include_str!("../../docs/adapters.md")]
+    pub struct Adapters;
+    #[doc = include_str!("../../docs/cli.md")]
+    pub struct Cli;
+    #[doc = include_str!("../../docs/interop.md")]
+    pub struct Interop;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,7 +114,7 @@ fn main() -> ExitCode {
             cli::Command::Doctor(args) => doctor::doctor(args).await,
             cli::Command::Prune(args) => prune::prune(args).await,
             cli::Command::Completions(args) => docs::completions(args.shell),
-            cli::Command::Man => docs::man(),
+            cli::Command::Man(args) => docs::man(&args),
         };
         // What dropped guards and abandoned waits left behind (a queue node, a key,
         // a release) is deleted before the process ends, not cut off with it: else it

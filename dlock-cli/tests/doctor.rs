@@ -183,6 +183,19 @@ fn completions_man_page_and_version_come_from_the_definition() {
         man.contains(".TH dlock 1") && man.contains("doctor"),
         "{man}"
     );
+    // the pages the top page's SEE ALSO names exist: one per subcommand
+    let run = String::from_utf8(output(url, &["man", "run"]).stdout).unwrap();
+    assert!(
+        run.contains(".TH dlock-run 1") && run.contains("max\\-hold"),
+        "{run}"
+    );
+    assert_eq!(output(url, &["man", "nonsense"]).status.code(), Some(2));
+    let dir = common::scratch();
+    let wrote = output(url, &["man", "--out-dir", dir.to_str().unwrap()]);
+    assert_eq!(wrote.status.code(), Some(0), "{wrote:?}");
+    for page in ["dlock.1", "dlock-run.1", "dlock-elect.1", "dlock-release.1"] {
+        assert!(dir.join(page).exists(), "no {page}");
+    }
     let version = String::from_utf8(output(url, &["--version"]).stdout).unwrap();
     assert!(version.contains("backends: sqlite"), "{version}");
     for sub in [

@@ -101,7 +101,7 @@ impl Finding {
 
 /// A clock offset above this is a clock nobody keeps in time: it will be stepped
 /// (by NTP, chrony's `makestep`, an operator), and a step of the clock that decides
-/// expiry ends leases early (see the README's Clocks table).
+/// expiry ends leases early (see the Clocks table in `docs/safety.md`).
 pub const CLOCK_OFFSET_CRITICAL: Duration = Duration::from_secs(1);
 /// A clock offset above this is worth a look at the hosts' time synchronisation.
 pub const CLOCK_OFFSET_WARNING: Duration = Duration::from_millis(100);

@@ -24,6 +24,17 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
+/// `dlock man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (`dlock man run` is dlock-run(1)); the top
+    /// page without one.
+    pub subcommand: Option<String>,
+    /// Write every page (dlock.1, dlock-run.1, …) into this directory instead.
+    #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+    pub out_dir: Option<std::path::PathBuf>,
+}
+
 /// The shells `dlock completions` writes for.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Shell {

@@ -49,7 +49,8 @@ Examples:
 pub(super) const MAN_HELP: &str = "\
 Examples:
   dlock man | man -l -
-  dlock man > /usr/local/share/man/man1/dlock.1";
+  dlock man run | man -l -
+  dlock man --out-dir /usr/local/share/man/man1   # dlock.1 and one page per subcommand";
 
 pub(super) const TICKET_HELP: &str = "\
 A ticket is one line: the backend's name, the lock name, the acquisition's owner id \

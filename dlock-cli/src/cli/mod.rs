@@ -52,7 +52,7 @@ impl Command {
             Self::List(a) => &mut a.backend,
             Self::Doctor(a) => &mut a.backend,
             Self::Prune(a) => &mut a.backend,
-            Self::Completions(_) | Self::Man => return None,
+            Self::Completions(_) | Self::Man(_) => return None,
         })
     }
 
@@ -116,7 +116,7 @@ pub enum Command {
     /// Print a shell completion script for bash, zsh or fish.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions(CompletionsArgs),
-    /// Print dlock's manual page (roff), generated from this help.
+    /// Print dlock's manual pages (roff), generated from this help.
     #[command(after_help = MAN_HELP)]
-    Man,
+    Man(ManArgs),
 }

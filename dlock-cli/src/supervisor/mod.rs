@@ -14,7 +14,7 @@
 //! - When the command exits, whatever it left running in its group is stopped before
 //!   the lock is released.
 //! - A process that leaves the group on purpose (`setsid`, a daemon's double fork)
-//!   escapes all of this; the `run` help and the README say so.
+//!   escapes all of this; the `run` help and `docs/cli.md` say so.
 
 pub mod deadline;
 pub mod group;
