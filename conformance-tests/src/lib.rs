@@ -181,6 +181,7 @@ macro_rules! conformance_suite {
             readers_share_writers_exclude,
             rw_workload_never_mixes,
             writer_is_not_starved,
+            second_waiting_writer_keeps_readers_out,
             rw_crashed_writer_expires,
             holder_value_is_readable,
             one_leader_at_a_time,

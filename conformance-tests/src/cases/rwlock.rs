@@ -152,6 +152,61 @@ pub async fn writer_is_not_starved(h: &impl Harness) {
     assert!(late.release(&later).await.expect("release"));
 }
 
+/// Two writers wait behind a reader; the first to get in leaves at once, and new
+/// readers are still refused while the second waits: every waiting writer keeps readers
+/// out, not only the last one to say so.
+pub async fn second_waiting_writer_keeps_readers_out(h: &impl Harness) {
+    let a = h.client().await;
+    let name = unique("second_waiting_writer_keeps_readers_out");
+    if !offers_shared(&a, &name).await {
+        return;
+    }
+    let first = read(&a, &name, LONG_TTL).await;
+    let mut writers = Vec::new();
+    for _ in 0..2 {
+        let (c, name) = (h.client().await, name.clone());
+        writers.push(tokio::spawn(async move {
+            let got = c.write(&name, LONG_TTL, Duration::from_secs(30)).await;
+            (c, got)
+        }));
+    }
+    sleep(Duration::from_millis(500)).await;
+    assert!(
+        writers.iter().all(|w| !w.is_finished()),
+        "writers wait for the reader"
+    );
+    assert!(a.release(&first).await.expect("release"));
+    let first_in = loop {
+        if let Some(i) = writers
+            .iter()
+            .position(tokio::task::JoinHandle::is_finished)
+        {
+            break i;
+        }
+        sleep(Duration::from_millis(2)).await;
+    };
+    let (c1, got) = writers.swap_remove(first_in).await.expect("join");
+    let lease = got.expect("a writer gets the lock");
+    assert!(c1.release(&lease).await.expect("release"));
+    let reader = h.client().await;
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        let r = reader.try_read(&name, LONG_TTL).await.expect("try");
+        assert!(
+            r.is_none(),
+            "a reader overtook the second waiting writer: {r:?}"
+        );
+        sleep(Duration::from_millis(10)).await;
+    }
+    let second = writers.pop().expect("the second writer");
+    let (c2, got) = second.await.expect("join");
+    let lease2 = got.expect("the second writer gets the lock");
+    assert!(lease2.token() > lease.token());
+    assert!(c2.release(&lease2).await.expect("release"));
+    let after = read(&reader, &name, LONG_TTL).await;
+    assert!(reader.release(&after).await.expect("release"));
+}
+
 /// A crashed writer's lock frees within its TTL, for readers and writers alike.
 pub async fn rw_crashed_writer_expires(h: &impl Harness) {
     let a = h.client().await;

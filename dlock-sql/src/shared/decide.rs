@@ -12,7 +12,8 @@ pub(crate) struct Head {
     pub now: i64,
 }
 
-/// An unexpired holder.
+/// An unexpired row of the holders table: a holder, or a waiting writer's intent
+/// (access `i`).
 pub(crate) struct HolderRow {
     pub owner: String,
     pub access: String,
@@ -35,6 +36,9 @@ pub(crate) enum Decision {
     Mismatch(i64),
 }
 
+/// The `access` tag of a waiting writer's intent row.
+pub(crate) const INTENT: &str = "i";
+
 /// The access's tag in the `access` column.
 pub(crate) fn tag(access: Access) -> &'static str {
     match access {
@@ -48,13 +52,18 @@ pub(crate) fn decide(
     access: Access,
     owner: &str,
     head: &Head,
-    holders: &[HolderRow],
+    rows: &[HolderRow],
     waits: bool,
 ) -> Decision {
+    let (intents, holders): (Vec<&HolderRow>, Vec<&HolderRow>) =
+        rows.iter().partition(|h| h.access == INTENT);
     if let Some(mine) = holders.iter().find(|h| h.owner == owner) {
         return Decision::Retake(mine.token);
     }
-    let intent_live = head.intent_until > head.now;
+    // another writer waits (each keeps its own intent; the head's column is where
+    // clients before dlock 0.2 kept a single one)
+    let others_wait = intents.iter().any(|i| i.owner != owner);
+    let intent_live = head.intent_until > head.now || others_wait;
     let ok = match access {
         Access::Permit(n) => {
             if !holders.is_empty() && head.permits != i64::from(n) {
@@ -68,8 +77,9 @@ pub(crate) fn decide(
     if ok {
         return Decision::Grant;
     }
-    let earliest = holders.iter().map(|h| h.expires_at).min();
-    let intent_end = intent_live.then_some(head.intent_until);
+    let earliest = rows.iter().map(|h| h.expires_at).min();
+    // the intent rows' ends are in `earliest`; the head's column only if it is live
+    let intent_end = (head.intent_until > head.now).then_some(head.intent_until);
     let soonest = match (earliest, intent_end) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -100,6 +110,41 @@ mod tests {
             token: 1,
             expires_at,
         }
+    }
+
+    #[test]
+    fn a_second_waiting_writer_keeps_readers_out_after_the_first_got_in() {
+        // writer a waited and got in (its intent row became its holder row) and left;
+        // writer b still waits: its intent refuses a new reader
+        let b_waits = [holder("b", INTENT, 1300)];
+        assert_eq!(
+            decide(Access::Read, "r", &head(0, 0), &b_waits, false),
+            Decision::Refuse {
+                wait_ms: Some(300),
+                intent: false
+            }
+        );
+        // b itself is not held back by its own intent, and a third writer by nothing
+        // but holders
+        assert_eq!(
+            decide(Access::Write, "b", &head(0, 0), &b_waits, true),
+            Decision::Grant
+        );
+        assert_eq!(
+            decide(Access::Write, "c", &head(0, 0), &b_waits, true),
+            Decision::Grant
+        );
+        // an intent is never mistaken for a holder of the same owner
+        assert!(!matches!(
+            decide(
+                Access::Write,
+                "b",
+                &head(0, 0),
+                &[holder("x", "r", 1500), holder("b", INTENT, 1300)],
+                true
+            ),
+            Decision::Retake(_)
+        ));
     }
 
     #[test]

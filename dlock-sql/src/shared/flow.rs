@@ -244,8 +244,9 @@ macro_rules! shared_store {
                             let until = head.now + dlock_core::backend::millis(req.intent);
                             sqlx::query(sqlx::AssertSqlSafe(sql.intent.as_str()))
                                 .persistent(sql.persistent)
-                                .bind(until.max(head.intent_until))
                                 .bind(key)
+                                .bind(req.owner.as_str())
+                                .bind(until)
                                 .execute(&mut *tx)
                                 .await?;
                         }

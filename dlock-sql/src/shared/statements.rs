@@ -170,10 +170,32 @@ impl SharedSql {
             grant_head: n(format!(
                 "UPDATE {s} SET token = ?, permits = ?, intent_until = ? WHERE name = ?"
             )),
-            insert_holder: n(format!(
-                "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, ?, ?, ?)"
-            )),
-            intent: n(format!("UPDATE {s} SET intent_until = ? WHERE name = ?")),
+            // a writer's grant takes the place of its own intent row, if it left one
+            insert_holder: n(match dialect {
+                Dialect::MySql => format!(
+                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, ?, ?, ?)
+                     ON DUPLICATE KEY UPDATE access = VALUES(access), token = VALUES(token),
+                     expires_at = VALUES(expires_at)"
+                ),
+                _ => format!(
+                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, ?, ?, ?)
+                     ON CONFLICT (name, owner) DO UPDATE SET access = excluded.access,
+                     token = excluded.token, expires_at = excluded.expires_at"
+                ),
+            }),
+            // each waiting writer's intent is a row of its own (access 'i', token 0),
+            // lapsing at expires_at: a writer's grant removes only its own
+            intent: n(match dialect {
+                Dialect::MySql => format!(
+                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, 'i', 0, ?)
+                     ON DUPLICATE KEY UPDATE expires_at = IF(access = 'i', VALUES(expires_at), expires_at)"
+                ),
+                _ => format!(
+                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, 'i', 0, ?)
+                     ON CONFLICT (name, owner) DO UPDATE SET expires_at = excluded.expires_at
+                     WHERE {h}.access = 'i'"
+                ),
+            }),
             renew: n(format!(
                 "UPDATE {h} SET expires_at = {now} + ? WHERE name = ? AND owner = ? AND token = ?
                  AND expires_at > {now}"
@@ -182,7 +204,8 @@ impl SharedSql {
             holders: n(format!(
                 "SELECT h.owner, h.access, h.token, h.expires_at - {now}, s.permits
                  FROM {h} h JOIN {s} s ON s.name = h.name
-                 WHERE h.name = ? AND h.expires_at > {now} ORDER BY h.token"
+                 WHERE h.name = ? AND h.expires_at > {now} AND h.access <> 'i'
+                 ORDER BY h.token"
             )),
         }
     }
