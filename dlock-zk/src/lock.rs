@@ -249,13 +249,18 @@ impl Backend for ZkLock {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let dir = queue_dir(&self.root, name);
         let client = self.sessions.first().session.get().await?;
-        let children = match self
-            .op("list queue", async { Ok(client.list_children(&dir).await) })
-            .await?
-        {
-            Ok(c) => c,
-            Err(zk::Error::NoNode) => return Ok(None),
-            Err(e) => return Err(from_zk("list queue", e)),
+        // behind a sync with the leader (sent at once, one round trip): a follower
+        // that has not yet applied another client's grant would report the lock free
+        let synced = client.sync(&dir);
+        let listed = client.list_children(&dir);
+        let (synced, listed) = self
+            .op("list queue", async { Ok(tokio::join!(synced, listed)) })
+            .await?;
+        let children = match (synced, listed) {
+            (_, Err(zk::Error::NoNode)) | (Err(zk::Error::NoNode), _) => return Ok(None),
+            (Err(e), _) => return Err(from_zk("sync with the leader", e)),
+            (_, Err(e)) => return Err(from_zk("list queue", e)),
+            (Ok(()), Ok(c)) => c,
         };
         let Some(head) = lowest(&children) else {
             return Ok(None);
