@@ -1,0 +1,215 @@
+//! Applying one fault to a running workload.
+
+use std::path::Path;
+use std::time::Duration;
+
+use dlock_conformance::{FaultMode, url_host_port};
+use nix::sys::signal::Signal;
+use tokio::time::sleep;
+
+use super::victims::{holder, mid_update, reading, victim, wait_for};
+use super::{Plan, Worker, signal};
+use crate::backends::Backend;
+use crate::nemesis::{Nemesis, leader, redis_command, services};
+use crate::replica::LaggingReplica;
+use crate::standby::Standby;
+use crate::store::FencedStore;
+
+/// Applies the fault; returns when it was applied, its victim, and whether it was.
+pub(super) async fn apply(
+    plan: &Plan,
+    backend: &Backend,
+    nemesis: Nemesis,
+    store: &FencedStore,
+    name: &str,
+    workers: &mut [Worker],
+) -> (Duration, Option<u32>, bool) {
+    let past_ttl = plan.ttl + Duration::from_millis(1500);
+    let script: &Path = &plan.services;
+    match nemesis {
+        Nemesis::KillHolder => {
+            let Some(v) = wait_for(|| victim(plan, store), Duration::from_secs(5)).await else {
+                return (store.now(), None, false);
+            };
+            let at = store.now();
+            signal(&workers[v as usize], Signal::SIGKILL);
+            (at, Some(v), true)
+        }
+        Nemesis::PauseHolder => {
+            // Stop a holder between its read and its write. On a busy machine the signal
+            // can land after the write; then let it go and catch another one.
+            for _ in 0..20 {
+                let Some(v) = wait_for(|| mid_update(store), Duration::from_secs(5)).await else {
+                    break;
+                };
+                let at = store.now();
+                signal(&workers[v as usize], Signal::SIGSTOP);
+                sleep(Duration::from_millis(50)).await;
+                if !reading(store, v) {
+                    signal(&workers[v as usize], Signal::SIGCONT);
+                    continue;
+                }
+                sleep(past_ttl).await;
+                signal(&workers[v as usize], Signal::SIGCONT);
+                return (at, Some(v), true);
+            }
+            (store.now(), None, false)
+        }
+        Nemesis::Partition => {
+            let Some(v) = wait_for(|| victim(plan, store), Duration::from_secs(5)).await else {
+                return (store.now(), None, false);
+            };
+            let at = store.now();
+            for p in &workers[v as usize].proxies {
+                p.set_mode(FaultMode::Blackhole);
+            }
+            sleep(past_ttl).await;
+            for p in &workers[v as usize].proxies {
+                p.set_mode(FaultMode::Pass);
+            }
+            (at, Some(v), true)
+        }
+        Nemesis::Latency => {
+            let at = store.now();
+            for w in workers.iter() {
+                for p in &w.proxies {
+                    p.set_mode(FaultMode::Delay(Duration::from_millis(100)));
+                }
+            }
+            sleep(Duration::from_secs(2)).await;
+            for w in workers.iter() {
+                for p in &w.proxies {
+                    p.set_mode(FaultMode::Pass);
+                }
+            }
+            (at, None, true)
+        }
+        Nemesis::RestartServer => {
+            let at = store.now();
+            let ok = services(script, "restart", &backend.servers).await;
+            (at, None, ok)
+        }
+        Nemesis::DataLoss => {
+            let hosts: Vec<String> = url_host_port(&backend.url)
+                .map(|a| a.split(',').map(str::to_owned).collect())
+                .unwrap_or_default();
+            let mut ok = !hosts.is_empty();
+            for h in &hosts {
+                ok &= redis_command(h, &["SAVE"]).await;
+            }
+            // the workload moves on: holders change, counters grow
+            sleep(Duration::from_millis(1500)).await;
+            let at = store.now();
+            for h in &hosts {
+                ok &= redis_command(h, &["DEBUG", "RELOAD", "NOSAVE"]).await;
+            }
+            (at, None, ok)
+        }
+        Nemesis::LaggingReplica => {
+            let Some(primary) = url_host_port(&backend.url) else {
+                return (store.now(), None, false);
+            };
+            let Some(replica) = LaggingReplica::start(&primary).await else {
+                return (store.now(), None, false);
+            };
+            let cut = replica.cut().await;
+            // the workload moves on without the replica: holders change, counters grow
+            sleep(Duration::from_millis(1500)).await;
+            let at = store.now();
+            let ok = replica.promote().await;
+            (at, None, cut && ok)
+        }
+        Nemesis::SentinelFailover => {
+            let ok = crate::sentinel::fail_over_to_a_lagging_replica(script, &backend.url).await;
+            (store.now(), None, ok)
+        }
+        Nemesis::ClusterFailover => {
+            let ok =
+                crate::cluster::fail_over_to_a_lagging_replica(script, &backend.url, name).await;
+            (store.now(), None, ok)
+        }
+        Nemesis::StandbyPromoted => {
+            let (Some(primary), Ok(standby_url)) = (
+                url_host_port(&backend.url),
+                std::env::var("DLOCK_TEST_POSTGRES_STANDBY_URL"),
+            ) else {
+                return (store.now(), None, false);
+            };
+            let Some(standby) = Standby::attach(&primary, &standby_url).await else {
+                return (store.now(), None, false);
+            };
+            standby.cut();
+            // the workload moves on without the standby: holders change, tokens grow
+            sleep(Duration::from_millis(1500)).await;
+            let at = store.now();
+            let Some(new_primary) = standby.promote().await else {
+                return (at, None, false);
+            };
+            for w in workers.iter() {
+                for p in &w.proxies {
+                    p.retarget(new_primary);
+                }
+            }
+            (at, None, true)
+        }
+        Nemesis::ServerPartition => {
+            let Some(ensemble) = &backend.ensemble else {
+                return (store.now(), None, false);
+            };
+            let e = ensemble;
+            // a holder connected to a follower (worker i talks to server i % 3)
+            for _ in 0..20 {
+                let Some(leader) = e.leader().await else {
+                    sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                let Some(v) = wait_for(|| holder(store), Duration::from_secs(5)).await else {
+                    break;
+                };
+                let server = usize::try_from(v).unwrap_or(0) % e.client_addrs().len();
+                if server == leader {
+                    sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                let at = store.now();
+                e.partition(server);
+                // past the TTL and past the follower's own give-up (syncLimit, 3 s)
+                sleep(past_ttl + Duration::from_secs(2)).await;
+                e.heal(server);
+                return (at, Some(v), true);
+            }
+            (store.now(), None, false)
+        }
+        Nemesis::ClientClockAhead
+        | Nemesis::ClientClockBehind
+        | Nemesis::ClientClockSlow
+        | Nemesis::ClientClockVerySlow
+        | Nemesis::ClientClockFast
+        | Nemesis::ServerClockAhead
+        | Nemesis::ServerClockBehind => (store.now(), None, false), // see `step_clock`
+        Nemesis::KillMember | Nemesis::KillLeader => {
+            let victims: Vec<&str> = if backend.has_leader {
+                let hosts: Vec<String> = url_host_port(&backend.url)
+                    .map(|a| a.split(',').map(str::to_owned).collect())
+                    .unwrap_or_default();
+                let Some(l) = leader(&hosts, backend.label.starts_with("etcd")).await else {
+                    return (store.now(), None, false);
+                };
+                let i = if nemesis == Nemesis::KillLeader {
+                    l
+                } else {
+                    (l + 1) % hosts.len()
+                };
+                vec![backend.servers[i]]
+            } else {
+                // Redlock: two of five masters
+                backend.servers[..2].to_vec()
+            };
+            let at = store.now();
+            let killed = services(script, "kill", &victims).await;
+            sleep(Duration::from_secs(2)).await;
+            let started = services(script, "start", &victims).await;
+            (at, None, killed && started)
+        }
+    }
+}

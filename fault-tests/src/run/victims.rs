@@ -1,0 +1,85 @@
+//! Which worker a fault strikes, and when: read from the store's log as it grows.
+
+use std::time::Duration;
+
+use tokio::time::sleep;
+
+use super::Plan;
+use crate::store::{Event, FencedStore, Kind};
+use crate::workload::Workload;
+
+/// Each worker's latest step in the store's log.
+pub(super) fn last_steps(store: &FencedStore) -> std::collections::BTreeMap<u32, (Kind, bool)> {
+    let mut last = std::collections::BTreeMap::new();
+    // an observer's report, or a caller's result, says nothing about its worker's hold
+    for e in store
+        .log()
+        .into_iter()
+        .filter(|e| !matches!(e.kind, Kind::Observed | Kind::Result))
+    {
+        last.insert(e.worker, (e.kind, e.accepted));
+    }
+    last
+}
+
+/// A worker that holds the lock now (acquired or working under it, not released), per
+/// the store's log; with several holders (a semaphore, readers), the first.
+pub(super) fn holder(store: &FencedStore) -> Option<u32> {
+    last_steps(store)
+        .into_iter()
+        .find(|(_, (k, _))| *k != Kind::Released)
+        .map(|(w, _)| w)
+}
+
+/// Whether worker `w` has read the counter and not yet written or released.
+pub(super) fn reading(store: &FencedStore, w: u32) -> bool {
+    last_steps(store)
+        .get(&w)
+        .is_some_and(|(k, accepted)| *k == Kind::Read && *accepted)
+}
+
+/// A worker that has read the counter and not yet written: the moment to pause it.
+pub(super) fn mid_update(store: &FencedStore) -> Option<u32> {
+    last_steps(store)
+        .into_iter()
+        .find(|(_, (k, accepted))| *k == Kind::Read && *accepted)
+        .map(|(w, _)| w)
+}
+
+/// The worker a holder fault strikes: a holder — for idempotency, a runner mid-work
+/// (between its look and its effect), where a fault matters to exactly-once.
+pub(super) fn victim(plan: &Plan, store: &FencedStore) -> Option<u32> {
+    match plan.workload {
+        Workload::Once => mid_update(store),
+        _ => holder(store),
+    }
+}
+
+pub(super) async fn wait_for(
+    mut probe: impl FnMut() -> Option<u32>,
+    within: Duration,
+) -> Option<u32> {
+    let end = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < end {
+        if let Some(w) = probe() {
+            return Some(w);
+        }
+        sleep(Duration::from_millis(1)).await;
+    }
+    None
+}
+
+/// Idempotency: from the fault to the first result of the request its victim was
+/// working on (another runner finished it, or found it finished); none when the victim
+/// had not reached its work's hold (its request is not in the log yet).
+pub(super) fn takeover(log: &[Event], fault_at: Duration, victim: Option<u32>) -> Option<Duration> {
+    let last = log.iter().rev().find(|e| {
+        matches!(e.kind, Kind::Read | Kind::Acquired)
+            && Some(e.worker) == victim
+            && e.at <= fault_at
+    })?;
+    let k = (last.kind == Kind::Read).then_some(last.n)?;
+    log.iter()
+        .find(|e| e.kind == Kind::Result && e.accepted && e.n == k && e.at > fault_at)
+        .map(|e| e.at - fault_at)
+}
