@@ -45,6 +45,7 @@ mod idempotent;
 mod instrument;
 mod lease;
 mod lock;
+mod lock_arc;
 mod locker;
 mod memory;
 mod multi;
