@@ -69,6 +69,7 @@ mod keys;
 mod linger;
 mod lock;
 mod queue;
+mod queue_driver;
 mod reads;
 mod session;
 mod shared;
