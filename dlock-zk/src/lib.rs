@@ -55,6 +55,7 @@ mod linger;
 mod lock;
 mod path;
 mod queue;
+mod queue_driver;
 mod renewals;
 mod session;
 mod sessions;
