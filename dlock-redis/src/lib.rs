@@ -44,6 +44,7 @@
 mod builder;
 mod cluster;
 mod conn;
+mod doctor;
 mod errors;
 mod fence;
 mod keys;
