@@ -7,7 +7,7 @@ use dlock_any::{Election, LockError};
 use tokio::time::{Instant, sleep};
 
 use crate::floor_runs::floor_handoff;
-use crate::run::Figure;
+use crate::report::Figure;
 use crate::scenarios::{TTL, name};
 use crate::stats::Samples;
 

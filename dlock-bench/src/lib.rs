@@ -33,6 +33,7 @@ mod floor_runs;
 pub mod floor_wait;
 pub mod footprint;
 pub(crate) mod process;
+mod report;
 mod run;
 pub mod scale;
 mod scale_runs;
@@ -41,4 +42,5 @@ pub mod server_requests;
 pub mod shared_runs;
 pub mod stats;
 
-pub use run::{CDF_POINTS, Distribution, Figure, Options, Report, Scenario, run};
+pub use report::{CDF_POINTS, Distribution, Figure, Options, Report, Scenario};
+pub use run::run;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use dlock_any::{DistributedLock, LockError};
 
-use crate::run::{Figure, Options};
+use crate::report::{Figure, Options};
 use crate::scale::{self, HELD, WAITERS};
 use crate::scenarios::{self, RequestCounter};
 
