@@ -310,22 +310,78 @@ impl Locker {
         Fut: Future<Output = T>,
     {
         let guard = self.lock(name).await?;
-        let lost = guard.lost();
-        let name = guard.lease().name().clone();
-        tokio::select! {
-            biased;
-            () = lost => {
-                let error = ended(&guard, &name);
-                // owner-checked, so harmless if someone else holds it now
-                let _ = guard.release().await;
-                Err(error)
+        under(guard, work).await
+    }
+
+    /// Runs `work` under the lock if it is free now, as [`Locker::with_lock`] does;
+    /// `Ok(None)` without running it when someone holds it — a scheduled job that runs
+    /// on one host per tick and is skipped on the others (ShedLock's
+    /// `@SchedulerLock`, `flock -n`). With [`Locker::with_max_hold`] (lockAtMostFor)
+    /// and [`Locker::with_min_hold`] (lockAtLeastFor, so a fast job on a host whose
+    /// clock runs ahead does not let another host run the same tick again):
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dlock_core::LockError> {
+    /// use std::{sync::Arc, time::Duration};
+    /// use dlock_core::{Locker, MemoryLock};
+    ///
+    /// let locker = Locker::new(Arc::new(MemoryLock::new()))
+    ///     .with_ttl(Duration::from_secs(60))
+    ///     .with_max_hold(Duration::from_secs(50 * 60)) // never hold past the next tick
+    ///     .with_min_hold(Duration::from_secs(30)); // a fast run still blocks the tick
+    /// // every hour, on every host:
+    /// let ran = locker
+    ///     .try_with_lock("reports/hourly", |token| async move { format!("ran as {token}") })
+    ///     .await?;
+    /// assert!(ran.is_some()); // None on a host where another run holds it
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`Locker::try_lock`], [`LockError::LeaseLost`] and
+    /// [`LockError::HoldExpired`].
+    ///
+    /// # Cancel safety
+    /// As [`Locker::with_lock`].
+    pub async fn try_with_lock<F, Fut, T>(
+        &self,
+        name: impl AsRef<str>,
+        work: F,
+    ) -> Result<Option<T>, LockError>
+    where
+        F: FnOnce(FencingToken) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        match self.try_lock(name).await? {
+            Some(guard) => under(guard, work).await.map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Runs `work` while `guard` holds, then releases; `work` dropped if the hold ends
+/// first.
+async fn under<F, Fut, T>(guard: LockGuard, work: F) -> Result<T, LockError>
+where
+    F: FnOnce(FencingToken) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let lost = guard.lost();
+    let name = guard.lease().name().clone();
+    tokio::select! {
+        biased;
+        () = lost => {
+            let error = ended(&guard, &name);
+            // owner-checked, so harmless if someone else holds it now
+            let _ = guard.release().await;
+            Err(error)
+        }
+        out = work(guard.token()) => {
+            if let Err(e) = guard.release().await {
+                tracing::warn!(lock = %name, error = %e, "release after with_lock failed; the lease will expire by its TTL");
             }
-            out = work(guard.token()) => {
-                if let Err(e) = guard.release().await {
-                    tracing::warn!(lock = %name, error = %e, "release after with_lock failed; the lease will expire by its TTL");
-                }
-                Ok(out)
-            }
+            Ok(out)
         }
     }
 }

@@ -236,3 +236,34 @@ pub async fn max_hold_ends_the_hold(h: &impl Harness) {
     let r = bad.lock(name.as_str()).await;
     assert!(matches!(r, Err(LockError::InvalidArgument(_))), "{r:?}");
 }
+
+/// `Locker::try_with_lock` runs its work only when the name is free, skips it (no call,
+/// `None`) while another client holds it, and releases after the work.
+pub async fn try_with_lock_skips_when_busy(h: &impl Harness) {
+    let (a, b) = (h.client().await, h.client().await);
+    let name = unique("try_with_lock_skips_when_busy");
+    let held = super::take(&*a, &name, LONG_TTL).await;
+    let locker = Locker::new(b.lock()).with_ttl(LONG_TTL);
+    let ran = AtomicBool::new(false);
+    let skipped = locker
+        .try_with_lock(name.as_str(), |_| async {
+            ran.store(true, Ordering::SeqCst)
+        })
+        .await
+        .expect("try_with_lock");
+    assert!(
+        skipped.is_none() && !ran.load(Ordering::SeqCst),
+        "ran while held"
+    );
+    assert!(a.release(&held).await.expect("release"));
+    let token = locker
+        .try_with_lock(name.as_str(), |token| async move { token })
+        .await
+        .expect("try_with_lock")
+        .expect("free: the work runs");
+    assert!(token > held.token());
+    assert!(
+        b.inspect(&name).await.expect("inspect").is_none(),
+        "released after the work"
+    );
+}
