@@ -42,5 +42,5 @@ pub mod server_requests;
 pub mod shared_runs;
 pub mod stats;
 
-pub use report::{CDF_POINTS, Distribution, Figure, Options, Report, Scenario};
-pub use run::run;
+pub use report::{CDF_POINTS, Distribution, Figure, Options, Report, Scenario, Step};
+pub use run::{run, run_with_progress};

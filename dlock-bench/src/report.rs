@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use dlock_any::LockError;
+
 use crate::stats::Samples;
 
 /// The scenarios `run` knows.
@@ -190,4 +192,113 @@ pub struct Report {
     pub figures: Vec<Figure>,
     /// The latency distributions of the scenarios that time single operations.
     pub distributions: Vec<Distribution>,
+    /// The scenarios that failed, with their errors (the others' figures are kept).
+    pub failed: Vec<(Scenario, String)>,
+}
+
+/// Where a run stands, for [`crate::run_with_progress`]'s callback.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Step<'a> {
+    /// A scenario starts.
+    Started(Scenario),
+    /// A scenario ended with these figures, after this long.
+    Finished(Scenario, &'a [Figure], Duration),
+    /// A scenario failed (the run goes on with the next).
+    Failed(Scenario, &'a LockError),
+}
+
+/// The scenarios of a run as they start and end: told to the callback, failures kept.
+pub(crate) struct Steps<'p> {
+    progress: &'p (dyn Fn(Step<'_>) + Sync),
+    started: std::time::Instant,
+    pub(crate) failed: Vec<(Scenario, String)>,
+}
+
+impl<'p> Steps<'p> {
+    pub(crate) fn new(progress: &'p (dyn Fn(Step<'_>) + Sync)) -> Self {
+        Self {
+            progress,
+            started: std::time::Instant::now(),
+            failed: Vec::new(),
+        }
+    }
+
+    /// A scenario starts; where its figures will begin.
+    pub(crate) fn start(&mut self, s: Scenario, figures_so_far: usize) -> usize {
+        self.started = std::time::Instant::now();
+        (self.progress)(Step::Started(s));
+        figures_so_far
+    }
+
+    /// A scenario ended: its figures from `at` on, or its error (kept, and its partial
+    /// figures with it).
+    pub(crate) fn end(
+        &mut self,
+        s: Scenario,
+        at: usize,
+        done: Result<(), LockError>,
+        figures: &[Figure],
+    ) {
+        match done {
+            Ok(()) => (self.progress)(Step::Finished(
+                s,
+                figures.get(at..).unwrap_or_default(),
+                self.started.elapsed(),
+            )),
+            Err(e) => {
+                (self.progress)(Step::Failed(s, &e));
+                self.failed.push((s, e.to_string()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[test]
+    fn a_failed_scenario_is_told_and_kept_and_the_run_goes_on() {
+        let told = Mutex::new(Vec::new());
+        let progress = |s: Step<'_>| {
+            let line = match s {
+                Step::Started(s) => format!("start {}", s.name()),
+                Step::Finished(s, f, _) => format!("done {} {}", s.name(), f.len()),
+                Step::Failed(s, e) => format!("failed {} {e}", s.name()),
+            };
+            told.lock().unwrap().push(line);
+        };
+        let mut steps = Steps::new(&progress);
+        let figure = |scenario| Figure {
+            scenario,
+            metric: "m",
+            dlock: 1.0,
+            floor: None,
+        };
+        let mut figures = vec![figure("uncontended")];
+        let at = steps.start(Scenario::Held, figures.len());
+        steps.end(
+            Scenario::Held,
+            at,
+            Err(LockError::backend_msg(
+                "only 9795 of 10000 guards still held",
+            )),
+            &figures,
+        );
+        let at = steps.start(Scenario::Election, figures.len());
+        figures.push(figure("election"));
+        steps.end(Scenario::Election, at, Ok(()), &figures);
+        assert_eq!(steps.failed.len(), 1);
+        assert_eq!(steps.failed[0].0, Scenario::Held);
+        let told = told.into_inner().unwrap();
+        assert_eq!(told[0], "start held");
+        assert!(
+            told[1].starts_with("failed held") && told[1].contains("9795"),
+            "{told:?}"
+        );
+        assert_eq!(told[2..], ["start election", "done election 1"]);
+    }
 }

@@ -11,7 +11,7 @@ use crate::floor_runs::{
     connect_many, floor_contended, floor_error, floor_handoff, floor_parallel,
 };
 use crate::process::CpuClock;
-use crate::report::{Distribution, Figure, Options, Report, Scenario};
+use crate::report::{Distribution, Figure, Options, Report, Scenario, Step, Steps};
 use crate::stats::Samples;
 use crate::{election_runs, floor, scale_runs, scenarios, server_requests, shared_runs};
 
@@ -37,12 +37,28 @@ async fn instrumentation_cost() -> Result<f64, LockError> {
 /// Runs the scenarios `args` asks for against `url`, each next to its floor.
 ///
 /// # Errors
-/// The backend's or the floor's first error.
+/// Connecting to the backend or its floor; a scenario that fails is reported in
+/// [`Report::failed`] and the others still run.
 ///
 /// # Cancel safety
 /// Dropping it stops the measurement where it stands: a lock it holds then is released
 /// by its TTL at the latest.
 pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
+    run_with_progress(url, args, &|_| {}).await
+}
+
+/// [`run`], telling `progress` as each scenario starts and ends.
+///
+/// # Errors
+/// As [`run`].
+///
+/// # Cancel safety
+/// As [`run`].
+pub async fn run_with_progress(
+    url: &str,
+    args: &Options,
+    progress: &(dyn Fn(Step<'_>) + Sync),
+) -> Result<Report, LockError> {
     let url = url.to_owned();
     let lock = dlock_any::connect(&url).await?;
     let floor = if !args.floor {
@@ -59,254 +75,311 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
     let mut figures = Vec::new();
     let mut distributions = Vec::new();
     let mut server_count: Option<&'static str> = None;
+    let mut steps = Steps::new(progress);
 
     if wants(Scenario::Uncontended) {
-        // ours and the floor alternate in rounds, so both see the same machine load
-        let per_round = (args.cycles / rounds as usize).max(10);
-        let (mut ours, mut raw) = (Samples::default(), Samples::default());
-        let (mut ours_time, mut raw_time) = (Duration::ZERO, Duration::ZERO);
-        // the client's CPU per cycle, dlock's and the floor's
-        let (mut ours_cpu, mut raw_cpu) = (Duration::ZERO, Duration::ZERO);
-        for _ in 0..rounds {
-            let (t, cpu) = (Instant::now(), CpuClock::now());
-            ours.extend(scenarios::uncontended(&*lock, per_round).await?);
-            ours_time += t.elapsed();
-            ours_cpu += cpu.elapsed();
-            if let Some(f) = &floor {
+        let at = steps.start(Scenario::Uncontended, figures.len());
+        let done = async {
+            // ours and the floor alternate in rounds, so both see the same machine load
+            let per_round = (args.cycles / rounds as usize).max(10);
+            let (mut ours, mut raw) = (Samples::default(), Samples::default());
+            let (mut ours_time, mut raw_time) = (Duration::ZERO, Duration::ZERO);
+            // the client's CPU per cycle, dlock's and the floor's
+            let (mut ours_cpu, mut raw_cpu) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..rounds {
                 let (t, cpu) = (Instant::now(), CpuClock::now());
-                for i in 0..per_round + per_round / 10 {
-                    let c = Instant::now();
-                    f.cycle().await.map_err(floor_error)?;
-                    if i >= per_round / 10 {
-                        raw.push(c.elapsed());
+                ours.extend(scenarios::uncontended(&*lock, per_round).await?);
+                ours_time += t.elapsed();
+                ours_cpu += cpu.elapsed();
+                if let Some(f) = &floor {
+                    let (t, cpu) = (Instant::now(), CpuClock::now());
+                    for i in 0..per_round + per_round / 10 {
+                        let c = Instant::now();
+                        f.cycle().await.map_err(floor_error)?;
+                        if i >= per_round / 10 {
+                            raw.push(c.elapsed());
+                        }
                     }
+                    raw_time += t.elapsed();
+                    raw_cpu += cpu.elapsed();
                 }
-                raw_time += t.elapsed();
-                raw_cpu += cpu.elapsed();
             }
-        }
-        let raw_some = |v: f64| floor.as_ref().map(|_| v);
-        distributions.push(Distribution::of("uncontended", "cycle", &ours, Some(&raw)));
-        figures.push(Figure {
-            scenario: "uncontended",
-            metric: "cycle p50 ms",
-            dlock: ours.percentile_ms(50.0),
-            floor: raw_some(raw.percentile_ms(50.0)),
-        });
-        figures.push(Figure {
-            scenario: "uncontended",
-            metric: "cycle p99 ms",
-            dlock: ours.percentile_ms(99.0),
-            floor: raw_some(raw.percentile_ms(99.0)),
-        });
-        let rate = |n: usize, t: Duration| n as f64 * 1.1 / t.as_secs_f64();
-        figures.push(Figure {
-            scenario: "uncontended",
-            metric: "cycles/s",
-            dlock: rate(ours.len(), ours_time),
-            floor: raw_some(rate(raw.len(), raw_time)),
-        });
-        // each side ran its cycles plus a tenth to warm up
-        let per_cycle = |cpu: Duration, n: usize| cpu.as_secs_f64() * 1e6 / (n as f64 * 1.1);
-        let ours_us = per_cycle(ours_cpu, ours.len());
-        figures.push(Figure {
-            scenario: "uncontended",
-            metric: "client CPU µs/cycle",
-            dlock: ours_us,
-            floor: raw_some(per_cycle(raw_cpu, raw.len())),
-        });
-        // The spans and metrics cost the same CPU whatever the backend: measured where
-        // nothing else costs anything (the in-memory backend, many cycles), against
-        // this backend's cycle (the same backend with and without it differ by less
-        // than the noise of a few thousand cycles over the network).
-        let instrumentation_us = instrumentation_cost().await?;
-        figures.push(Figure {
-            scenario: "uncontended",
-            metric: "instrumentation µs/cycle",
-            dlock: instrumentation_us,
-            floor: None,
-        });
-        figures.push(Figure {
-            scenario: "uncontended",
-            metric: "instrumentation % CPU",
-            dlock: if ours_us > 0.0 {
-                100.0 * instrumentation_us / ours_us
-            } else {
-                0.0
-            },
-            floor: None,
-        });
-    }
-    if wants(Scenario::Handoff) {
-        // alternating rounds: a third of the trials each, ours then the floor's
-        let per_round = (args.trials / rounds as usize).max(3);
-        let (mut ours, mut raw, mut has_raw) = (Samples::default(), Samples::default(), false);
-        for _ in 0..rounds {
-            ours.extend(
-                scenarios::handoff(
-                    dlock_any::connect(&url).await?,
-                    dlock_any::connect(&url).await?,
-                    per_round,
-                )
-                .await?,
-            );
-            if args.floor
-                && let Some(s) = floor_handoff(&url, per_round).await?
-            {
-                raw.extend(s);
-                has_raw = true;
-            }
-        }
-        let raw_some = |v: f64| has_raw.then_some(v);
-        distributions.push(Distribution::of("handoff", "hand-off", &ours, Some(&raw)));
-        figures.push(Figure {
-            scenario: "handoff",
-            metric: "p50 ms",
-            dlock: ours.percentile_ms(50.0),
-            floor: raw_some(raw.percentile_ms(50.0)),
-        });
-        figures.push(Figure {
-            scenario: "handoff",
-            metric: "p99 ms",
-            dlock: ours.percentile_ms(99.0),
-            floor: raw_some(raw.percentile_ms(99.0)),
-        });
-    }
-    if wants(Scenario::Contended) {
-        let slice = args.duration / rounds;
-        let (mut ours_cycles, mut ours_waits) = (0.0, Samples::default());
-        let (mut raw_cycles, mut raw_waits, mut has_raw) = (0.0, Samples::default(), false);
-        for _ in 0..rounds {
-            let c = scenarios::contended(connect_many(&url, args.clients).await?, slice).await?;
-            ours_cycles += c.cycles_per_s;
-            ours_waits.extend(c.waits);
-            if args.floor
-                && let Some((cycles, waits)) = floor_contended(&url, args.clients, slice).await?
-            {
-                raw_cycles += cycles;
-                raw_waits.extend(waits);
-                has_raw = true;
-            }
-        }
-        let raw_some = |v: f64| has_raw.then_some(v);
-        distributions.push(Distribution::of(
-            "contended",
-            "wait",
-            &ours_waits,
-            Some(&raw_waits),
-        ));
-        figures.push(Figure {
-            scenario: "contended",
-            metric: "cycles/s",
-            dlock: ours_cycles / f64::from(rounds),
-            floor: raw_some(raw_cycles / f64::from(rounds)),
-        });
-        figures.push(Figure {
-            scenario: "contended",
-            metric: "p99 wait ms",
-            dlock: ours_waits.percentile_ms(99.0),
-            floor: raw_some(raw_waits.percentile_ms(99.0)),
-        });
-        figures.push(Figure {
-            scenario: "contended",
-            metric: "max wait ms",
-            dlock: ours_waits.max_ms(),
-            floor: raw_some(raw_waits.max_ms()),
-        });
-    }
-    if wants(Scenario::Parallel) {
-        // alternating rounds again, each a third of the duration
-        let slice = args.duration / rounds;
-        let (mut ours, mut raw) = (0.0, 0.0);
-        for _ in 0..rounds {
-            ours += scenarios::parallel(Arc::clone(&lock), args.parallel, slice).await?;
-            if let Some(f) = &floor {
-                raw += floor_parallel(&**f, args.parallel, slice).await?;
-            }
-        }
-        figures.push(Figure {
-            scenario: "parallel",
-            metric: "cycles/s",
-            dlock: ours / f64::from(rounds),
-            floor: floor.as_ref().map(|_| raw / f64::from(rounds)),
-        });
-    }
-    if wants(Scenario::Held) {
-        let counter = server_requests::for_url(&url).await;
-        server_count = counter.as_ref().map(|c| c.describe());
-        let h = scenarios::held(
-            Arc::clone(&lock),
-            args.held_locks,
-            args.held_ttl,
-            counter.as_deref(),
-        )
-        .await?;
-        figures.push(Figure {
-            scenario: "held",
-            metric: "locks",
-            dlock: h.locks as f64,
-            floor: None,
-        });
-        figures.push(Figure {
-            scenario: "held",
-            metric: "renewals/s",
-            dlock: h.renewals_per_s,
-            floor: None,
-        });
-        if let Some(r) = h.server_requests_per_s {
+            let raw_some = |v: f64| floor.as_ref().map(|_| v);
+            distributions.push(Distribution::of("uncontended", "cycle", &ours, Some(&raw)));
             figures.push(Figure {
-                scenario: "held",
-                metric: "server req/s",
-                dlock: r,
+                scenario: "uncontended",
+                metric: "cycle p50 ms",
+                dlock: ours.percentile_ms(50.0),
+                floor: raw_some(raw.percentile_ms(50.0)),
+            });
+            figures.push(Figure {
+                scenario: "uncontended",
+                metric: "cycle p99 ms",
+                dlock: ours.percentile_ms(99.0),
+                floor: raw_some(raw.percentile_ms(99.0)),
+            });
+            let rate = |n: usize, t: Duration| n as f64 * 1.1 / t.as_secs_f64();
+            figures.push(Figure {
+                scenario: "uncontended",
+                metric: "cycles/s",
+                dlock: rate(ours.len(), ours_time),
+                floor: raw_some(rate(raw.len(), raw_time)),
+            });
+            // each side ran its cycles plus a tenth to warm up
+            let per_cycle = |cpu: Duration, n: usize| cpu.as_secs_f64() * 1e6 / (n as f64 * 1.1);
+            let ours_us = per_cycle(ours_cpu, ours.len());
+            figures.push(Figure {
+                scenario: "uncontended",
+                metric: "client CPU µs/cycle",
+                dlock: ours_us,
+                floor: raw_some(per_cycle(raw_cpu, raw.len())),
+            });
+            // The spans and metrics cost the same CPU whatever the backend: measured where
+            // nothing else costs anything (the in-memory backend, many cycles), against
+            // this backend's cycle (the same backend with and without it differ by less
+            // than the noise of a few thousand cycles over the network).
+            let instrumentation_us = instrumentation_cost().await?;
+            figures.push(Figure {
+                scenario: "uncontended",
+                metric: "instrumentation µs/cycle",
+                dlock: instrumentation_us,
                 floor: None,
             });
+            figures.push(Figure {
+                scenario: "uncontended",
+                metric: "instrumentation % CPU",
+                dlock: if ours_us > 0.0 {
+                    100.0 * instrumentation_us / ours_us
+                } else {
+                    0.0
+                },
+                floor: None,
+            });
+            Ok::<(), LockError>(())
         }
-        figures.push(Figure {
-            scenario: "held",
-            metric: "RSS bytes/lock",
-            dlock: h.rss_bytes_per_lock,
-            floor: None,
-        });
-        figures.push(Figure {
-            scenario: "held",
-            metric: "CPU %",
-            dlock: h.cpu_percent,
-            floor: None,
-        });
+        .await;
+        steps.end(Scenario::Uncontended, at, done, &figures);
+    }
+    if wants(Scenario::Handoff) {
+        let at = steps.start(Scenario::Handoff, figures.len());
+        let done = async {
+            // alternating rounds: a third of the trials each, ours then the floor's
+            let per_round = (args.trials / rounds as usize).max(3);
+            let (mut ours, mut raw, mut has_raw) = (Samples::default(), Samples::default(), false);
+            for _ in 0..rounds {
+                ours.extend(
+                    scenarios::handoff(
+                        dlock_any::connect(&url).await?,
+                        dlock_any::connect(&url).await?,
+                        per_round,
+                    )
+                    .await?,
+                );
+                if args.floor
+                    && let Some(s) = floor_handoff(&url, per_round).await?
+                {
+                    raw.extend(s);
+                    has_raw = true;
+                }
+            }
+            let raw_some = |v: f64| has_raw.then_some(v);
+            distributions.push(Distribution::of("handoff", "hand-off", &ours, Some(&raw)));
+            figures.push(Figure {
+                scenario: "handoff",
+                metric: "p50 ms",
+                dlock: ours.percentile_ms(50.0),
+                floor: raw_some(raw.percentile_ms(50.0)),
+            });
+            figures.push(Figure {
+                scenario: "handoff",
+                metric: "p99 ms",
+                dlock: ours.percentile_ms(99.0),
+                floor: raw_some(raw.percentile_ms(99.0)),
+            });
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::Handoff, at, done, &figures);
+    }
+    if wants(Scenario::Contended) {
+        let at = steps.start(Scenario::Contended, figures.len());
+        let done = async {
+            let slice = args.duration / rounds;
+            let (mut ours_cycles, mut ours_waits) = (0.0, Samples::default());
+            let (mut raw_cycles, mut raw_waits, mut has_raw) = (0.0, Samples::default(), false);
+            for _ in 0..rounds {
+                let c =
+                    scenarios::contended(connect_many(&url, args.clients).await?, slice).await?;
+                ours_cycles += c.cycles_per_s;
+                ours_waits.extend(c.waits);
+                if args.floor
+                    && let Some((cycles, waits)) =
+                        floor_contended(&url, args.clients, slice).await?
+                {
+                    raw_cycles += cycles;
+                    raw_waits.extend(waits);
+                    has_raw = true;
+                }
+            }
+            let raw_some = |v: f64| has_raw.then_some(v);
+            distributions.push(Distribution::of(
+                "contended",
+                "wait",
+                &ours_waits,
+                Some(&raw_waits),
+            ));
+            figures.push(Figure {
+                scenario: "contended",
+                metric: "cycles/s",
+                dlock: ours_cycles / f64::from(rounds),
+                floor: raw_some(raw_cycles / f64::from(rounds)),
+            });
+            figures.push(Figure {
+                scenario: "contended",
+                metric: "p99 wait ms",
+                dlock: ours_waits.percentile_ms(99.0),
+                floor: raw_some(raw_waits.percentile_ms(99.0)),
+            });
+            figures.push(Figure {
+                scenario: "contended",
+                metric: "max wait ms",
+                dlock: ours_waits.max_ms(),
+                floor: raw_some(raw_waits.max_ms()),
+            });
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::Contended, at, done, &figures);
+    }
+    if wants(Scenario::Parallel) {
+        let at = steps.start(Scenario::Parallel, figures.len());
+        let done = async {
+            // alternating rounds again, each a third of the duration
+            let slice = args.duration / rounds;
+            let (mut ours, mut raw) = (0.0, 0.0);
+            for _ in 0..rounds {
+                ours += scenarios::parallel(Arc::clone(&lock), args.parallel, slice).await?;
+                if let Some(f) = &floor {
+                    raw += floor_parallel(&**f, args.parallel, slice).await?;
+                }
+            }
+            figures.push(Figure {
+                scenario: "parallel",
+                metric: "cycles/s",
+                dlock: ours / f64::from(rounds),
+                floor: floor.as_ref().map(|_| raw / f64::from(rounds)),
+            });
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::Parallel, at, done, &figures);
+    }
+    if wants(Scenario::Held) {
+        let at = steps.start(Scenario::Held, figures.len());
+        let done = async {
+            let counter = server_requests::for_url(&url).await;
+            server_count = counter.as_ref().map(|c| c.describe());
+            let h = scenarios::held(
+                Arc::clone(&lock),
+                args.held_locks,
+                args.held_ttl,
+                counter.as_deref(),
+            )
+            .await?;
+            figures.push(Figure {
+                scenario: "held",
+                metric: "locks",
+                dlock: h.locks as f64,
+                floor: None,
+            });
+            figures.push(Figure {
+                scenario: "held",
+                metric: "renewals/s",
+                dlock: h.renewals_per_s,
+                floor: None,
+            });
+            if let Some(r) = h.server_requests_per_s {
+                figures.push(Figure {
+                    scenario: "held",
+                    metric: "server req/s",
+                    dlock: r,
+                    floor: None,
+                });
+            }
+            figures.push(Figure {
+                scenario: "held",
+                metric: "RSS bytes/lock",
+                dlock: h.rss_bytes_per_lock,
+                floor: None,
+            });
+            figures.push(Figure {
+                scenario: "held",
+                metric: "CPU %",
+                dlock: h.cpu_percent,
+                floor: None,
+            });
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::Held, at, done, &figures);
     }
     let shared = lock.capabilities().shared;
     if shared && wants(Scenario::Semaphore) {
-        figures.extend(
-            shared_runs::semaphore(
-                &url,
-                floor.as_deref(),
-                args.cycles,
-                args.trials,
-                args.clients,
-                args.duration,
-            )
-            .await?,
-        );
+        let at = steps.start(Scenario::Semaphore, figures.len());
+        let done = async {
+            figures.extend(
+                shared_runs::semaphore(
+                    &url,
+                    floor.as_deref(),
+                    args.cycles,
+                    args.trials,
+                    args.clients,
+                    args.duration,
+                )
+                .await?,
+            );
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::Semaphore, at, done, &figures);
     }
     if shared && wants(Scenario::RwLock) {
-        figures.extend(
-            shared_runs::rwlock(
-                &url,
-                floor.as_deref(),
-                args.cycles,
-                args.clients,
-                args.duration,
-            )
-            .await?,
-        );
+        let at = steps.start(Scenario::RwLock, figures.len());
+        let done = async {
+            figures.extend(
+                shared_runs::rwlock(
+                    &url,
+                    floor.as_deref(),
+                    args.cycles,
+                    args.clients,
+                    args.duration,
+                )
+                .await?,
+            );
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::RwLock, at, done, &figures);
     }
     if wants(Scenario::Election) {
-        figures.extend(election_runs::election(&url, args.floor, args.trials).await?);
+        let at = steps.start(Scenario::Election, figures.len());
+        let done = async {
+            figures.extend(election_runs::election(&url, args.floor, args.trials).await?);
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::Election, at, done, &figures);
     }
     if wants(Scenario::Scale) {
-        let counter = server_requests::for_url(&url).await;
-        server_count = server_count.or(counter.as_ref().map(|c| c.describe()));
-        figures.extend(scale_runs::scale(&url, &lock, args, counter.as_deref()).await?);
+        let at = steps.start(Scenario::Scale, figures.len());
+        let done = async {
+            let counter = server_requests::for_url(&url).await;
+            server_count = server_count.or(counter.as_ref().map(|c| c.describe()));
+            figures.extend(scale_runs::scale(&url, &lock, args, counter.as_deref()).await?);
+            Ok::<(), LockError>(())
+        }
+        .await;
+        steps.end(Scenario::Scale, at, done, &figures);
     }
     Ok(Report {
         backend: lock.backend_name(),
@@ -315,5 +388,6 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
         server_count,
         figures,
         distributions,
+        failed: steps.failed,
     })
 }

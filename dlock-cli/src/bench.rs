@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use dlock_bench::{Options, Report};
+use dlock_bench::{Options, Report, Step};
 
 use crate::cli::BenchArgs;
 use crate::{exit, url};
@@ -24,7 +24,9 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
         Err(e) => return exit::fail(&e),
     };
     // boxed: the run future carries every scenario's state
-    match Box::pin(dlock_bench::run(&url, &options(&args))).await {
+    let options = options(&args);
+    let run = dlock_bench::run_with_progress(&url, &options, &progress);
+    match Box::pin(run).await {
         Ok(report) => {
             if let Some(file) = &args.plot_svg {
                 let title = format!("dlock bench on {}", report.url);
@@ -55,12 +57,50 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
                     out.push_str(&metrics);
                 }
             }
-            match crate::stdout::write(out.as_bytes()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(code) => code,
+            if let Err(code) = crate::stdout::write(out.as_bytes()) {
+                return code;
+            }
+            if report.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                let names: Vec<&str> = report.failed.iter().map(|(s, _)| s.name()).collect();
+                eprintln!(
+                    "dlock bench: {} scenario(s) failed: {} (the others' figures are above)",
+                    names.len(),
+                    names.join(", ")
+                );
+                ExitCode::from(exit::BACKEND)
             }
         }
         Err(e) => exit::fail(&e),
+    }
+}
+
+/// Each scenario on stderr as it starts and ends, with its figures: a run takes
+/// minutes, and a scenario that fails does not take the others' results with it.
+fn progress(step: Step<'_>) {
+    match step {
+        Step::Started(s) => eprintln!("dlock bench: {} ...", s.name()),
+        Step::Finished(s, figures, took) => {
+            eprintln!(
+                "dlock bench: {} done in {:.1} s",
+                s.name(),
+                took.as_secs_f64()
+            );
+            for f in figures {
+                match f.floor {
+                    Some(v) => eprintln!(
+                        "  {:<26} {:>12.3}  floor {v:.3} ({:.2}x)",
+                        f.metric,
+                        f.dlock,
+                        f.dlock / v
+                    ),
+                    None => eprintln!("  {:<26} {:>12.3}", f.metric, f.dlock),
+                }
+            }
+        }
+        Step::Failed(s, e) => eprintln!("dlock bench: {} FAILED: {e}", s.name()),
+        _ => {}
     }
 }
 
@@ -94,6 +134,9 @@ fn as_text(r: &Report) -> String {
         "{:<12} {:<26} {:>12} {:>12} {:>8}",
         "scenario", "metric", "dlock", "floor", "ratio"
     );
+    for (s, e) in &r.failed {
+        let _ = writeln!(out, "{:<12} FAILED: {e}", s.name());
+    }
     for f in &r.figures {
         let (floor, ratio) = match f.floor {
             Some(v) => (format!("{v:.3}"), format!("{:.2}", f.dlock / v)),
@@ -121,6 +164,16 @@ fn as_json(r: &Report) -> String {
             })
         })
         .collect();
-    let report = serde_json::json!({ "backend": r.backend, "url": r.url, "figures": figures });
+    let failed: Vec<serde_json::Value> = r
+        .failed
+        .iter()
+        .map(|(s, e)| serde_json::json!({ "scenario": s.name(), "error": e }))
+        .collect();
+    let report = serde_json::json!({
+        "backend": r.backend,
+        "url": r.url,
+        "figures": figures,
+        "failed": failed,
+    });
     format!("{report}\n")
 }

@@ -207,6 +207,7 @@ mod tests {
                 dlock: vec![0.1, 0.2, 0.3],
                 floor: Some(vec![0.05, 0.06, 0.07]),
             }],
+            failed: Vec::new(),
         };
         let curves = scale_curves(&report);
         assert_eq!(
