@@ -23,18 +23,18 @@ impl ZkLock {
         lease: &Lease,
         linger: Duration,
     ) -> Result<bool, LockError> {
-        // a lease already lost has nothing to keep blocked: no sleep for a node gone
+        // a lease already lost has nothing to keep blocked: no sleep for a node gone,
+        // and one whose lease ran out by our clock is deleted at once
         let Some(held) = lease.backend_data::<crate::lock::Held>() else {
             return Ok(false);
         };
         let client = self.sessions.first().session.get().await?;
-        if !lease.is_valid()
-            || self
-                .op("read node", client.check_stat(&held.path))
-                .await?
-                .is_none()
-        {
+        let stat = self.op("read node", client.check_stat(&held.path)).await?;
+        if stat.is_none() {
             return Ok(false);
+        }
+        if !lease.is_valid() {
+            return dlock_core::backend::Backend::release(self, lease).await;
         }
         let (lock, lease) = (self.clone(), lease.clone());
         let delete = tokio::spawn(async move {
