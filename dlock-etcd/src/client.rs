@@ -7,7 +7,6 @@ use std::time::Duration;
 use dlock_core::LockError;
 use dlock_core::backend::within;
 use etcd_client::{Client, ConnectOptions};
-use tokio::time::Instant;
 
 use crate::EtcdLock;
 use crate::errors::{from_etcd, is_transient};
@@ -189,26 +188,16 @@ impl EtcdLock {
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let deadline = Instant::now() + self.opts.timeout;
-        let mut pause = Duration::from_millis(5);
-        let mut first = true;
-        loop {
-            match tokio::time::timeout_at(deadline, call(self.client.clone())).await {
-                Ok(Ok(v)) => return Ok((v, first)),
-                Ok(Err(e)) if is_transient(&e) && Instant::now() + pause < deadline => {
-                    tracing::debug!(error = %e, "{what}: retrying on another endpoint");
-                    first = false;
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
-                Ok(Err(e)) => return Err(from_etcd(what, e)),
-                Err(_) => {
-                    return Err(LockError::transient(format!(
-                        "{what}: no answer within {:?}",
-                        self.opts.timeout
-                    )));
-                }
-            }
-        }
+        // boxed: etcd-client's request futures are large, and every operation's future
+        // would carry one inline
+        let answered = Box::pin(dlock_core::backend::retry_within(
+            self.opts.timeout,
+            what,
+            || call(self.client.clone()),
+            is_transient,
+            |e| from_etcd(what, e),
+        ))
+        .await?;
+        Ok((answered.value, answered.first_attempt))
     }
 }

@@ -178,31 +178,11 @@ impl SqlLock {
         Fut: Future<Output = Result<T, sqlx::Error>> + Send,
     {
         let what = format!("{what} on {}", self.store.kind());
-        let last = std::sync::Mutex::new(None);
-        let attempts = async {
-            let mut pause = Duration::from_millis(10);
-            loop {
-                match f().await {
-                    Err(e) if errors::is_broken(&e) => {
-                        let shown = errors::from_sqlx(&what, e);
-                        if let Ok(mut last) = last.lock() {
-                            *last = Some(shown);
-                        }
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_millis(200));
-                    }
-                    done => return done.map_err(|e| errors::from_sqlx(&what, e)),
-                }
-            }
-        };
-        match tokio::time::timeout(self.opts.op_timeout, attempts).await {
-            Ok(done) => done,
-            // the timeout, told by what the server last said if it said anything
-            Err(_) => Err(last.into_inner().ok().flatten().unwrap_or_else(|| {
-                let limit = self.opts.op_timeout;
-                LockError::transient(format!("{what}: no answer within {limit:?}"))
-            })),
-        }
+        dlock_core::backend::retry_within(self.opts.op_timeout, &what, f, errors::is_broken, |e| {
+            errors::from_sqlx(&what, e)
+        })
+        .await
+        .map(|answered| answered.value)
     }
 }
 

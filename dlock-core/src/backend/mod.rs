@@ -34,7 +34,7 @@ pub use queue::{QueueDriver, Turn};
 pub use reach::any_reachable;
 pub use standing::{Standing, standing};
 pub use task::OwnedTask;
-pub use timeout::within;
+pub use timeout::{Answered, retry_within, within};
 pub use units::{from_millis, micros, millis, millis_u64};
 pub use wait::{Attempt, Subscription, WaitPolicy, retry_transient, wait_for_lock};
 pub use wakeups::WakeupHub;
