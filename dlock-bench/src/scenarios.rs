@@ -192,7 +192,7 @@ pub trait RequestCounter: Send + Sync {
 }
 
 /// Result of the held scenario.
-pub struct Held {
+pub struct HeldResult {
     /// Locks held.
     pub locks: usize,
     /// Renewal calls made through the trait per second (one per lock per renewal).
@@ -221,7 +221,7 @@ pub async fn held(
     count: usize,
     ttl: Duration,
     server: Option<&dyn RequestCounter>,
-) -> Result<Held, LockError> {
+) -> Result<HeldResult, LockError> {
     let counting = Arc::new(Counting {
         inner: lock,
         renewals: AtomicU64::new(0),
@@ -270,7 +270,7 @@ pub async fn held(
             source: None,
         });
     }
-    Ok(Held {
+    Ok(HeldResult {
         locks: count,
         renewals_per_s: renewals as f64 / elapsed,
         server_requests_per_s,

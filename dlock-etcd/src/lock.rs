@@ -15,13 +15,13 @@ use tokio::time::Instant;
 use crate::EtcdLock;
 use crate::keys::{dir_for, owner_of, queue_dir};
 use crate::queue::EtcdEntry;
-use crate::session::leases::Ticket;
+use crate::session::leases::SharedLease;
 use crate::session::shared::Lookup;
 use crate::shared::stand;
 
 /// What an etcd lease carries inside a [`Lease`].
 #[derive(Debug)]
-struct Held {
+struct KeyLease {
     lease_id: i64,
     /// The holder's key, kept so that a renewal does not build it again.
     key: String,
@@ -35,7 +35,7 @@ impl Backend for EtcdLock {
     type Family = Queues;
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        let held = lease.renewable_data::<Held>()?;
+        let held = lease.renewable_data::<KeyLease>()?;
         let (id, rev, key) = (held.lease_id, revision(lease), held.key.as_str());
         // most renewals of a tick find the shared lease just refreshed by the first
         if let Some((granted, refreshed)) = self.leases.renew_if_fresh(id, key, rev) {
@@ -72,7 +72,7 @@ impl Backend for EtcdLock {
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        let Some(held) = lease.backend_data::<Held>() else {
+        let Some(held) = lease.backend_data::<KeyLease>() else {
             return Ok(false);
         };
         let (id, rev, key) = (held.lease_id, revision(lease), self.holder_key(lease));
@@ -98,7 +98,7 @@ impl Backend for EtcdLock {
     }
 
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        let Some(held) = lease.backend_data::<Held>() else {
+        let Some(held) = lease.backend_data::<KeyLease>() else {
             return Ok(false);
         };
         if linger.is_zero() {
@@ -299,7 +299,7 @@ impl EtcdLock {
         owner: OwnerId,
         key: &str,
         rev: i64,
-        ticket: Ticket,
+        ticket: SharedLease,
     ) -> Result<Lease, LockError> {
         let mut refreshed = ticket.refreshed;
         let mut lease = Lease::new(
@@ -325,7 +325,7 @@ impl EtcdLock {
         }
         self.leases
             .confirm(ticket.id, key, rev, Instant::now() + ticket.granted);
-        Ok(lease.with_backend_data(Arc::new(Held {
+        Ok(lease.with_backend_data(Arc::new(KeyLease {
             lease_id: ticket.id,
             key: key.to_owned(),
         })))

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::EtcdLock;
 use crate::keys::dir_for;
-use crate::session::leases::Ticket;
+use crate::session::leases::SharedLease;
 use crate::session::shared::Lookup;
 
 /// The head of a queue.
@@ -184,7 +184,7 @@ impl EtcdLock {
         access: Access,
         owner: &OwnerId,
         ttl: Duration,
-    ) -> Result<(String, String, Ticket, PendingKey), LockError> {
+    ) -> Result<(String, String, SharedLease, PendingKey), LockError> {
         let dir = dir_for(&self.opts.prefix, name, access);
         let key = format!("{dir}{owner}");
         let ticket = self.lease_for(ttl).await?;
@@ -244,7 +244,7 @@ pub struct EtcdEntry {
     pub(crate) owner: OwnerId,
     pub(crate) dir: String,
     pub(crate) key: String,
-    pub(crate) ticket: Ticket,
+    pub(crate) ticket: SharedLease,
     /// The key's create revision: its place in line, and its fencing token.
     pub(crate) rev: i64,
     pub(crate) pending: Option<PendingKey>,

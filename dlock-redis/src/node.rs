@@ -156,7 +156,7 @@ impl Node {
     }
 
     /// Takes the lock for `owner` at the node's next token.
-    pub(crate) async fn acquire(
+    pub(crate) async fn claim(
         &self,
         keys: &Keys,
         owner: &str,

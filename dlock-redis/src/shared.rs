@@ -241,7 +241,7 @@ pub(crate) struct SharedAttempt<'a> {
 
 impl Node {
     /// One attempt to take `a.name` with `a.access` for `a.owner`.
-    pub(crate) async fn acquire_shared(
+    pub(crate) async fn claim_shared(
         &self,
         keys: &SharedKeys,
         a: &SharedAttempt<'_>,

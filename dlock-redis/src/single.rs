@@ -100,7 +100,7 @@ impl ClaimDriver for RedisLock {
     ) -> Result<Claim, LockError> {
         if access == Access::Exclusive {
             let keys = Keys::for_acquire(&self.opts, name)?;
-            return self.node.acquire(&keys, owner.as_str(), ttl).await;
+            return self.node.claim(&keys, owner.as_str(), ttl).await;
         }
         let keys = SharedKeys::new(&self.opts.prefix, name, access);
         let attempt = SharedAttempt {
@@ -111,7 +111,7 @@ impl ClaimDriver for RedisLock {
             waits,
             intent: self.opts.policy.writer_intent(),
         };
-        self.node.acquire_shared(&keys, &attempt).await
+        self.node.claim_shared(&keys, &attempt).await
     }
 
     async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {

@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::lock::Held;
+use crate::lock::NodeLease;
 
 impl ZkLock {
     /// Commits the operations `ops` adds to a multi, together with a check that
@@ -41,7 +41,7 @@ impl ZkLock {
     where
         F: FnOnce(&mut zk::MultiWriter<'_>) -> Result<(), zk::Error>,
     {
-        let held = lease.renewable_data::<Held>()?;
+        let held = lease.renewable_data::<NodeLease>()?;
         let client = held.slot.session.get().await?;
         let mut writer = client.new_multi_writer();
         writer

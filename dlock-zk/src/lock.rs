@@ -20,7 +20,7 @@ use crate::sessions::Slot;
 
 /// What a ZooKeeper lease carries inside a [`Lease`]: the node, and the session it
 /// lives on.
-pub(crate) struct Held {
+pub(crate) struct NodeLease {
     pub(crate) path: String,
     pub(crate) slot: Arc<Slot>,
 }
@@ -33,7 +33,7 @@ impl Backend for ZkLock {
     type Family = Queues;
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        let held = lease.renewable_data::<Held>()?;
+        let held = lease.renewable_data::<NodeLease>()?;
         // batched with the other renewals due now: one multi-read per tick
         // Through the session the node lives on if it is one of ours; another client's
         // lease is checked through our first session, which does not own the node, so
@@ -52,7 +52,7 @@ impl Backend for ZkLock {
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        let Some(held) = lease.backend_data::<Held>() else {
+        let Some(held) = lease.backend_data::<NodeLease>() else {
             return Ok(false);
         };
         // any session of ours can delete the node (its path is unique to the
@@ -270,7 +270,7 @@ impl ZkLock {
             crate::session::lease_ttl(client.session_timeout()),
             seen,
         )
-        .with_backend_data(Arc::new(Held {
+        .with_backend_data(Arc::new(NodeLease {
             path,
             slot: Arc::clone(slot),
         })))

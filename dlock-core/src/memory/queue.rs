@@ -23,12 +23,12 @@ pub(super) struct Entry {
     pub id: u64,
     pub owner: OwnerId,
     pub access: Access,
-    pub held: Option<Held>,
+    pub held: Option<Hold>,
     pub wake: Arc<Notify>,
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct Held {
+pub(super) struct Hold {
     pub token: FencingToken,
     pub expires_at: Instant,
 }
@@ -93,7 +93,7 @@ impl Queue {
         self.last_token += 1;
         let token = FencingToken::new(self.last_token);
         let entry = self.entries.get_mut(index)?;
-        entry.held = Some(Held {
+        entry.held = Some(Hold {
             token,
             expires_at: now + ttl,
         });

@@ -24,7 +24,7 @@ impl Drop for CheckDone<'_> {
 
 /// A lease an acquisition hangs its key on.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Ticket {
+pub(crate) struct SharedLease {
     pub id: i64,
     pub granted: Duration,
     pub refreshed: Instant,
@@ -34,14 +34,14 @@ impl EtcdLock {
     /// The shared lease for `ttl` (whole seconds, rounded up; the server may raise it
     /// to its minimum): the current one if at least two thirds of its TTL are left
     /// (refreshed in the background once it is past a sixth), else a new grant.
-    pub(crate) async fn lease_for(&self, ttl: Duration) -> Result<Ticket, LockError> {
+    pub(crate) async fn lease_for(&self, ttl: Duration) -> Result<SharedLease, LockError> {
         let secs = (millis(ttl).saturating_add(999) / 1000).max(1);
         let (usable, refresh) = self.leases.usable(secs);
         if refresh {
             self.refresh_in_background(secs);
         }
         if let Some(u) = usable {
-            return Ok(Ticket {
+            return Ok(SharedLease {
                 id: u.id,
                 granted: u.granted,
                 refreshed: u.refreshed,
@@ -55,7 +55,7 @@ impl EtcdLock {
             .await?;
         let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(0));
         self.leases.install(secs, resp.id(), granted, refreshed);
-        Ok(Ticket {
+        Ok(SharedLease {
             id: resp.id(),
             granted,
             refreshed,
