@@ -173,6 +173,7 @@ macro_rules! conformance_suite {
             acquire_rides_out_a_short_outage,
             semaphore_admits_n,
             semaphore_count_is_part_of_the_contract,
+            another_count_waits_for_an_idle_name,
             semaphore_never_more_than_n,
             semaphore_crashed_holder_frees_its_permit,
             semaphore_stale_permit_cannot_touch_another,

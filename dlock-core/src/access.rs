@@ -20,8 +20,8 @@ pub enum Access {
     /// The mutex ([`crate::DistributedLock::acquire`]): one holder.
     Exclusive,
     /// One of a counting semaphore's permits: at most this many holders at once. Every
-    /// holder and waiter of a name must ask with the same count
-    /// ([`LockError::PermitsMismatch`] otherwise).
+    /// holder of a name holds under the same count: another count is refused
+    /// ([`LockError::PermitsMismatch`]) or waits until the name is idle.
     Permit(u32),
     /// A read-write lock's reader: shares the name with other readers, never with a
     /// writer.

@@ -80,8 +80,10 @@ pub trait DistributedLock: Send + Sync {
     /// [`LockError::Timeout`] when a wait runs out on a busy lock;
     /// [`LockError::Unavailable`] when it runs out during an outage;
     /// `InvalidArgument` for a TTL or permit count out of range;
-    /// [`LockError::PermitsMismatch`]; [`LockError::Unsupported`] for an access or a
-    /// holder value the backend does not offer.
+    /// [`LockError::PermitsMismatch`] for a permit count other than the one the name is
+    /// held under (at once for a try, when the wait runs out otherwise: a waiter waits
+    /// for the name to go idle); [`LockError::Unsupported`] for an access or a holder
+    /// value the backend does not offer.
     ///
     /// # Cancel safety
     /// Dropping the future at any await leaves the queue or gives up the attempt; what

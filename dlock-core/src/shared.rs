@@ -45,10 +45,12 @@ use crate::{Access, Acquisition, DistributedLock, Holding, Lease, LockError, Loc
 /// Same rules as the mutex (server-side expiry, owner-checked renew and release,
 /// fencing tokens increasing per name, cancel-safe waiting, FIFO where
 /// [`crate::Capabilities::fair`]), with "one holder" read as "at most `permits`". The
-/// count is part of the name's contract while anyone holds or waits for it: asking with
-/// another count then fails with [`LockError::PermitsMismatch`]; an idle name takes the
-/// count of its next caller. Backends without [`crate::Capabilities::shared`] answer
-/// [`LockError::Unsupported`].
+/// count is part of the name's contract while anyone holds it (on the queue backends,
+/// its oldest queued entry's): a caller of another count is refused
+/// ([`LockError::PermitsMismatch`]) by a try, and a waiting caller waits until the
+/// name is idle, then holds under its own count (a wait that runs out on a refusal ends
+/// with `PermitsMismatch`, not `Timeout`). Backends without
+/// [`crate::Capabilities::shared`] answer [`LockError::Unsupported`].
 ///
 /// Every [`DistributedLock`] has these methods: each builds an [`Acquisition`] with an
 /// [`Access::Permit`] and calls [`DistributedLock::acquire_with`].

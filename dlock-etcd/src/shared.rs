@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dlock_core::backend::{Standing, standing};
+use dlock_core::backend::{Standing, holds, standing};
 use dlock_core::{Access, FencingToken, Holding, LockError, LockName, OwnerId};
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
@@ -210,7 +210,7 @@ impl EtcdLock {
         let all = accesses(name, kvs)?;
         let mut out = Vec::new();
         for (i, kv) in kvs.iter().enumerate() {
-            if standing(name, all[i], &all[..i])? != Standing::Holds {
+            if !holds(name, all[i], &all[..i])? {
                 continue;
             }
             let lease_id = kv.lease();

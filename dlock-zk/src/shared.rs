@@ -3,7 +3,7 @@
 //! access (`<tag>-<owner>-<sequence>`, the tag `p<N>`, `r` or `w`). Core's queue rule
 //! decides from the nodes ahead, and a waiter watches only the nodes that rule names.
 
-use dlock_core::backend::{Standing, standing};
+use dlock_core::backend::{Standing, holds, standing};
 use dlock_core::{Access, FencingToken, Holding, LockError, LockName, OwnerId};
 
 use crate::ZkLock;
@@ -88,7 +88,7 @@ impl ZkLock {
         let all: Vec<Access> = nodes.iter().map(|n| n.1).collect();
         let mut out = Vec::new();
         for (i, (node, access, _)) in nodes.iter().enumerate() {
-            if standing(name, *access, &all[..i])? != Standing::Holds {
+            if !holds(name, *access, &all[..i])? {
                 continue;
             }
             let path = format!("{dir}/{node}");

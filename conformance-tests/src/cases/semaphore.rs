@@ -95,6 +95,47 @@ pub async fn semaphore_count_is_part_of_the_contract(h: &impl Harness) {
     assert!(b.release(&idle).await.expect("release"));
 }
 
+/// A caller of another count with a wait waits for the name to go idle instead of
+/// failing at once, then holds under its own count: how a count changes in a rolling
+/// deploy, and why an entry left by a killed caller of another count delays correct
+/// callers (until its TTL) rather than failing them.
+pub async fn another_count_waits_for_an_idle_name(h: &impl Harness) {
+    let a = h.client().await;
+    let b = h.client().await;
+    let name = unique("another_count_waits_for_an_idle_name");
+    if !offers_shared(&a, &name).await {
+        return;
+    }
+    let held = permit(&a, &name, 2, LONG_TTL).await;
+    let waiter = {
+        let (b, name) = (b.clone(), name.clone());
+        tokio::spawn(async move {
+            b.acquire_permit(&name, 3, LONG_TTL, Duration::from_secs(20))
+                .await
+        })
+    };
+    sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiter.is_finished(),
+        "a caller of another count with a wait must wait, not fail: {:?}",
+        waiter.await
+    );
+    assert!(a.release(&held).await.expect("release"));
+    let lease = timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("the waiter gets in once the name is idle")
+        .expect("task")
+        .expect("a permit under the new count");
+    assert_fresh(&lease);
+    // the name now carries the new count: the old one is refused while it is held
+    let r = a.try_acquire_permit(&name, 2, LONG_TTL).await;
+    assert!(
+        matches!(r, Err(LockError::PermitsMismatch { in_use: 3, .. })),
+        "{r:?}"
+    );
+    assert!(b.release(&lease).await.expect("release"));
+}
+
 /// Many clients take and give back permits of one semaphore (N = 3); a gauge checked at
 /// every entry never sees more than N holders, and it does see them share.
 pub async fn semaphore_never_more_than_n(h: &impl Harness) {

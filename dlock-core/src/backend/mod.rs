@@ -32,7 +32,7 @@ pub use family::{Backend, Claims, Family, Queues, break_claimed, resume_held};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
 pub use reach::any_reachable;
-pub use standing::{Standing, standing};
+pub use standing::{Standing, holds, standing};
 pub use task::OwnedTask;
 pub use timeout::{Answered, retry_within, within};
 pub use units::{from_millis, micros, millis, millis_u64};

@@ -14,6 +14,11 @@
 //! sleep through A's release). A release therefore wakes at most `n` waiters, and only
 //! those whose answer it can change. Readers queue behind a waiting writer, so writers
 //! do not starve.
+//!
+//! A semaphore's count is its oldest entry's (that entry always holds). An entry of
+//! another count is refused ([`LockError::PermitsMismatch`]) and never holds, so entries
+//! behind it ignore it: one left by a caller killed before it could leave does not
+//! fail correct callers, who count and watch past it.
 
 use std::ops::Range;
 
@@ -32,19 +37,13 @@ pub enum Standing {
 /// Where an entry of `me` stands behind `ahead` (the entries before it, oldest first).
 ///
 /// # Errors
-/// [`LockError::PermitsMismatch`] when a permit ahead was taken with another count;
+/// [`LockError::PermitsMismatch`] when the oldest entry is a permit of another count;
 /// [`LockError::Backend`] when the queue mixes accesses of different primitives (each
 /// primitive keeps its own queue, so only a foreign writer can cause that).
 pub fn standing(name: &LockName, me: Access, ahead: &[Access]) -> Result<Standing, LockError> {
     for other in ahead {
         let same_primitive = match (me, *other) {
-            (Access::Exclusive, Access::Exclusive) => true,
-            (Access::Permit(mine), Access::Permit(theirs)) => {
-                if mine != theirs {
-                    return Err(LockError::permits_mismatch(name, theirs, mine));
-                }
-                true
-            }
+            (Access::Exclusive, Access::Exclusive) | (Access::Permit(_), Access::Permit(_)) => true,
             (a, b) => a.is_rw() && b.is_rw(),
         };
         if !same_primitive {
@@ -56,11 +55,19 @@ pub fn standing(name: &LockName, me: Access, ahead: &[Access]) -> Result<Standin
     let len = ahead.len();
     Ok(match me {
         Access::Permit(n) => {
+            if let Some(&Access::Permit(in_use)) = ahead.first()
+                && in_use != n
+            {
+                return Err(LockError::permits_mismatch(name, in_use, n));
+            }
+            // the `n` nearest entries of our count; refused ones between them are
+            // watched too, which only wakes us once more
             let n = usize::try_from(n).unwrap_or(usize::MAX);
-            if len < n {
+            let ours: Vec<usize> = (0..len).filter(|&i| ahead[i] == me).collect();
+            if ours.len() < n {
                 Standing::Holds
             } else {
-                Standing::Waits(len - n..len)
+                Standing::Waits(ours[ours.len() - n]..len)
             }
         }
         Access::Read => match ahead.iter().rposition(|a| *a == Access::Write) {
@@ -75,6 +82,19 @@ pub fn standing(name: &LockName, me: Access, ahead: &[Access]) -> Result<Standin
             }
         }
     })
+}
+
+/// Whether an entry of `me` behind `ahead` holds its name: [`standing`] for listing
+/// holders, where an entry of a refused count is simply not one.
+///
+/// # Errors
+/// As [`standing`], but never [`LockError::PermitsMismatch`].
+pub fn holds(name: &LockName, me: Access, ahead: &[Access]) -> Result<bool, LockError> {
+    match standing(name, me, ahead) {
+        Ok(s) => Ok(s == Standing::Holds),
+        Err(LockError::PermitsMismatch { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -124,6 +144,19 @@ mod tests {
                 ..
             })
         ));
+        // only the oldest entry's count counts: a refused entry behind it does not fail
+        // the callers behind it, who count and watch past it
+        assert_eq!(at(Permit(2), &[Permit(2), Permit(3)]), Standing::Holds);
+        assert_eq!(
+            at(Permit(2), &[Permit(2), Permit(3), Permit(2)]),
+            Standing::Waits(0..3)
+        );
+        assert_eq!(
+            at(Permit(1), &[Permit(1), Permit(4), Permit(4)]),
+            Standing::Waits(0..3)
+        );
+        assert!(!holds(&name, Permit(3), &[Permit(2)]).unwrap());
+        assert!(holds(&name, Permit(2), &[Permit(2)]).unwrap());
         assert!(standing(&name, Read, &[Exclusive]).is_err());
         assert!(standing(&name, Exclusive, &[Permit(1)]).is_err());
     }

@@ -138,7 +138,9 @@ impl Default for WaitPolicy {
 ///
 /// Transient errors ([`LockError::Unavailable`]) are retried within `wait`; if the
 /// wait ends on one, that error is returned rather than `Timeout`, so the caller can
-/// tell an outage from a busy lock.
+/// tell an outage from a busy lock. A semaphore held under another count
+/// ([`LockError::PermitsMismatch`]) is waited out the same way: the name takes a new
+/// count once it is idle.
 ///
 /// # Errors
 /// [`LockError::Timeout`], or the last error from `attempt`.
@@ -164,6 +166,7 @@ where
     let mut subscription: Option<Subscription> = None;
     let mut tried_subscribe = false;
     loop {
+        let mut refused = None;
         let (remaining, last_error) = match attempt().await {
             Ok(Attempt::Acquired(lease)) => return Ok(lease),
             Ok(Attempt::Held { remaining }) => (remaining, None),
@@ -171,13 +174,19 @@ where
                 tracing::debug!(lock = %name, error = %e, "acquire attempt failed; retrying");
                 (None, Some(e))
             }
+            Err(e) if waits_out(&e) => {
+                refused = Some(e);
+                (None, None)
+            }
             Err(e) => return Err(e),
         };
         if deadline.passed() {
-            return Err(last_error.unwrap_or_else(|| LockError::Timeout {
-                name: name.to_string(),
-                waited: deadline.waited(),
-            }));
+            return Err(last_error
+                .or(refused)
+                .unwrap_or_else(|| LockError::Timeout {
+                    name: name.to_string(),
+                    waited: deadline.waited(),
+                }));
         }
         if !tried_subscribe && last_error.is_none() {
             tried_subscribe = true;
@@ -208,7 +217,9 @@ where
 
 /// Runs a whole queue-style acquisition, `attempt(remaining wait)`, again after a
 /// transient error ([`LockError::Unavailable`]) until `wait` runs out: the rule every
-/// `acquire` keeps (see [`crate::DistributedLock::acquire`]). Each failed attempt must
+/// `acquire` keeps (see [`crate::DistributedLock::acquire`]); and after a refused
+/// permit count ([`LockError::PermitsMismatch`]), which ends when the name goes idle,
+/// as [`wait_for_lock`] waits it out. Each failed attempt must
 /// leave nothing behind (its queue entry deleted by its drop guard); the next one joins
 /// the queue anew. Between attempts it sleeps a jittered, growing pause (10 ms … 500 ms).
 ///
@@ -231,13 +242,20 @@ where
     let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(500));
     loop {
         match attempt(deadline.remaining()).await {
-            Err(e) if e.is_transient() && !deadline.passed() => {
+            Err(e) if (e.is_transient() || waits_out(&e)) && !deadline.passed() => {
                 tracing::debug!(lock = %name, error = %e, "acquire failed; trying again within its wait");
                 tokio::time::sleep(backoff.next_delay(None).min(deadline.remaining())).await;
             }
             other => return other,
         }
     }
+}
+
+/// A refusal that ends without anyone's doing: a semaphore held under another count is
+/// released in time, and an idle name takes the waiter's count. Waiting instead of
+/// failing also rides out an entry of another count left by a killed caller.
+fn waits_out(e: &LockError) -> bool {
+    matches!(e, LockError::PermitsMismatch { .. })
 }
 
 /// A random duration in `[cap/2, cap]`, so waiters do not all look at once.
