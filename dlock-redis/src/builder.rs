@@ -10,6 +10,7 @@ use dlock_core::LockError;
 use crate::node::Node;
 use crate::options::{
     KeyLayout, Options, take_url_options, validate_counter_retention, validate_prefix,
+    validate_restart_delay,
 };
 use crate::{RedisLock, Redlock};
 
@@ -94,14 +95,14 @@ impl<L> Builder<L> {
 
     /// The settings and one connected node per URL (dlock's URL parameters applied).
     /// Nodes that are down are retried on use.
-    async fn nodes(self, lazy: bool) -> Result<(Vec<Arc<Node>>, Options), LockError> {
+    async fn nodes(self, redlock: bool) -> Result<(Vec<Arc<Node>>, Options), LockError> {
         if let Some(e) = self.error {
             return Err(LockError::Config(e));
         }
         let mut opts = self.opts;
         let mut plain = Vec::new();
         for u in &self.urls {
-            plain.push(take_url_options(u, &mut opts)?);
+            plain.push(take_url_options(u, &mut opts, redlock)?);
         }
         if opts.layout == KeyLayout::Plain {
             // the SET NX family releases without a message: look again every 100 ms
@@ -109,7 +110,8 @@ impl<L> Builder<L> {
         }
         let mut nodes = Vec::new();
         for u in &plain {
-            let node = Node::connect(u, &opts, lazy);
+            // a Redlock starts while a minority of its nodes is down
+            let node = Node::connect(u, &opts, redlock);
             nodes.push(Arc::new(node.await?));
         }
         Ok((nodes, opts))
@@ -135,6 +137,21 @@ impl Builder<RedisLock> {
 }
 
 impl Builder<Redlock> {
+    /// How long a node grants nothing after it starts (default
+    /// [`crate::DEFAULT_RESTART_DELAY`], 60 s; `restart-delay=` in the URL; 0 to a day):
+    /// Redlock's delayed restart, which keeps a node that lost its data from granting a
+    /// name it granted before — or a token below one it granted — through a quorum with
+    /// nodes that missed that grant. Keep it above your longest TTL; 0 turns it off,
+    /// safe only when every node keeps its data across restarts (`appendfsync always`).
+    #[must_use]
+    pub fn restart_delay(mut self, d: Duration) -> Self {
+        match validate_restart_delay(d) {
+            Ok(()) => self.opts.restart_delay = d,
+            Err(e) => self.error = Some(e),
+        }
+        self
+    }
+
     /// Prepares connections to every node. Nodes that are down are retried on use, so
     /// a Redlock can start while a minority of its nodes is unreachable.
     ///

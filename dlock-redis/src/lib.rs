@@ -63,7 +63,7 @@ mod wakeups;
 
 pub use builder::{Builder, RedisLockBuilder, RedlockBuilder};
 pub use fence::RedisFence;
-pub use options::{DEFAULT_COUNTER_RETENTION, DEFAULT_PREFIX, KeyLayout};
+pub use options::{DEFAULT_COUNTER_RETENTION, DEFAULT_PREFIX, DEFAULT_RESTART_DELAY, KeyLayout};
 pub use redlock::Redlock;
 pub use results::RedisResults;
 pub use single::RedisLock;

@@ -181,13 +181,14 @@ impl Node {
         })
     }
 
-    /// Takes the lock for `owner` at exactly the `proposal`ed token, or not at all.
+    /// Takes the lock for `owner` at exactly the `proposal`ed token, or not at all; a
+    /// node up for less than `restart_delay` grants nothing.
     pub(crate) async fn propose(
         &self,
         keys: &Keys,
         owner: &str,
-        ttl: Duration,
-        proposal: u64,
+        (ttl, proposal): (Duration, u64),
+        restart_delay: Duration,
     ) -> Result<Grant, LockError> {
         let mut conn = self.conn.clone();
         let (answer, n, clock): (i64, i64, i64) = self
@@ -199,6 +200,8 @@ impl Node {
                     .arg(owner)
                     .arg(millis_u64(ttl))
                     .arg(proposal)
+                    .arg(restart_delay.as_secs_f64().ceil())
+                    .arg(crate::quorum::MAX_AHEAD_MICROS)
                     .invoke_async(&mut conn),
             )
             .await?;
@@ -208,6 +211,7 @@ impl Node {
                 counter: self.token(n)?.get(),
                 clock: self.token(clock)?.get(),
             },
+            3 => Grant::Resting(Duration::from_millis(u64::try_from(n).unwrap_or(0))),
             _ => Grant::Held(u64::try_from(n).ok().map(Duration::from_millis)),
         })
     }
@@ -368,8 +372,11 @@ pub(crate) enum Grant {
     /// Held by another owner, with its time left if the node knows it.
     Held(Option<Duration>),
     /// The proposal was not above the node's counter, or not within its clock (µs)
-    /// and 60 s ahead: propose again above both.
+    /// and [`crate::quorum::MAX_AHEAD_MICROS`] ahead: propose again above both.
     Refused { counter: u64, clock: u64 },
+    /// The node restarted less than the restart delay ago and grants nothing for this
+    /// long more (see [`crate::scripts::PROPOSE`]).
+    Resting(Duration),
 }
 
 #[cfg(test)]

@@ -13,6 +13,27 @@ pub const DEFAULT_PREFIX: &str = "dlock:";
 /// as that clock never steps back by more than this.
 pub const DEFAULT_COUNTER_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// How long a Redlock node grants nothing after it (re)starts, by default: Redlock's
+/// *delayed restart*. A node that comes back without its data forgot the keys and
+/// counters it granted; resting longer than the longest TTL in use lets every lease it
+/// forgot run out before it can grant the name again, and longer than two seconds lets
+/// the other nodes' clocks pass every token it granted. Set it (`restart-delay=` in the
+/// URL, [`crate::RedlockBuilder::restart_delay`]) above your longest TTL, or to 0 when
+/// every node keeps its data across restarts (`appendfsync always`).
+pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_secs(60);
+
+/// The longest restart delay accepted: a day.
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(24 * 3600);
+
+/// Checks a restart delay: 0 (off) to a day.
+pub(crate) fn validate_restart_delay(d: Duration) -> Result<(), String> {
+    if d <= MAX_RESTART_DELAY {
+        Ok(())
+    } else {
+        Err(format!("restart delay {d:?}: between 0 (off) and 1 day"))
+    }
+}
+
 /// The shortest `counter-retention` accepted.
 const MIN_COUNTER_RETENTION: Duration = Duration::from_secs(1);
 /// The longest: ten years, a `PEXPIRE` argument Redis takes.
@@ -79,6 +100,9 @@ pub(crate) struct Options {
     /// How long a released lock's fencing counter lives on before it expires (see
     /// `scripts::RELEASE`).
     pub counter_retention: Duration,
+    /// Redlock: how long a node grants nothing after it starts (see
+    /// [`DEFAULT_RESTART_DELAY`]).
+    pub restart_delay: Duration,
     pub policy: WaitPolicy,
     /// A CA certificate (PEM) to trust for `rediss://` instead of the system roots.
     pub tls_ca: Option<Vec<u8>>,
@@ -91,6 +115,7 @@ impl Options {
             layout: KeyLayout::Tagged,
             timeout,
             counter_retention: DEFAULT_COUNTER_RETENTION,
+            restart_delay: DEFAULT_RESTART_DELAY,
             policy: WaitPolicy::default(),
             tls_ca: None,
         }
@@ -108,10 +133,15 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-/// Takes dlock's own `prefix`, `layout` and `timeout` query parameters off a Redis URL, leaving
+/// Takes dlock's own `prefix`, `layout`, `timeout` and `counter-retention` query
+/// parameters (and, for a node of a Redlock, `restart-delay`) off a Redis URL, leaving
 /// the ones the redis crate reads; any other is refused rather than ignored, so a typo
 /// (`timout=`) is not a silent default.
-pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, LockError> {
+pub(crate) fn take_url_options(
+    url: &str,
+    opts: &mut Options,
+    redlock: bool,
+) -> Result<String, LockError> {
     let client_keys = client_keys(url);
     take_query(url, |key, value| {
         match key {
@@ -126,10 +156,16 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                 validate_counter_retention(d)?;
                 opts.counter_retention = d;
             }
+            "restart-delay" if redlock => {
+                let d = parse_duration(value).map_err(|e| e.to_string())?;
+                validate_restart_delay(d)?;
+                opts.restart_delay = d;
+            }
             _ if client_keys.contains(&key) => return Ok(false),
             _ => {
                 return Err(format!(
-                    "unknown parameter: dlock reads prefix, layout, timeout and counter-retention; the Redis client reads {}",
+                    "unknown parameter: dlock reads prefix, layout, timeout, counter-retention{}; the Redis client reads {}",
+                    if redlock { " and restart-delay" } else { "" },
                     client_keys.join(", ")
                 ));
             }
@@ -152,25 +188,46 @@ fn client_keys(url: &str) -> &'static [&'static str] {
 mod tests {
     use super::*;
 
+    fn take_url_options_for(url: &str, opts: &mut Options) -> Result<String, LockError> {
+        take_url_options(url, opts, false)
+    }
+
+    #[test]
+    fn restart_delay_is_a_redlock_parameter() {
+        let mut o = Options::new(Duration::from_secs(2));
+        assert_eq!(o.restart_delay, DEFAULT_RESTART_DELAY);
+        take_url_options("redis://h:1?restart-delay=90s", &mut o, true).unwrap();
+        assert_eq!(o.restart_delay, Duration::from_secs(90));
+        take_url_options("redis://h:1?restart-delay=0s", &mut o, true).unwrap();
+        assert_eq!(o.restart_delay, Duration::ZERO);
+        assert!(take_url_options("redis://h:1?restart-delay=2d", &mut o, true).is_err());
+        let one_server = take_url_options("redis://h:1?restart-delay=9s", &mut o, false);
+        assert!(
+            matches!(one_server, Err(LockError::Config(_))),
+            "{one_server:?}"
+        );
+    }
+
     #[test]
     fn own_and_client_parameters_are_kept_apart_and_others_refused() {
         let mut o = Options::new(Duration::from_secs(2));
         let rest =
-            take_url_options("redis://h:1/0?protocol=resp3&prefix=x:&timeout=3s", &mut o).unwrap();
+            take_url_options_for("redis://h:1/0?protocol=resp3&prefix=x:&timeout=3s", &mut o)
+                .unwrap();
         assert_eq!(rest, "redis://h:1/0?protocol=resp3");
         assert_eq!(
             (o.prefix.as_str(), o.timeout),
             ("x:", Duration::from_secs(3))
         );
-        let err = take_url_options("redis://:pw@h:1?timout=3s", &mut o).unwrap_err();
+        let err = take_url_options_for("redis://:pw@h:1?timout=3s", &mut o).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, LockError::Config(_)), "{msg}");
         assert!(msg.contains("timout") && !msg.contains("pw"), "{msg}");
         assert_eq!(o.layout, KeyLayout::Tagged);
-        take_url_options("redis://h:1?layout=plain", &mut o).unwrap();
+        take_url_options_for("redis://h:1?layout=plain", &mut o).unwrap();
         assert_eq!(o.layout, KeyLayout::Plain);
-        assert!(take_url_options("redis://h:1?layout=flat", &mut o).is_err());
-        assert!(take_url_options("redis+unix:///tmp/r.sock?db=2", &mut o).is_ok());
-        assert!(take_url_options("redis://h:1?db=2", &mut o).is_err());
+        assert!(take_url_options_for("redis://h:1?layout=flat", &mut o).is_err());
+        assert!(take_url_options_for("redis+unix:///tmp/r.sock?db=2", &mut o).is_ok());
+        assert!(take_url_options_for("redis://h:1?db=2", &mut o).is_err());
     }
 }

@@ -106,13 +106,15 @@ impl Redlock {
         let mut proposal = proposed_token();
         for proposals_left in (0..PROPOSALS).rev() {
             let (k, o) = (keys.clone(), owner.as_str().to_owned());
+            let rest = self.opts.restart_delay;
             let results = self
                 .on_all(move |n| {
                     let (k, o) = (k.clone(), o.clone());
-                    async move { n.propose(&k, &o, ttl, proposal).await }
+                    async move { n.propose(&k, &o, (ttl, proposal), rest).await }
                 })
                 .await;
             let (mut granted, mut refused, mut failures) = (0, 0, 0);
+            let mut resting = Vec::new();
             let (mut next, mut holder_pttl, mut last_error) = (None, None::<Duration>, None);
             for r in results {
                 match r {
@@ -127,11 +129,23 @@ impl Redlock {
                             (a, b) => a.or(b),
                         };
                     }
+                    // unavailable for grants, like a node that failed
+                    Ok(Grant::Resting(left)) => {
+                        failures += 1;
+                        resting.push(left);
+                    }
                     Err(e) => {
                         failures += 1;
                         last_error = Some(e);
                     }
                 }
+            }
+            if let Some(left) = resting.iter().min() {
+                last_error = Some(LockError::transient(format!(
+                    "{} node(s) restarted less than the restart delay ago and grant nothing \
+                     for {left:?} more (Redlock's delayed restart)",
+                    resting.len()
+                )));
             }
             if granted >= self.quorum() {
                 // still within the validity window (ttl − elapsed − drift)?
@@ -204,3 +218,10 @@ fn reproposal(counter: u64, clock: u64) -> u64 {
 
 /// How far ahead of a clock a proposal is made.
 const AHEAD: Duration = Duration::from_secs(1);
+
+/// How far past its own next token a node takes a proposal (µs): [`AHEAD`] plus a
+/// second for clock skew between hosts. A client clock further ahead is refused and
+/// the round follows the nodes' clocks; so no token runs more than this ahead of the
+/// clocks of the nodes that granted it, and a node resting this long after a restart
+/// (see [`crate::options::DEFAULT_RESTART_DELAY`]) comes back below none of them.
+pub(crate) const MAX_AHEAD_MICROS: u64 = 2_000_000;

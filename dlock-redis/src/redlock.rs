@@ -26,16 +26,26 @@ use crate::options::{CAPABILITIES, Options};
 /// **Fencing tokens are strictly monotonic across holders**: each node has its own
 /// counter, and a round proposes one token to every node — the client's clock in µs
 /// plus a second. A node grants the lock at exactly that token, and only if it is above
-/// its counter and at or above its own clock, or refuses and names both; the round
-/// wins on a quorum of grants, or proposes again above what the refusing nodes named
-/// (counters in step — the usual case — need no second proposal). Any later quorum
-/// overlaps the winning one in at least one node, whose counter is already at the
-/// token, so the next token is higher. Since a node's counter never goes below its
-/// clock, a node that loses data or comes back from an older snapshot still counts
-/// above every token it handed out while its clock does not step back. And since every
-/// node of the quorum holds the same token from the moment it grants, `inspect` (and
-/// an election's observer) reads the holder's token from any of them: no second round
-/// raises it after a reader could have seen it.
+/// its counter, at or above its own clock and at most two seconds past both, or refuses
+/// and names counter and clock; the round wins on a quorum of grants, or proposes again
+/// above what the refusing nodes named (counters in step — the usual case — need no
+/// second proposal; a client whose clock is off pays a second proposal, and its tokens
+/// follow the nodes' clocks). Any later quorum overlaps the winning one in at least one
+/// node, whose counter is already at the token, so the next token is higher.
+///
+/// A node that loses its data (no persistence, `appendfsync everysec`, an old snapshot)
+/// breaks that overlap: a quorum of it and nodes that missed a grant could grant the
+/// name again, or below a token already handed out. So a node grants nothing for the
+/// *restart delay* after it starts ([`RedlockBuilder::restart_delay`], default
+/// [`crate::DEFAULT_RESTART_DELAY`]: Redlock's delayed restart): by then every lease it
+/// forgot has run out (keep the delay above your longest TTL) and the clocks of the
+/// nodes have passed every token it granted (tokens never run more than two seconds
+/// ahead of them). The assumptions left are the usual ones: clocks of the nodes within
+/// a second of each other, none stepping back.
+///
+/// And since every node of the quorum holds the same token from the moment it grants,
+/// `inspect` (and an election's observer) reads the holder's token from any of them: no
+/// second round raises it after a reader could have seen it.
 ///
 /// **Safety class**: Redlock's mutual exclusion rests on timing — bounded clock drift
 /// between nodes, bounded process pauses and network delays. A paused client can wake

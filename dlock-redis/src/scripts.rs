@@ -41,10 +41,18 @@ return {1, t}
     )
 });
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token. Redlock's grant: the lock
-/// at exactly the proposed token, or nothing. Returns `{1, token, 0}` when taken, `{0,
-/// pttl, 0}` of another holder, or `{2, counter, server TIME in µs}` when the proposal
-/// is refused: the client proposes again above both.
+/// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token, restart delay s, how far
+/// ahead µs. Redlock's grant: the lock at exactly the proposed token, or nothing.
+/// Returns `{1, token, 0}` when taken, `{0, pttl, 0}` of another holder, `{2, counter,
+/// server TIME in µs}` when the proposal is refused (the client proposes again above
+/// both), or `{3, ms, 0}` while the node rests after a restart.
+///
+/// A node up for less than the restart delay grants nothing (Redlock's *delayed
+/// restart*): a node that comes back empty — no persistence, or an old snapshot — has
+/// forgotten the keys and counters it granted, and a quorum made with nodes that missed
+/// those grants could otherwise grant a name held elsewhere, or a token below one
+/// already handed out. Resting past the longest TTL lets every lease it forgot run out,
+/// and past "how far ahead" lets the others' clocks pass every token it granted.
 ///
 /// A proposal is taken only above the counter and at or above the server's clock in
 /// µs (the same hybrid clock as [`ACQUIRE`], so a node restored from an old snapshot
@@ -52,13 +60,14 @@ return {1, t}
 /// a reader that finds the holder on a quorum of nodes reads its token from any of
 /// them: no node's counter is raised after the grants are visible.
 ///
-/// A proposal more than 60 s ahead of the node's own next token (`max(counter + 1,
-/// clock)`) is refused too: it comes from a client whose clock was stepped ahead (a
-/// bad RTC, a mistyped `date -s`), and taking it would move every later token on the
-/// name that far ahead for good — past 2⁵³ µs (year 2255), where Lua's numbers stop
-/// counting by one and tokens would repeat. (Measured from the next token, not the
-/// clock alone, so a node whose clock stepped back below its counter still takes the
-/// counter's successor.)
+/// A proposal more than "how far ahead" (2 s) past the node's own next token
+/// (`max(counter + 1, clock)`) is refused too: it comes from a client whose clock is
+/// ahead (a bad RTC, a mistyped `date -s`), and taking it would carry the name's tokens
+/// that far past the nodes' clocks — where a node that missed the grant and one that
+/// lost it could make a quorum below it — and, far enough, past 2⁵³ µs (year 2255),
+/// where Lua's numbers stop counting by one. The client then proposes from the nodes'
+/// clocks. (Measured from the next token, not the clock alone, so a node whose clock
+/// stepped back below its counter still takes the counter's successor.)
 ///
 /// A key that already holds our owner id (an earlier attempt of this acquisition that
 /// committed after its reply was given up on) is taken again at the proposal. A
@@ -66,6 +75,14 @@ return {1, t}
 pub(crate) static PROPOSE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+local rest = tonumber(ARGV[4])
+if rest > 0 then
+  local info = redis.call('INFO', 'server')
+  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or ARGV[4])
+  if up < rest then
+    return {3, (rest - up) * 1000, 0}
+  end
+end
 local found = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
 if found and found ~= ARGV[1] then
   return {0, redis.call('PTTL', KEYS[1]), 0}
@@ -80,7 +97,7 @@ if found and p == c then
 end
 local floor = t
 if c + 1 > floor then floor = c + 1 end
-if p <= c or p < t or p > floor + 60000000 then
+if p <= c or p < t or p > floor + tonumber(ARGV[5]) then
   redis.call('DEL', KEYS[1])
   return {2, c, t}
 end
@@ -155,6 +172,7 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::PROPOSE;
+    use crate::quorum::MAX_AHEAD_MICROS;
 
     async fn server_micros(c: &mut redis::aio::MultiplexedConnection) -> u64 {
         let (s, us): (u64, u64) = redis::cmd("TIME").query_async(c).await.unwrap();
@@ -175,7 +193,12 @@ mod tests {
         let (lock, fence) = (format!("{tag}:lock"), format!("{tag}:fence"));
         let acquire = |proposal: u64| {
             let mut inv = PROPOSE.key(&lock);
-            inv.key(&fence).arg("owner-1").arg(10_000).arg(proposal);
+            inv.key(&fence)
+                .arg("owner-1")
+                .arg(10_000)
+                .arg(proposal)
+                .arg(0)
+                .arg(MAX_AHEAD_MICROS);
             inv
         };
 
@@ -194,6 +217,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(exists, 0, "a refused proposal leaves no lock key behind");
+
+        // five seconds ahead is too far as well (a client clock a little ahead): taken,
+        // it would carry the name's tokens past the other nodes' clocks
+        let now = server_micros(&mut c).await;
+        let (answer, _, _): (i64, u64, u64) =
+            acquire(now + 5_000_000).invoke_async(&mut c).await.unwrap();
+        assert_eq!(answer, 2, "a proposal 5 s ahead is refused");
 
         // a proposal a second ahead, as Redlock makes, is taken at exactly that token
         let proposal = server_micros(&mut c).await + 1_000_000;
@@ -225,6 +255,78 @@ mod tests {
         assert_eq!((taken, next), (1, ahead + 1));
         let _: () = redis::cmd("DEL")
             .arg(&lock)
+            .arg(&fence)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+
+    /// Fails on a script without a delayed restart: a node up for less than the
+    /// restart delay granted at once.
+    #[tokio::test]
+    async fn a_node_up_for_less_than_the_restart_delay_grants_nothing() {
+        let url = dlock_conformance::required_env("DLOCK_TEST_REDIS_URL");
+        let mut c = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let up: u64 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let tag = format!("{{dlock-test:resting-{:016x}}}", dlock_core::random_u64());
+        let (lock, fence) = (format!("{tag}:lock"), format!("{tag}:fence"));
+        let propose = |delay: u64, proposal: u64| {
+            let mut inv = PROPOSE.key(&lock);
+            inv.key(&fence)
+                .arg("owner-1")
+                .arg(10_000)
+                .arg(proposal)
+                .arg(delay)
+                .arg(MAX_AHEAD_MICROS);
+            inv
+        };
+        // a delay an hour past this server's uptime: it has just "restarted"
+        let proposal = server_micros(&mut c).await + 1_000_000;
+        let (answer, left_ms, _): (i64, u64, u64) = propose(up + 3600, proposal)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(answer, 3, "a resting node refuses the grant");
+        assert!(
+            (3_599_000..=3_601_000).contains(&left_ms),
+            "and says how long it rests: {left_ms} ms"
+        );
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&lock)
+            .arg(&fence)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(exists, 0, "and writes nothing");
+        // up longer than the delay (or no delay): granted
+        assert!(up >= 1, "the test server has been up a second");
+        for delay in [up, 0] {
+            let proposal = server_micros(&mut c).await + 1_000_000;
+            let (answer, token, _): (i64, u64, u64) =
+                propose(delay, proposal).invoke_async(&mut c).await.unwrap();
+            assert_eq!((answer, token), (1, proposal), "delay {delay} s, up {up} s");
+            let _: () = redis::cmd("DEL")
+                .arg(&lock)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+        let _: () = redis::cmd("DEL")
             .arg(&fence)
             .query_async(&mut c)
             .await

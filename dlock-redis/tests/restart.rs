@@ -63,10 +63,20 @@ async fn single_redis_restart_mid_hold() {
     assert!(lock.release(&after).await.unwrap());
 }
 
-/// Redlock keeps granting with 2 of 5 nodes killed, refuses with 3, recovers when they
-/// return (empty: no persistence), and its tokens increase throughout.
+/// Redlock keeps granting with 2 of 5 nodes killed, refuses with 3, and when they
+/// return (empty: no persistence) grants nothing through them until their restart delay
+/// has passed (Redlock's delayed restart: a quorum of 3 forgetful nodes would have
+/// granted at once), then recovers; its tokens increase throughout.
 async fn redlock_nodes_killed_and_restarted() {
-    let lock = common::redlock(&common::redlock_urls()).await;
+    const REST: Duration = Duration::from_secs(3);
+    let urls = common::redlock_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let lock = dlock_redis::Redlock::builder(&urls)
+        .timeout(Duration::from_millis(300))
+        .restart_delay(REST)
+        .connect()
+        .await
+        .unwrap();
     let n = LockName::new(&format!("restart/redlock/{:016x}", random_u64())).unwrap();
     let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
     let mut last = first.token();
@@ -95,7 +105,27 @@ async fn redlock_nodes_killed_and_restarted() {
     assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
 
     services_ctl("start", &["redis-r1", "redis-r2", "redis-r3"]).await;
-    let l = take(&lock).await;
+    let back = Instant::now();
+    let mut said_why = false;
+    let l = loop {
+        match lock.try_acquire(&n, LONG).await {
+            Ok(Some(l)) => break l,
+            Ok(None) => panic!("nobody holds {n}"),
+            // connections come back first, then the nodes rest
+            Err(LockError::Unavailable { message, .. }) => {
+                said_why |= message.contains("restart delay");
+                assert!(back.elapsed() < Duration::from_secs(15), "{message}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(said_why, "the refusals named the restart delay");
+    assert!(
+        back.elapsed() >= REST - Duration::from_millis(1100),
+        "granted {:?} after 3 nodes came back empty, within their restart delay",
+        back.elapsed()
+    );
     assert!(l.token() > last, "{} after {last}", l.token());
     assert!(lock.release(&l).await.unwrap());
 }

@@ -68,6 +68,14 @@ pub enum Nemesis {
     ServerClockAhead,
     /// The servers' wall clocks stepped two hours back while a holder is mid-update.
     ServerClockBehind,
+    /// Redlock after a node loses its data, with grants the others never saw: two of
+    /// the five nodes cut off, the workers' wall clocks stepped 20 s ahead for 1.5 s
+    /// (grants made then are on the other three only, at whatever token the skewed
+    /// clocks propose); then the clocks put back, one of those three restarted without
+    /// its data, and for 3 s only it and the two that were cut off reachable. They are a
+    /// quorum that never saw those grants: without a bound on proposals and a delayed
+    /// restart they grant a held name again, below tokens already handed out.
+    RedlockNodeForgets,
 }
 
 /// How far the clock drills step a wall clock: two hours, in seconds.
@@ -98,6 +106,7 @@ impl Nemesis {
             Self::ClientClockFast => "client clock ×1.25",
             Self::ServerClockAhead => "server clock +2 h",
             Self::ServerClockBehind => "server clock −2 h",
+            Self::RedlockNodeForgets => "client clock +20 s, 2 nodes cut off, 1 restarted empty",
         }
     }
 
@@ -131,6 +140,15 @@ impl Nemesis {
             Self::ClientClockBehind => Some(-CLOCK_STEP_SECS),
             _ => None,
         }
+    }
+
+    /// Whether the workers run on a faked clock that the fault itself moves (the clock
+    /// faults step it once; [`Nemesis::RedlockNodeForgets`] steps it and back).
+    #[must_use]
+    pub fn on_fake_client_clock(self) -> bool {
+        self.client_clock_step().is_some()
+            || self.client_clock_rate().is_some()
+            || self == Self::RedlockNodeForgets
     }
 
     /// The step, in seconds, of the servers' wall clocks under a step fault.

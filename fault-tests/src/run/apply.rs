@@ -10,6 +10,7 @@ use tokio::time::sleep;
 use super::victims::{holder, mid_update, reading, victim, wait_for};
 use super::{Plan, Worker, signal};
 use crate::backends::Backend;
+use crate::clock::FakeClock;
 use crate::nemesis::{Nemesis, leader, redis_command, services};
 use crate::replica::LaggingReplica;
 use crate::standby::Standby;
@@ -19,7 +20,7 @@ use crate::store::FencedStore;
 pub(super) async fn apply(
     plan: &Plan,
     backend: &Backend,
-    nemesis: Nemesis,
+    (nemesis, clock): (Nemesis, Option<&FakeClock>),
     store: &FencedStore,
     name: &str,
     workers: &mut [Worker],
@@ -187,6 +188,12 @@ pub(super) async fn apply(
         | Nemesis::ClientClockFast
         | Nemesis::ServerClockAhead
         | Nemesis::ServerClockBehind => (store.now(), None, false), // see `step_clock`
+        Nemesis::RedlockNodeForgets => {
+            let Some(clock) = clock else {
+                return (store.now(), None, false);
+            };
+            redlock_node_forgets(script, backend, store, clock, workers).await
+        }
         Nemesis::KillMember | Nemesis::KillLeader => {
             let victims: Vec<&str> = if backend.has_leader {
                 let hosts: Vec<String> = url_host_port(&backend.url)
@@ -212,4 +219,49 @@ pub(super) async fn apply(
             (at, None, killed && started)
         }
     }
+}
+
+/// [`Nemesis::RedlockNodeForgets`]: nodes 0 and 1 cut off, clocks +20 s; then clocks
+/// back, every node cut off while node 2 restarts empty, and 0, 1 and 2 healed for 3 s
+/// before 3 and 4 are. A cut drops the requests in flight and a heal those sent
+/// meanwhile (a partition long enough for the clients to give up on them): a request
+/// delivered late would let a cut-off node catch up with the others' counters, and so
+/// would a round that reached 3 or 4 beside a minority of the others.
+async fn redlock_node_forgets(
+    script: &Path,
+    backend: &Backend,
+    store: &FencedStore,
+    clock: &FakeClock,
+    workers: &[Worker],
+) -> (Duration, Option<u32>, bool) {
+    let cut = |nodes: std::ops::Range<usize>, cut: bool| {
+        for w in workers {
+            for p in w.proxies.get(nodes.clone()).unwrap_or_default() {
+                if cut {
+                    p.set_mode(FaultMode::Blackhole);
+                    p.reset();
+                } else {
+                    p.reset();
+                    p.set_mode(FaultMode::Pass);
+                }
+            }
+        }
+    };
+    let Some(&forgetful) = backend.servers.get(2) else {
+        return (store.now(), None, false);
+    };
+    cut(0..2, true);
+    let at = store.now();
+    let mut ok = clock.set("+20").is_ok();
+    // grants on nodes 2-4 alone, proposed from clocks 20 s ahead
+    sleep(Duration::from_millis(1500)).await;
+    ok &= clock.set("+0").is_ok();
+    cut(2..5, true);
+    ok &= services(script, "kill", &[forgetful]).await;
+    ok &= services(script, "start", &[forgetful]).await;
+    cut(0..3, false);
+    // long enough for the workers' connections to come back
+    sleep(Duration::from_secs(3)).await;
+    cut(3..5, false);
+    (at, None, ok)
 }

@@ -33,7 +33,7 @@ pub(super) async fn clock_for(
         clock.set(&format!("+0 x{rate}"))?;
         return Ok(Some(clock));
     }
-    if nemesis.client_clock_step().is_some() {
+    if nemesis.on_fake_client_clock() {
         return FakeClock::new(&dir).map(Some);
     }
     if nemesis.server_clock_step().is_none() {

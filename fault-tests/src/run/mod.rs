@@ -279,8 +279,10 @@ async fn run_workers(
     }
     sleep(plan.warmup).await;
     let (fault_at, victim, mut applied) = match clock {
-        Some(clock) => step_clock(nemesis, store, clock).await,
-        None => apply(plan, backend, nemesis, store, name, &mut workers).await,
+        Some(clock) if nemesis != Nemesis::RedlockNodeForgets => {
+            step_clock(nemesis, store, clock).await
+        }
+        _ => apply(plan, backend, (nemesis, clock), store, name, &mut workers).await,
     };
     if nemesis.server_clock_step().is_some() {
         // a preload that failed to load is only a warning from ld.so
