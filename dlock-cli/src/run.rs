@@ -38,7 +38,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
 
 async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitCode {
     let args = args.clone();
-    let names = match canonical(&args.names) {
+    let names = match dlock_any::canonical_names(&args.names) {
         Ok(n) => n,
         Err(e) => return exit::fail(&e),
     };
@@ -229,17 +229,6 @@ async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) {
     }
 }
 
-/// Names checked, sorted, de-duplicated: the order every multi-lock takes them in.
-fn canonical(names: &[String]) -> Result<Vec<LockName>, LockError> {
-    let mut out = names
-        .iter()
-        .map(|n| LockName::new(n))
-        .collect::<Result<Vec<_>, _>>()?;
-    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    out.dedup();
-    Ok(out)
-}
-
 /// The lock this run takes: NAME's plain lock, a permit of its semaphore, or one side
 /// of its read-write lock — each as a `DistributedLock`, so the rest of the run is the
 /// same.
@@ -262,44 +251,32 @@ async fn connect(url: &str, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, 
     Ok(Arc::new(Instrumented::new(lock)))
 }
 
-/// Takes every name in canonical order, reporting the holder of the one it waits
-/// for; on any failure what was taken is released. `Err` carries the exit code.
+/// Takes every name in canonical order ([`Locker::lock_all_with`]), reporting the
+/// holder of the one it waits for; on any failure what was taken is released. `Err`
+/// carries the exit code: with `--wait 0`, a busy name's holder is shown.
 async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<MultiGuard, ExitCode> {
-    let deadline = dlock_any::Deadline::after(args.wait);
-    let mut guards = Vec::with_capacity(names.len());
-    for name in names {
-        match take_one(locker, name, deadline, args).await {
-            Ok(g) => guards.push(g),
-            Err(code) => {
-                // nothing ran under them: no --min-hold delay
-                for g in guards {
-                    let _ = g.give_back().await;
-                }
-                return Err(code);
-            }
-        }
-    }
-    Ok(MultiGuard::new(guards))
-}
-
-async fn take_one(
-    locker: &Locker,
-    name: &LockName,
-    deadline: dlock_any::Deadline,
-    args: &RunArgs,
-) -> Result<LockGuard, ExitCode> {
     let backend = locker.backend();
-    if args.wait.is_zero() {
-        return match locker.try_lock(name.as_str()).await {
-            Ok(Some(g)) => Ok(g),
-            Ok(None) => Err(exit::busy(&**backend, name, skipped(args)).await),
-            Err(e) => Err(exit::fail(&e)),
-        };
-    }
-    let acquire = locker.lock_within(name.as_str(), deadline.remaining());
-    let report = progress::report_holder(Arc::clone(backend), name.clone(), args.quiet);
-    tokio::select! {
-        r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e, skipped(args))),
-        never = report => match never {},
-    }
+    let quiet = args.quiet || args.wait.is_zero();
+    let mut current = None;
+    let taken = locker
+        .lock_all_with(names, |name| {
+            current = Some(name.clone());
+            let report = progress::report_holder(Arc::clone(backend), name.clone(), quiet);
+            async move { match report.await {} }
+        })
+        .await;
+    let e = match taken {
+        Ok(held) => return Ok(held),
+        Err(e) => e,
+    };
+    let Some(name) = current else {
+        return Err(exit::fail(&e));
+    };
+    Err(match e {
+        LockError::Timeout { .. } if args.wait.is_zero() => {
+            exit::busy(&**backend, &name, skipped(args)).await
+        }
+        _ if args.wait.is_zero() => exit::fail(&e),
+        _ => exit::wait_failed(&name, args.wait, &e, skipped(args)),
+    })
 }

@@ -80,7 +80,7 @@ pub use lock::{DistributedLock, HOLDER_POLL, MAX_TTL, MIN_TTL, poll_until, valid
 pub use locker::{DEFAULT_TTL, DEFAULT_WAIT, Locker};
 pub use memory::MemoryLock;
 pub use multi::MultiGuard;
-pub use name::{LockName, MAX_NAME_LEN};
+pub use name::{LockName, MAX_NAME_LEN, ToLockName, canonical_names};
 pub use process_holder::ProcessHolder;
 pub use shared::{Coordination, DistributedRwLock, DistributedSemaphore};
 pub use ticket::Ticket;

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::{
     Acquisition, DistributedLock, FencingToken, HoldPolicy, HolderValue, Lease, LockError,
-    LockGuard, LockName,
+    LockGuard, LockName, ToLockName,
 };
 
 /// Acquires locks with default TTL and wait, and hands out [`LockGuard`]s that renew
@@ -186,7 +186,7 @@ impl Locker {
     ///
     /// # Cancel safety
     /// As [`DistributedLock::acquire`]: dropping it leaks no lock beyond its TTL.
-    pub async fn lock(&self, name: impl AsRef<str>) -> Result<LockGuard, LockError> {
+    pub async fn lock(&self, name: impl ToLockName) -> Result<LockGuard, LockError> {
         self.lock_within(name, self.wait).await
     }
 
@@ -199,10 +199,10 @@ impl Locker {
     /// As [`Locker::lock`].
     pub async fn lock_within(
         &self,
-        name: impl AsRef<str>,
+        name: impl ToLockName,
         wait: Duration,
     ) -> Result<LockGuard, LockError> {
-        let name = LockName::new(name.as_ref())?;
+        let name = name.to_lock_name()?;
         self.check_policy()?;
         let request = Acquisition::new(&name, self.ttl)
             .waiting(wait)
@@ -219,8 +219,8 @@ impl Locker {
     ///
     /// # Cancel safety
     /// As [`DistributedLock::try_acquire`].
-    pub async fn try_lock(&self, name: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
-        let name = LockName::new(name.as_ref())?;
+    pub async fn try_lock(&self, name: impl ToLockName) -> Result<Option<LockGuard>, LockError> {
+        let name = name.to_lock_name()?;
         self.check_policy()?;
         let request = Acquisition::new(&name, self.ttl).with_value(self.value.as_ref());
         match self.lock.acquire_with(&request).await? {
@@ -268,9 +268,9 @@ impl Locker {
         ))
     }
 
-    /// Hold limits that cannot be kept are refused before anything is taken.
+    /// Hold limits that cannot be kept are refused before anything is taken (the TTL
+    /// itself is the acquisition's to check).
     fn check_policy(&self) -> Result<(), LockError> {
-        crate::validate_ttl(self.ttl)?;
         if self.policy.max_hold.is_some_and(|m| m.is_zero()) {
             return Err(LockError::InvalidArgument(
                 "max_hold must be positive".into(),
@@ -304,7 +304,7 @@ impl Locker {
     /// # Cancel safety
     /// Dropping it drops `work` and the guard, whose `Drop` releases the lock in the
     /// background.
-    pub async fn with_lock<F, Fut, T>(&self, name: impl AsRef<str>, work: F) -> Result<T, LockError>
+    pub async fn with_lock<F, Fut, T>(&self, name: impl ToLockName, work: F) -> Result<T, LockError>
     where
         F: FnOnce(FencingToken) -> Fut,
         Fut: Future<Output = T>,
@@ -346,7 +346,7 @@ impl Locker {
     /// As [`Locker::with_lock`].
     pub async fn try_with_lock<F, Fut, T>(
         &self,
-        name: impl AsRef<str>,
+        name: impl ToLockName,
         work: F,
     ) -> Result<Option<T>, LockError>
     where

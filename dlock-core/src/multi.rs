@@ -5,7 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use crate::{Deadline, FencingToken, LockError, LockGuard, LockName, Locker};
+use crate::{
+    Deadline, FencingToken, LockError, LockGuard, LockName, Locker, ToLockName, canonical_names,
+};
 
 /// Guards on several names at once, from [`Locker::lock_all`]: held while every part
 /// is held; [`MultiGuard::lost`] fires when any part is lost.
@@ -84,25 +86,6 @@ impl MultiGuard {
     }
 }
 
-/// Names checked, sorted byte-wise and de-duplicated: every caller takes any two
-/// names in the same order, so two overlapping sets can never wait on each other.
-fn canonical<I, S>(names: I) -> Result<Vec<LockName>, LockError>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    let mut out = names
-        .into_iter()
-        .map(|n| LockName::new(n.as_ref()))
-        .collect::<Result<Vec<_>, _>>()?;
-    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    out.dedup();
-    if out.is_empty() {
-        return Err(LockError::InvalidArgument("no lock names given".into()));
-    }
-    Ok(out)
-}
-
 impl Locker {
     /// Takes every name in `names` (sorted, duplicates dropped), waiting up to the
     /// locker's wait for all of them together. On a failure, a timeout or a
@@ -130,13 +113,42 @@ impl Locker {
     pub async fn lock_all<I, S>(&self, names: I) -> Result<MultiGuard, LockError>
     where
         I: IntoIterator<Item = S>,
-        S: AsRef<str>,
+        S: ToLockName,
     {
-        let names = canonical(names)?;
+        self.lock_all_with(names, |_| std::future::pending()).await
+    }
+
+    /// As [`Locker::lock_all`], running `while_waiting(name)` beside the wait for each
+    /// name (a progress report, say) and dropping it once that name is taken or the
+    /// wait ends. Every error names the name it happened on (`Timeout`'s `name`), so a
+    /// caller can tell which one was busy.
+    ///
+    /// # Errors
+    /// As [`Locker::lock_all`].
+    ///
+    /// # Cancel safety
+    /// As [`Locker::lock_all`].
+    pub async fn lock_all_with<I, S, W, WF>(
+        &self,
+        names: I,
+        mut while_waiting: W,
+    ) -> Result<MultiGuard, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: ToLockName,
+        W: FnMut(&LockName) -> WF,
+        WF: Future<Output = ()>,
+    {
+        let names = canonical_names(names)?;
         let deadline = Deadline::after(self.wait_limit());
         let mut guards = Vec::with_capacity(names.len());
         for name in &names {
-            match self.lock_within(name.as_str(), deadline.remaining()).await {
+            let side = while_waiting(name);
+            let taken = tokio::select! {
+                taken = self.lock_within(name, deadline.remaining()) => taken,
+                never = async { side.await; std::future::pending().await } => match never {},
+            };
+            match taken {
                 Ok(g) => guards.push(g),
                 Err(e) => {
                     release_all(guards).await;
@@ -158,12 +170,12 @@ impl Locker {
     pub async fn try_lock_all<I, S>(&self, names: I) -> Result<Option<MultiGuard>, LockError>
     where
         I: IntoIterator<Item = S>,
-        S: AsRef<str>,
+        S: ToLockName,
     {
-        let names = canonical(names)?;
+        let names = canonical_names(names)?;
         let mut guards = Vec::with_capacity(names.len());
         for name in &names {
-            match self.try_lock(name.as_str()).await {
+            match self.try_lock(name).await {
                 Ok(Some(g)) => guards.push(g),
                 other => {
                     release_all(guards).await;
@@ -186,7 +198,7 @@ impl Locker {
     pub async fn with_lock_all<I, S, F, Fut, T>(&self, names: I, work: F) -> Result<T, LockError>
     where
         I: IntoIterator<Item = S>,
-        S: AsRef<str>,
+        S: ToLockName,
         F: FnOnce(Vec<(LockName, FencingToken)>) -> Fut,
         Fut: Future<Output = T>,
     {
@@ -221,19 +233,5 @@ impl Locker {
 async fn release_all(guards: Vec<LockGuard>) {
     for g in guards {
         let _ = g.give_back().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_sorted_and_deduplicated() {
-        let names = canonical(["b", "a", "b", "c/1"]).unwrap();
-        let names: Vec<_> = names.iter().map(LockName::as_str).collect();
-        assert_eq!(names, ["a", "b", "c/1"]);
-        assert!(canonical(Vec::<String>::new()).is_err());
-        assert!(canonical(["ok", ""]).is_err());
     }
 }

@@ -88,9 +88,89 @@ impl AsRef<str> for LockName {
     }
 }
 
+/// What a lock name can be given as: a string (validated when used) or a [`LockName`]
+/// (already valid: used as is, never parsed again). Every call of
+/// [`crate::Locker`] and [`crate::Election`] that takes a name takes one of these.
+pub trait ToLockName {
+    /// The validated name.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], as [`LockName::new`].
+    fn to_lock_name(&self) -> Result<LockName, LockError>;
+}
+
+impl ToLockName for LockName {
+    fn to_lock_name(&self) -> Result<LockName, LockError> {
+        Ok(self.clone())
+    }
+}
+
+impl ToLockName for str {
+    fn to_lock_name(&self) -> Result<LockName, LockError> {
+        LockName::new(self)
+    }
+}
+
+impl ToLockName for String {
+    fn to_lock_name(&self) -> Result<LockName, LockError> {
+        LockName::new(self)
+    }
+}
+
+impl ToLockName for std::borrow::Cow<'_, str> {
+    fn to_lock_name(&self) -> Result<LockName, LockError> {
+        LockName::new(self)
+    }
+}
+
+impl<T: ToLockName + ?Sized> ToLockName for &T {
+    fn to_lock_name(&self) -> Result<LockName, LockError> {
+        (**self).to_lock_name()
+    }
+}
+
+/// Names checked, sorted byte-wise and de-duplicated: the order in which
+/// [`crate::Locker::lock_all`] takes a set of names, so that two overlapping sets taken
+/// by any two callers can never wait on each other.
+///
+/// ```
+/// let names = dlock_core::canonical_names(["b", "a", "b"]).unwrap();
+/// assert_eq!(names.iter().map(|n| n.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+/// ```
+///
+/// # Errors
+/// [`LockError::InvalidName`]; [`LockError::InvalidArgument`] for no names at all.
+pub fn canonical_names<I, S>(names: I) -> Result<Vec<LockName>, LockError>
+where
+    I: IntoIterator<Item = S>,
+    S: ToLockName,
+{
+    let mut out = names
+        .into_iter()
+        .map(|n| n.to_lock_name())
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    out.dedup();
+    if out.is_empty() {
+        return Err(LockError::InvalidArgument("no lock names given".into()));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_sorted_and_deduplicated() {
+        let names = canonical_names(["b", "a", "b", "c/1"]).unwrap();
+        let names: Vec<_> = names.iter().map(LockName::as_str).collect();
+        assert_eq!(names, ["a", "b", "c/1"]);
+        assert!(canonical_names(Vec::<String>::new()).is_err());
+        assert!(canonical_names(["ok", ""]).is_err());
+        let parsed = LockName::new("x").unwrap();
+        assert_eq!(canonical_names([&parsed]).unwrap(), [parsed]);
+    }
 
     #[test]
     fn accepts_separators_unicode_and_max_length() {

@@ -127,7 +127,8 @@ pub async fn queue<D: QueueDriver + ?Sized>(
     wait: Duration,
     value: Option<&crate::HolderValue>,
 ) -> Result<Lease, LockError> {
-    crate::validate_ttl(ttl)?;
+    // the TTL is checked once, by each attempt's `new_acquisition` (a permanent error:
+    // the first attempt ends the loop)
     let access = access.validate()?;
     retry_transient(name, wait, |left| {
         wait_in_line(driver, name, access, ttl, left, value)

@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use crate::{
     DEFAULT_TTL, DistributedLock, FencingToken, HolderValue, LockError, LockInfo, LockName, Locker,
+    ToLockName,
 };
 
 pub use leadership::Leadership;
@@ -77,10 +78,10 @@ impl Election {
     ///
     /// # Errors
     /// [`LockError::InvalidName`].
-    pub fn new(lock: Arc<dyn DistributedLock>, name: impl AsRef<str>) -> Result<Self, LockError> {
+    pub fn new(lock: Arc<dyn DistributedLock>, name: impl ToLockName) -> Result<Self, LockError> {
         Ok(Self {
             lock,
-            name: LockName::new(name.as_ref())?,
+            name: name.to_lock_name()?,
             ttl: DEFAULT_TTL,
         })
     }
