@@ -13,6 +13,11 @@ pub enum Nemesis {
     /// `SIGSTOP` of a holder right after it read the counter, past its TTL, then
     /// `SIGCONT` (it then writes what it read, plus one).
     PauseHolder,
+    /// A read-write lock's writer `SIGSTOP`ped right after it read the counter, past
+    /// its TTL and until a reader has read under a later read lease, then `SIGCONT`
+    /// (it then writes what it read, plus one, with its old token): readers must raise
+    /// the fence when they read, or that write lands under the reader's lease.
+    PauseWriter,
     /// The holder's network path to the servers blackholed past its TTL, then healed.
     Partition,
     /// 100 ms added to every packet of every worker for 2 s.
@@ -88,6 +93,7 @@ impl Nemesis {
         match self {
             Self::KillHolder => "kill -9 holder",
             Self::PauseHolder => "SIGSTOP holder > TTL",
+            Self::PauseWriter => "SIGSTOP writer > TTL, then a later reader reads",
             Self::Partition => "partition holder",
             Self::Latency => "latency +100 ms",
             Self::RestartServer => "restart server",

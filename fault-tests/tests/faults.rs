@@ -124,7 +124,11 @@ async fn run_all(b: Backend) {
     // offers neither; the conformance suite checks that it says so.)
     if !label.starts_with("redlock") {
         for workload in [Workload::Semaphore(3), Workload::ReadWrite] {
-            for nemesis in [Nemesis::KillHolder, Nemesis::PauseHolder] {
+            let writer = (workload == Workload::ReadWrite).then_some(Nemesis::PauseWriter);
+            for nemesis in [Nemesis::KillHolder, Nemesis::PauseHolder]
+                .into_iter()
+                .chain(writer)
+            {
                 let o = judged(&plan_for(true, workload), &b, nemesis).await;
                 let v = &o.verdict;
                 let what = format!("{}{}", nemesis.label(), workload.label());
@@ -144,6 +148,11 @@ async fn run_all(b: Backend) {
                 assert!(v.ops > 0, "{label} / {what}: no progress");
                 if workload == Workload::ReadWrite {
                     assert_eq!(v.lost_increments, 0, "{label} / {what}: {v:?}");
+                }
+                if nemesis == Nemesis::PauseWriter {
+                    // the writer woke after a later reader had read: its write came
+                    // with its old token, and the fence the reader raised refused it
+                    assert!(v.fence_rejections > 0, "{label} / {what}: {v:?}");
                 }
             }
         }

@@ -106,9 +106,14 @@ async fn main() -> ExitCode {
             } else if !backend.runs(workload) {
                 Vec::new()
             } else {
-                // the workloads on the backend's own store have unfenced controls too
+                // the workloads on the backend's own store have unfenced controls too,
+                // and the read-write lock a paused writer, fenced and not
                 let control = matches!(workload, Workload::OwnStore | Workload::Once)
                     .then_some((Nemesis::PauseHolder, false));
+                let writer = (workload == Workload::ReadWrite)
+                    .then_some([(Nemesis::PauseWriter, true), (Nemesis::PauseWriter, false)])
+                    .into_iter()
+                    .flatten();
                 backend
                     .nemeses()
                     .into_iter()
@@ -120,6 +125,7 @@ async fn main() -> ExitCode {
                     })
                     .map(|n| (n, true))
                     .chain(control)
+                    .chain(writer)
                     .collect()
             };
             for (nemesis, fenced) in cases.into_iter().filter(|(n, _)| picked(n.label())) {

@@ -7,7 +7,9 @@ use dlock_conformance::{FaultMode, url_host_port};
 use nix::sys::signal::Signal;
 use tokio::time::sleep;
 
-use super::victims::{holder, mid_update, reading, victim, wait_for};
+use super::victims::{
+    holder, mid_update, read_above, reading, victim, wait_for, writer_mid_update,
+};
 use super::{Plan, Worker, signal};
 use crate::backends::Backend;
 use crate::clock::FakeClock;
@@ -53,6 +55,32 @@ pub(super) async fn apply(
                 sleep(past_ttl).await;
                 signal(&workers[v as usize], Signal::SIGCONT);
                 return (at, Some(v), true);
+            }
+            (store.now(), None, false)
+        }
+        Nemesis::PauseWriter => {
+            for _ in 0..20 {
+                let Some((v, token)) =
+                    wait_for(|| writer_mid_update(store), Duration::from_secs(5)).await
+                else {
+                    break;
+                };
+                let at = store.now();
+                signal(&workers[v as usize], Signal::SIGSTOP);
+                sleep(Duration::from_millis(50)).await;
+                if !reading(store, v) {
+                    signal(&workers[v as usize], Signal::SIGCONT);
+                    continue;
+                }
+                sleep(past_ttl).await;
+                let read = wait_for(
+                    || read_above(store, token, at).then_some(()),
+                    Duration::from_secs(5),
+                )
+                .await
+                .is_some();
+                signal(&workers[v as usize], Signal::SIGCONT);
+                return (at, Some(v), read);
             }
             (store.now(), None, false)
         }

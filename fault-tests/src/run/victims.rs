@@ -38,6 +38,47 @@ pub(super) fn reading(store: &FencedStore, w: u32) -> bool {
         .is_some_and(|(k, accepted)| *k == Kind::Read && *accepted)
 }
 
+/// A read-write lock's writer that has read the counter and not yet written, with the
+/// token it holds.
+pub(super) fn writer_mid_update(store: &FencedStore) -> Option<(u32, u64)> {
+    // each worker's latest step, and the access of its latest grant
+    let mut last = std::collections::BTreeMap::new();
+    for e in store
+        .log()
+        .into_iter()
+        .filter(|e| !matches!(e.kind, Kind::Observed | Kind::Result))
+    {
+        let access = match last.get(&e.worker) {
+            _ if e.kind == Kind::Acquired => e.access,
+            Some(&(_, _, access, _)) => access,
+            None => 'x',
+        };
+        last.insert(e.worker, (e.kind, e.accepted, access, e.token));
+    }
+    last.into_iter()
+        .find(|(_, (k, accepted, access, _))| *k == Kind::Read && *accepted && *access == 'w')
+        .map(|(w, (_, _, _, token))| (w, token))
+}
+
+/// Whether a reader has read the counter, accepted, under a token above `token` after
+/// `since`.
+pub(super) fn read_above(store: &FencedStore, token: u64, since: Duration) -> bool {
+    let mut access = std::collections::BTreeMap::new();
+    for e in store.log() {
+        if e.kind == Kind::Acquired {
+            access.insert(e.worker, e.access);
+        } else if e.kind == Kind::Read
+            && e.accepted
+            && e.at > since
+            && e.token > token
+            && access.get(&e.worker) == Some(&'r')
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// A worker that has read the counter and not yet written: the moment to pause it.
 pub(super) fn mid_update(store: &FencedStore) -> Option<u32> {
     last_steps(store)
@@ -55,10 +96,10 @@ pub(super) fn victim(plan: &Plan, store: &FencedStore) -> Option<u32> {
     }
 }
 
-pub(super) async fn wait_for(
-    mut probe: impl FnMut() -> Option<u32>,
+pub(super) async fn wait_for<T>(
+    mut probe: impl FnMut() -> Option<T>,
     within: Duration,
-) -> Option<u32> {
+) -> Option<T> {
     let end = tokio::time::Instant::now() + within;
     while tokio::time::Instant::now() < end {
         if let Some(w) = probe() {
