@@ -120,8 +120,8 @@ impl Locker {
 
     /// As [`Locker::lock_all`], running `while_waiting(name)` beside the wait for each
     /// name (a progress report, say) and dropping it once that name is taken or the
-    /// wait ends. Every error names the name it happened on (`Timeout`'s `name`), so a
-    /// caller can tell which one was busy.
+    /// wait ends. With no wait ([`Locker::with_wait`] zero) each name is tried once,
+    /// and a busy one ends it with `Timeout` naming it, so a caller can tell which.
     ///
     /// # Errors
     /// As [`Locker::lock_all`].
@@ -143,10 +143,20 @@ impl Locker {
         let deadline = Deadline::after(self.wait_limit());
         let mut guards = Vec::with_capacity(names.len());
         for name in &names {
-            let side = while_waiting(name);
-            let taken = tokio::select! {
-                taken = self.lock_within(name, deadline.remaining()) => taken,
-                never = async { side.await; std::future::pending().await } => match never {},
+            let taken = if self.wait_limit().is_zero() {
+                // no wait: a try (counted as busy, not as a wait that timed out)
+                self.try_lock(name).await.and_then(|g| {
+                    g.ok_or_else(|| LockError::Timeout {
+                        name: name.to_string(),
+                        waited: std::time::Duration::ZERO,
+                    })
+                })
+            } else {
+                let side = while_waiting(name);
+                tokio::select! {
+                    taken = self.lock_within(name, deadline.remaining()) => taken,
+                    never = async { side.await; std::future::pending().await } => match never {},
+                }
             };
             match taken {
                 Ok(g) => guards.push(g),
