@@ -1,0 +1,164 @@
+//! The command under the lock and what `dlock` reports, on every backend: `status`,
+//! signals forwarded, exit codes passed through, `--permits` and `--shared` runs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::common::{output, scratch, spawn, unique, wait_exit, wait_for_file};
+use crate::{BUSY, CANNOT_EXEC, USAGE};
+
+/// `status` reports holder and token, as text and JSON.
+pub(crate) fn status_reports_holder(url: &str) {
+    let dir = scratch();
+    let name = unique("status");
+    let marker = dir.join("tok");
+    let mut holder = spawn(
+        url,
+        &[
+            "run",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $DLOCK_TOKEN > {}; sleep 2", marker.display()),
+        ],
+    );
+    let token = wait_for_file(&marker, Duration::from_secs(10));
+    let out = output(url, &["status", &name, "cli/never-taken"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("{name}: held by")) && text.contains(&format!("(token {token})")),
+        "{text}"
+    );
+    assert!(text.contains("cli/never-taken: free"), "{text}");
+    let out = output(url, &["status", "--json", &name]);
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        json.starts_with(&format!("[{{\"name\":\"{name}\",\"held\":true,")),
+        "{json}"
+    );
+    assert!(json.contains(&format!("\"token\":{token},")), "{json}");
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 0);
+    let out = output(url, &["status", "--json", &name]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("[{{\"name\":\"{name}\",\"held\":false}}]")
+    );
+}
+
+/// SIGTERM to dlock reaches the command; dlock exits with the command's status and
+/// releases the lock.
+pub(crate) fn signals_are_forwarded_and_lock_released(url: &str) {
+    let dir = scratch();
+    let name = unique("forward");
+    let marker = dir.join("ready");
+    let script = format!(
+        "trap 'exit 42' TERM; echo ready > {}; while :; do sleep 0.05; done",
+        marker.display()
+    );
+    let mut holder = spawn(url, &["run", &name, "--", "sh", "-c", &script]);
+    wait_for_file(&marker, Duration::from_secs(10));
+    kill(
+        Pid::from_raw(i32::try_from(holder.id()).unwrap()),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(10)), 42);
+    let out = output(url, &["run", "--wait", "0", &name, "--", "true"]);
+    assert!(
+        out.status.success(),
+        "released at once: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The command's exit code passes through; a command that cannot start gives 127 and
+/// leaves the lock free.
+pub(crate) fn exit_codes_pass_through(url: &str) {
+    let name = unique("codes");
+    assert_eq!(
+        output(url, &["run", &name, "--", "sh", "-c", "exit 7"])
+            .status
+            .code(),
+        Some(7)
+    );
+    assert_eq!(
+        output(url, &["run", &name, "--", "sh", "-c", "kill -9 $$"])
+            .status
+            .code(),
+        Some(128 + 9)
+    );
+    let out = output(url, &["run", &name, "--", "/nonexistent/command"]);
+    assert_eq!(out.status.code(), Some(CANNOT_EXEC));
+    assert_eq!(
+        output(url, &["run", "--wait", "0", &name, "--", "true"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+/// `--permits N`: N runs at once, the N+1st busy, another N refused as a usage error;
+/// `--shared` runs overlap and keep `--exclusive` out; `status` lists the holders.
+/// Redlock offers neither: a usage error that says so.
+pub(crate) fn permits_and_shared_runs(url: &str) {
+    let name = unique("permits");
+    if url.starts_with("redlock") {
+        let out = output(url, &["run", "--permits", "2", &name, "--", "true"]);
+        assert_eq!(out.status.code(), Some(USAGE));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("does not offer"));
+        return;
+    }
+    let dir = scratch();
+    let hold = |marker: &Path, flags: &[&str]| {
+        let script = format!("echo $DLOCK_TOKEN > {}; sleep 4", marker.display());
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&[&name, "--", "sh", "-c", &script]);
+        spawn(url, &args)
+    };
+    let (m1, m2) = (dir.join("p1"), dir.join("p2"));
+    let mut h1 = hold(&m1, &["--permits", "2"]);
+    let mut h2 = hold(&m2, &["--permits", "2"]);
+    wait_for_file(&m1, Duration::from_secs(10));
+    wait_for_file(&m2, Duration::from_secs(10));
+    let code = |args: &[&str]| output(url, args).status.code();
+    assert_eq!(
+        code(&["run", "--permits", "2", "--wait", "0", &name, "--", "true"]),
+        Some(BUSY)
+    );
+    let out = output(
+        url,
+        &["run", "--permits", "3", "--wait", "0", &name, "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(USAGE));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use with 2 permits"));
+    // the plain lock of the same name is another lock
+    assert_eq!(code(&["run", "--wait", "0", &name, "--", "true"]), Some(0));
+    let text = String::from_utf8_lossy(&output(url, &["status", &name]).stdout).into_owned();
+    assert!(text.contains("(semaphore): 2 of 2 permits held"), "{text}");
+    let json =
+        String::from_utf8_lossy(&output(url, &["status", "--json", &name]).stdout).into_owned();
+    assert!(json.contains("\"semaphore\":{\"permits\":2"), "{json}");
+    let (r1, r2) = (dir.join("r1"), dir.join("r2"));
+    let mut reader = hold(&r1, &["--shared"]);
+    wait_for_file(&r1, Duration::from_secs(10));
+    let mut second = hold(&r2, &["--shared"]);
+    wait_for_file(&r2, Duration::from_secs(10));
+    assert_eq!(
+        code(&["run", "--exclusive", "--wait", "0", &name, "--", "true"]),
+        Some(BUSY)
+    );
+    let text = String::from_utf8_lossy(&output(url, &["status", &name]).stdout).into_owned();
+    assert!(text.contains("(read-write): read by 2"), "{text}");
+    for child in [&mut h1, &mut h2, &mut reader, &mut second] {
+        assert_eq!(wait_exit(child, Duration::from_secs(15)), 0);
+    }
+    assert_eq!(
+        code(&["run", "--exclusive", "--wait", "0", &name, "--", "true"]),
+        Some(0)
+    );
+}

@@ -1,0 +1,93 @@
+//! Expiry decided by the database's clock, not the client's, on PostgreSQL, MySQL and
+//! SQLite.
+
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, LockError, LockName};
+
+use super::{LONG, name};
+use crate::common;
+
+/// Moves a lock row's expiry, as the database's own clock sees it, by `offset_ms`.
+async fn shift_expiry(url: &str, table: &str, lock: &LockName, offset_ms: i64) {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {table} SET expires_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE name = $1"
+        )))
+        .bind(lock.as_str())
+        .bind(offset_ms)
+        .execute(&pool)
+        .await
+        .unwrap();
+    } else if url.starts_with("mysql") {
+        let pool = sqlx::MySqlPool::connect(url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {table} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ?"
+        )))
+        .bind(offset_ms * 1000)
+        .bind(lock.as_str().as_bytes())
+        .execute(&pool)
+        .await
+        .unwrap();
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {table} SET expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?2 WHERE name = ?1"
+        )))
+        .bind(lock.as_str())
+        .bind(offset_ms)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+}
+
+/// Expiry is decided by the database clock: a row the database considers expired is
+/// taken even though the holder's client still trusts its lease, and a row the
+/// database considers live is not taken even after the client-side TTL has passed.
+async fn database_clock_decides(url: &str) {
+    let a = common::connect(url).await;
+    let b = common::connect(url).await;
+    let n = name("clock");
+    let lease = a.try_acquire(&n, LONG).await.unwrap().unwrap();
+    shift_expiry(url, "dlock_locks", &n, -1000).await;
+    assert!(lease.is_valid(), "the client still trusts its lease");
+    let taken = b
+        .try_acquire(&n, LONG)
+        .await
+        .unwrap()
+        .expect("the database says expired");
+    assert!(taken.token() > lease.token());
+    assert!(matches!(
+        a.renew(&lease).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    assert!(b.release(&taken).await.unwrap());
+
+    let short = Duration::from_millis(200);
+    let held = a.try_acquire(&n, short).await.unwrap().unwrap();
+    shift_expiry(url, "dlock_locks", &n, 3_600_000).await;
+    tokio::time::sleep(short * 3).await;
+    assert!(!held.is_valid(), "the client-side lease has run out");
+    assert!(
+        b.try_acquire(&n, LONG).await.unwrap().is_none(),
+        "the database still says held: the client's elapsed time must not matter"
+    );
+    shift_expiry(url, "dlock_locks", &n, -1).await;
+}
+
+#[tokio::test]
+async fn postgres_database_clock_decides_expiry() {
+    database_clock_decides(&common::postgres_url()).await;
+}
+
+#[tokio::test]
+async fn mysql_database_clock_decides_expiry() {
+    database_clock_decides(&common::mysql_url()).await;
+}
+
+#[tokio::test]
+async fn sqlite_database_clock_decides_expiry() {
+    database_clock_decides(&common::sqlite_url()).await;
+}

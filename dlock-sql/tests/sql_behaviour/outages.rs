@@ -1,0 +1,105 @@
+//! A database that is busy, away, or answers too late: `Unavailable` after the
+//! operation timeout and recovery, an outage reported as such, a late grant taken again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlock_core::{DistributedLock, LockError};
+use dlock_sql::SqlLock;
+
+use super::{LONG, name};
+use crate::common;
+
+/// A database locked by another writer: operations give up with `Unavailable` after
+/// the operation timeout, and work again once the other writer commits.
+#[tokio::test]
+async fn sqlite_busy_database_gives_unavailable_then_recovers() {
+    let url = common::sqlite_url();
+    let lock = SqlLock::builder(&url)
+        .op_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    let n = name("busy");
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let mut blocker = pool.acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let r = lock.try_acquire(&n, LONG).await;
+    assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+    // the busy statement gave up by itself: nothing lands after the writer leaves
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query("COMMIT").execute(&mut *blocker).await.unwrap();
+    assert!(
+        lock.inspect(&n).await.unwrap().is_none(),
+        "a timed-out acquire must not win later"
+    );
+    let lease = lock
+        .try_acquire(&n, LONG)
+        .await
+        .unwrap()
+        .expect("free after the writer left");
+    assert!(lock.release(&lease).await.unwrap());
+}
+
+/// `acquire` keeps waiting through transient errors and reports the outage (not a
+/// timeout) if the database stays away for the whole wait.
+#[tokio::test]
+async fn sqlite_acquire_reports_outage_not_timeout() {
+    let url = common::sqlite_url();
+    let lock = SqlLock::builder(&url)
+        .op_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let mut blocker = pool.acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let r = lock
+        .acquire(&name("outage"), LONG, Duration::from_millis(600))
+        .await;
+    assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
+    sqlx::query("COMMIT").execute(&mut *blocker).await.unwrap();
+}
+
+/// An acquire whose first statement commits after the client gave up on its reply
+/// takes that row again on its next attempt (same owner id) instead of waiting a whole
+/// TTL behind itself.
+async fn late_grant_is_taken_again(url: &str) {
+    let target = dlock_conformance::url_host_port(url).unwrap();
+    let proxy = dlock_conformance::FaultProxy::start(&target).await.unwrap();
+    let timeout = Duration::from_millis(400);
+    let late = SqlLock::builder(&dlock_conformance::url_with_host_port(
+        url,
+        &proxy.addr().to_string(),
+    ))
+    .op_timeout(timeout)
+    .connect()
+    .await
+    .unwrap();
+    let observer = common::connect(url).await;
+    dlock_conformance::late_grant_is_taken_again(
+        Arc::new(late),
+        Arc::new(observer),
+        &proxy,
+        timeout,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_late_grant_is_taken_again() {
+    late_grant_is_taken_again(&common::postgres_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_late_grant_is_taken_again() {
+    late_grant_is_taken_again(&common::mysql_url()).await;
+}

@@ -1,0 +1,117 @@
+//! Connecting and the lock table: table names that cannot inject SQL, a custom table
+//! created and used, concurrent first connects, typed connect errors that hide
+//! passwords.
+
+use std::time::{Duration, Instant};
+
+use dlock_core::{DistributedLock, LockError, random_u64};
+use dlock_sql::SqlLock;
+
+use super::{LONG, name};
+use crate::common;
+
+#[tokio::test]
+async fn table_names_cannot_inject_sql() {
+    let url = common::sqlite_url();
+    for bad in [
+        "x; DROP TABLE dlock_locks",
+        "a\"b",
+        "dlock_locks --",
+        "1abc",
+        "",
+    ] {
+        let r = SqlLock::builder(&url).table(bad).connect().await;
+        assert!(matches!(r, Err(LockError::Config(_))), "{bad:?}: {r:?}");
+        let encoded = bad.replace(' ', "%20");
+        let r = SqlLock::connect(&format!("{url}?table={encoded}")).await;
+        assert!(
+            matches!(r, Err(LockError::Config(_))),
+            "{bad:?} in URL: {r:?}"
+        );
+    }
+}
+
+/// A custom table from the URL or the builder is used (and created) on every database.
+#[tokio::test]
+async fn custom_table_is_created_and_used() {
+    for url in [
+        common::postgres_url(),
+        common::mysql_url(),
+        common::sqlite_url(),
+    ] {
+        let table = format!("dlock_custom_{:08x}", random_u64() as u32);
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let lock = SqlLock::connect(&format!("{url}{sep}table={table}"))
+            .await
+            .unwrap();
+        let n = name("custom");
+        let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+        let other = SqlLock::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        assert!(
+            other.try_acquire(&n, LONG).await.unwrap().is_none(),
+            "{}",
+            lock.database()
+        );
+        let default_table = SqlLock::connect(&url).await.unwrap();
+        assert!(
+            default_table.try_acquire(&n, LONG).await.unwrap().is_some(),
+            "tables are separate"
+        );
+        assert!(lock.release(&lease).await.unwrap());
+    }
+}
+
+/// Several processes starting at once on a fresh table all succeed.
+#[tokio::test]
+async fn concurrent_first_connects_create_the_table_once() {
+    for url in [
+        common::postgres_url(),
+        common::mysql_url(),
+        common::sqlite_url(),
+    ] {
+        let table = format!("dlock_race_{:08x}", random_u64() as u32);
+        let tasks: Vec<_> = (0..6)
+            .map(|_| {
+                let (url, table) = (url.clone(), table.clone());
+                tokio::spawn(async move { SqlLock::builder(&url).table(&table).connect().await })
+            })
+            .collect();
+        for t in tasks {
+            let lock = t.await.unwrap().unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert!(lock.inspect(&name("race")).await.unwrap().is_none());
+        }
+    }
+}
+
+#[tokio::test]
+async fn connect_errors_are_typed_and_hide_passwords() {
+    let r = SqlLock::connect("ftp://u:hunter2@h/x").await;
+    let e = r.unwrap_err();
+    assert!(matches!(e, LockError::Config(_)), "{e:?}");
+    assert!(!e.to_string().contains("hunter2"), "{e}");
+    // nothing listens on port 1
+    let t = Instant::now();
+    let e = SqlLock::builder("postgres://u:hunter2@127.0.0.1:1/db")
+        .op_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LockError::Unavailable { .. }), "{e:?}");
+    assert!(!e.to_string().contains("hunter2") && !format!("{e:?}").contains("hunter2"));
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let e = SqlLock::connect("mysql://u:hunter2@127.0.0.1:1/db?pool_size=zero")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, LockError::Config(_)) && !e.to_string().contains("hunter2"),
+        "{e}"
+    );
+    let e = SqlLock::connect("postgres://u:pw@127.0.0.1:1/db?op_timeout=never")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LockError::Config(_)), "{e}");
+}
