@@ -269,7 +269,12 @@ async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<Mul
         Ok(held) => return Ok(held),
         Err(e) => e,
     };
-    let Some(name) = current else {
+    // a busy name under --wait 0 is named by its Timeout (no wait, no hook call)
+    let failed = match &e {
+        LockError::Timeout { name, .. } => names.iter().find(|n| n.as_str() == name).cloned(),
+        _ => None,
+    };
+    let Some(name) = failed.or(current) else {
         return Err(exit::fail(&e));
     };
     Err(match e {
