@@ -136,7 +136,12 @@ async fn redis_and_redlock_urls() {
         .split(',')
         .map(|u| u.trim_start_matches("redis://").to_owned())
         .collect();
-    works(&format!("redlock://{}", hosts.join(",")), "redlock").await;
+    // shared test servers, started with the run: no restart delay
+    works(
+        &format!("redlock://{}?restart-delay=0s", hosts.join(",")),
+        "redlock",
+    )
+    .await;
     let sentinels = required_env("DLOCK_TEST_REDIS_SENTINEL_URL");
     works(&sentinels, "redis").await;
     works(&format!("{sentinels}?prefix=other:"), "redis").await;

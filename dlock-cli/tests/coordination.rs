@@ -362,7 +362,9 @@ per_backend!(
 per_backend!(
     redlock,
     format!(
-        "redlock://{}",
+        // shared test servers, started with the run and restarted by other tests:
+        // no restart delay
+        "redlock://{}?restart-delay=0s",
         super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
     )
 );

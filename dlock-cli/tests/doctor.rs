@@ -79,7 +79,9 @@ fn redis_replica_is_critical_and_plain_server_only_warns() {
 #[test]
 fn redlock_reports_every_node_and_the_clock_spread() {
     let url = format!(
-        "redlock://{}",
+        // shared test servers, started with the run and restarted by other tests:
+        // no restart delay
+        "redlock://{}?restart-delay=0s",
         required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
     );
     let (code, text) = doctor(&url);

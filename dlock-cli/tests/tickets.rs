@@ -181,7 +181,9 @@ with_tickets!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
 with_tickets!(
     redlock,
     format!(
-        "redlock://{}",
+        // shared test servers, started with the run and restarted by other tests:
+        // no restart delay
+        "redlock://{}?restart-delay=0s",
         super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
     )
 );

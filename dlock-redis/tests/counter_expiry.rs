@@ -90,7 +90,9 @@ async fn redis_counter_expires_after_release() {
 async fn redlock_counters_expire_after_release() {
     let urls = common::redlock_urls();
     let refs: Vec<&str> = urls.iter().map(String::as_str).collect();
+    // shared servers, restarted by other tests: no restart delay (see common::redlock)
     let lock = Redlock::builder(&refs)
+        .restart_delay(Duration::ZERO)
         .counter_retention(RETENTION)
         .connect()
         .await

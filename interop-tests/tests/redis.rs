@@ -74,7 +74,8 @@ async fn each_keeps_the_other_out_on_redlock() {
     let urls = redlock_urls();
     let hosts: Vec<String> = urls.iter().map(|u| u.replace("redis://", "")).collect();
     let lock = dlock_any::connect(&format!(
-        "redlock://{}?prefix=&layout=plain",
+        // (shared test servers, started with the run: no restart delay)
+        "redlock://{}?prefix=&layout=plain&restart-delay=0s",
         hosts.join(",")
     ))
     .await

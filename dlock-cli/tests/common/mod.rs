@@ -89,7 +89,9 @@ pub fn backend_url(backend: &str) -> String {
             required_env("DLOCK_TEST_ZK_ADDR")
         ),
         "redlock" => format!(
-            "redlock://{}",
+            // shared test servers, started with the run and restarted by other tests:
+            // no restart delay
+            "redlock://{}?restart-delay=0s",
             required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
         ),
         other => panic!("no such backend: {other}"),

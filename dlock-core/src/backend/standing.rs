@@ -16,9 +16,10 @@
 //! do not starve.
 //!
 //! A semaphore's count is its oldest entry's (that entry always holds). An entry of
-//! another count is refused ([`LockError::PermitsMismatch`]) and never holds, so entries
-//! behind it ignore it: one left by a caller killed before it could leave does not
-//! fail correct callers, who count and watch past it.
+//! another count is refused ([`LockError::PermitsMismatch`]) when it is the oldest's
+//! count it disagrees with; an entry of another count further ahead is waited for (it
+//! is leaving, or was left by a killed caller and goes with its TTL), so entries of two
+//! counts never hold at once.
 
 use std::ops::Range;
 
@@ -60,14 +61,15 @@ pub fn standing(name: &LockName, me: Access, ahead: &[Access]) -> Result<Standin
             {
                 return Err(LockError::permits_mismatch(name, in_use, n));
             }
-            // the `n` nearest entries of our count; refused ones between them are
-            // watched too, which only wakes us once more
+            // An entry of another count behind the oldest (refused, leaving, or left
+            // by a killed caller) is waited out, never counted past: were it to become
+            // the oldest, a caller of its count would hold beside us.
             let n = usize::try_from(n).unwrap_or(usize::MAX);
-            let ours: Vec<usize> = (0..len).filter(|&i| ahead[i] == me).collect();
-            if ours.len() < n {
-                Standing::Holds
-            } else {
-                Standing::Waits(ours[ours.len() - n]..len)
+            let foreign = ahead.iter().position(|a| *a != me);
+            match foreign {
+                Some(first) => Standing::Waits(first.min(len.saturating_sub(n))..len),
+                None if len < n => Standing::Holds,
+                None => Standing::Waits(len - n..len),
             }
         }
         Access::Read => match ahead.iter().rposition(|a| *a == Access::Write) {
@@ -144,16 +146,29 @@ mod tests {
                 ..
             })
         ));
-        // only the oldest entry's count counts: a refused entry behind it does not fail
-        // the callers behind it, who count and watch past it
-        assert_eq!(at(Permit(2), &[Permit(2), Permit(3)]), Standing::Holds);
+        // only the oldest entry's count refuses; an entry of another count behind it
+        // is waited for, never counted past (it could become the oldest: a caller of
+        // its count would then hold beside us)
+        assert_eq!(
+            at(Permit(2), &[Permit(2), Permit(3)]),
+            Standing::Waits(0..2)
+        );
         assert_eq!(
             at(Permit(2), &[Permit(2), Permit(3), Permit(2)]),
-            Standing::Waits(0..3)
+            Standing::Waits(1..3)
         );
         assert_eq!(
             at(Permit(1), &[Permit(1), Permit(4), Permit(4)]),
-            Standing::Waits(0..3)
+            Standing::Waits(1..3)
+        );
+        assert_eq!(
+            at(Permit(3), &[Permit(3), Permit(3), Permit(3), Permit(2)]),
+            Standing::Waits(1..4)
+        );
+        // the review's case: [X(3) refused, B(2) holding]: a caller of 3 waits for B
+        assert_eq!(
+            at(Permit(3), &[Permit(3), Permit(2)]),
+            Standing::Waits(0..2)
         );
         assert!(!holds(&name, Permit(3), &[Permit(2)]).unwrap());
         assert!(holds(&name, Permit(2), &[Permit(2)]).unwrap());

@@ -31,8 +31,12 @@ pub async fn redis(url: &str) -> RedisLock {
 
 pub async fn redlock(urls: &[String]) -> Redlock {
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    // The shared test servers start with the run and some tests restart them: no
+    // restart delay for the clients of tests about something else (restart.rs checks
+    // the delay with one of its own).
     Redlock::builder(&urls)
         .timeout(Duration::from_millis(300))
+        .restart_delay(Duration::ZERO)
         .connect()
         .await
         .unwrap()
