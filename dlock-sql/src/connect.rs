@@ -169,6 +169,7 @@ impl SqlLockBuilder {
             .await?;
         }
         Ok(SqlLock {
+            renewals: Arc::new(crate::renewal_batcher(Arc::clone(&store), opts.op_timeout)),
             store,
             opts: Arc::new(opts),
         })

@@ -80,6 +80,8 @@ mod options;
 mod postgres;
 pub mod prune;
 #[cfg(test)]
+mod renew_batch_tests;
+#[cfg(test)]
 mod retake_tests;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -91,7 +93,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed, resume_held,
+    Backend, Batcher, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed,
+    resume_held,
 };
 use dlock_core::{
     Access, Capabilities, FencingToken, Held, Holding, Lease, LockError, LockInfo, LockName,
@@ -106,7 +109,7 @@ pub use prune::Pruned;
 pub use results::SqlResults;
 
 use options::Options;
-use store::{Store, Taken};
+use store::{Renewal, Store, Taken};
 
 /// A distributed lock on PostgreSQL, MySQL/MariaDB or SQLite. Cheap to clone (clones
 /// share the connection pool).
@@ -114,6 +117,31 @@ use store::{Store, Taken};
 pub struct SqlLock {
     store: Arc<dyn Store>,
     opts: Arc<Options>,
+    /// Renewals of held locks due together, sent as one statement per batch.
+    renewals: Arc<Batcher<Renewal, bool>>,
+}
+
+/// The most renewals sent in one statement: SQLite binds four parameters a lock (far
+/// below its limit of 32 766), MySQL's batch is a `UNION` of this many rows.
+const RENEW_BATCH: usize = 1000;
+
+/// The batcher of `store`'s renewals: each batch one statement (MySQL: an update and
+/// a read-back), made again within `timeout` on a connection found broken, as
+/// [`SqlLock::op`] does.
+fn renewal_batcher(store: Arc<dyn Store>, timeout: Duration) -> Batcher<Renewal, bool> {
+    Batcher::start("renew", RENEW_BATCH, move |batch: Vec<Renewal>| {
+        let store = Arc::clone(&store);
+        async move {
+            let what = format!("renew on {}", store.kind());
+            let renew = || store.renew_batch(&batch);
+            let answered =
+                dlock_core::backend::retry_within(timeout, &what, renew, errors::is_broken, |e| {
+                    errors::from_sqlx(&what, e)
+                })
+                .await?;
+            Ok(answered.value.into_iter().map(Ok).collect())
+        }
+    })
 }
 
 impl std::fmt::Debug for SqlLock {
@@ -244,17 +272,14 @@ impl Backend for SqlLock {
         let sent = Instant::now();
         let token =
             i64::try_from(lease.token().get()).map_err(|_| LockError::lease_lost(lease.name()))?;
-        let ok = self
-            .op("renew", || {
-                self.store.renew(
-                    lease.name().as_str(),
-                    lease.owner().as_str(),
-                    token,
-                    lease.ttl(),
-                )
-            })
-            .await?;
-        if ok {
+        let renewal = Renewal {
+            name: lease.name().as_str().to_owned(),
+            owner: lease.owner().as_str().to_owned(),
+            token,
+            ttl: lease.ttl(),
+        };
+        // with the other renewals due now: one statement for them all
+        if self.renewals.submit(renewal)?.answer().await? {
             Ok(lease.renewed(lease.ttl(), sent))
         } else {
             Err(LockError::lease_lost(lease.name()))
@@ -300,6 +325,7 @@ impl Backend for SqlLock {
         Capabilities::per_lease()
             .with_notify(notify)
             .with_shared(true)
+            .with_batched_renewals(true)
     }
 
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {

@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::hot::Hot;
 use crate::shared::{Dialect, SharedSql};
-use crate::store::{Holder, Store, Taken};
+use crate::store::{Holder, Renewal, Store, Taken, renewed};
 
 pub(crate) struct MySql {
     shared: std::sync::Arc<SharedSql>,
@@ -21,7 +21,9 @@ pub(crate) struct MySql {
     table: String,
     take: String,
     remaining: String,
-    renew: String,
+    /// A batch renewal's update and its read-back, each with the batch's rows where
+    /// `{rows}` stands (a `SELECT ? … UNION ALL SELECT ? …` table).
+    renew_batch: (String, String),
     release: String,
     holder: String,
     held: String,
@@ -72,9 +74,22 @@ impl MySql {
                    expires_at = IF({free}, GREATEST(expires_at, {now} + INTERVAL ? MICROSECOND), expires_at)"
             ),
             remaining: format!("SELECT {remaining_ms} FROM {table} WHERE name = ?"),
-            renew: format!(
-                "UPDATE {table} SET expires_at = {now} + INTERVAL ? MICROSECOND
-                 WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
+            // MySQL's UPDATE returns no rows: the renewed ones are read back right after
+            // (matching and unexpired then = renewed: a row the update skipped was
+            // expired or another owner's, and stays so; a renewed one that expired in
+            // between — a TTL of milliseconds — reads as lost, the safe side)
+            renew_batch: (
+                format!(
+                    "UPDATE {table} t JOIN ({{rows}}) v
+                       ON t.name = v.name AND t.owner = v.owner AND t.token = v.token
+                     SET t.expires_at = {now} + INTERVAL v.ttl MICROSECOND
+                     WHERE t.expires_at > {now}"
+                ),
+                format!(
+                    "SELECT t.name, t.owner FROM {table} t JOIN ({{rows}}) v
+                       ON t.name = v.name AND t.owner = v.owner AND t.token = v.token
+                     WHERE t.expires_at > {now}"
+                ),
             ),
             release: format!(
                 "UPDATE {table} SET owner = '', expires_at = {now}
@@ -187,20 +202,35 @@ impl Store for MySql {
         Ok(Taken::No(from_millis(ms)))
     }
 
-    async fn renew(
-        &self,
-        name: &str,
-        owner: &str,
-        token: i64,
-        ttl: Duration,
-    ) -> Result<bool, sqlx::Error> {
-        let r = sqlx::query(AssertSqlSafe(self.renew.as_str()))
-            .bind(micros(ttl))
-            .bind(name.as_bytes())
-            .bind(owner)
-            .bind(token);
-        let r = self.hot.execute(r).await?;
-        Ok(r.rows_affected() == 1)
+    async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error> {
+        let mut rows = String::from("SELECT ? AS name, ? AS owner, ? AS token, ? AS ttl");
+        for _ in 1..batch.len() {
+            rows.push_str(" UNION ALL SELECT ?, ?, ?, ?");
+        }
+        let with_rows = |sql: &str| {
+            let mut q = sqlx::query(AssertSqlSafe(sql.replace("{rows}", &rows))).persistent(false);
+            for r in batch {
+                q = q
+                    .bind(r.name.as_bytes())
+                    .bind(r.owner.as_str())
+                    .bind(r.token)
+                    .bind(micros(r.ttl));
+            }
+            q
+        };
+        let (update, read_back) = &self.renew_batch;
+        // Two statements, no transaction: the update commits at once, so the renewed
+        // expiries start as late as a single renewal's would.
+        self.hot.execute(with_rows(update)).await?;
+        let returned = self.hot.fetch_all(with_rows(read_back)).await?;
+        let returned = returned
+            .iter()
+            .map(|row| {
+                let name: Vec<u8> = row.try_get(0)?;
+                Ok((String::from_utf8_lossy(&name).into_owned(), row.try_get(1)?))
+            })
+            .collect::<Result<Vec<(String, String)>, sqlx::Error>>()?;
+        Ok(renewed(batch, &returned))
     }
 
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {

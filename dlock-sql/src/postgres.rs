@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::hot::Hot;
 use crate::shared::{Dialect, SharedSql};
-use crate::store::{Holder, Store, Taken};
+use crate::store::{Holder, Renewal, Store, Taken, renewed};
 
 pub(crate) struct Postgres {
     shared: std::sync::Arc<SharedSql>,
@@ -29,7 +29,9 @@ pub(crate) struct Postgres {
 struct Statements {
     create: String,
     take: String,
-    renew: String,
+    /// Renews a batch of held locks, given as four arrays: one prepared statement
+    /// whatever the batch's size.
+    renew_batch: String,
     release: String,
     holder: String,
     held: String,
@@ -89,9 +91,12 @@ impl Postgres {
                      SELECT NULL::bigint, {remaining} FROM {table}
                        WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
                 ),
-                renew: format!(
-                    "UPDATE {table} SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
-                     WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()"
+                renew_batch: format!(
+                    "UPDATE {table} AS d SET expires_at = clock_timestamp() + v.ttl * interval '1 millisecond'
+                     FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS v(name, owner, token, ttl)
+                     WHERE d.name = v.name AND d.owner = v.owner AND d.token = v.token
+                       AND d.expires_at > clock_timestamp()
+                     RETURNING d.name, d.owner"
                 ),
                 // Expires the row (never deletes it: the token must not go back) and
                 // wakes waiters in the same statement.
@@ -174,20 +179,22 @@ impl Store for Postgres {
         })
     }
 
-    async fn renew(
-        &self,
-        name: &str,
-        owner: &str,
-        token: i64,
-        ttl: Duration,
-    ) -> Result<bool, sqlx::Error> {
-        let r = sqlx::query(AssertSqlSafe(self.sql.renew.as_str()))
-            .bind(name)
-            .bind(owner)
-            .bind(token)
-            .bind(millis(ttl));
-        let r = self.hot.execute(r).await?;
-        Ok(r.rows_affected() == 1)
+    async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error> {
+        let names: Vec<&str> = batch.iter().map(|r| r.name.as_str()).collect();
+        let owners: Vec<&str> = batch.iter().map(|r| r.owner.as_str()).collect();
+        let tokens: Vec<i64> = batch.iter().map(|r| r.token).collect();
+        let ttls: Vec<i64> = batch.iter().map(|r| millis(r.ttl)).collect();
+        let q = sqlx::query(AssertSqlSafe(self.sql.renew_batch.as_str()))
+            .bind(names)
+            .bind(owners)
+            .bind(tokens)
+            .bind(ttls);
+        let returned = self.hot.fetch_all(q).await?;
+        let returned = returned
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<Result<Vec<(String, String)>, sqlx::Error>>()?;
+        Ok(renewed(batch, &returned))
     }
 
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {

@@ -33,12 +33,13 @@ async fn a_duplicate_take_keeps_the_token(url: &str) {
         panic!("a row already ours counts as free for us");
     };
     assert_eq!(again, first, "the token moved under its holder");
-    assert!(
-        store
-            .renew(name.as_str(), owner.as_str(), first, ttl)
-            .await
-            .unwrap()
-    );
+    let renewal = crate::store::Renewal {
+        name: name.as_str().to_owned(),
+        owner: owner.as_str().to_owned(),
+        token: first,
+        ttl,
+    };
+    assert_eq!(store.renew_batch(&[renewal]).await.unwrap(), [true]);
     assert!(
         store
             .release(name.as_str(), owner.as_str(), first)

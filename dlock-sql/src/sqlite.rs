@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::hot::Hot;
 use crate::shared::{Dialect, SharedSql};
-use crate::store::{Holder, Store, Taken};
+use crate::store::{Holder, Renewal, Store, Taken, renewed};
 
 pub(crate) struct Sqlite {
     shared: std::sync::Arc<SharedSql>,
@@ -19,7 +19,8 @@ pub(crate) struct Sqlite {
     create: String,
     take: String,
     remaining: String,
-    renew: String,
+    /// A batch renewal: the head, then `(?, ?, ?, ?)` per lock, then the tail.
+    renew_batch: (String, String),
     release: String,
     holder: String,
     held: String,
@@ -59,9 +60,13 @@ impl Sqlite {
                  RETURNING token"
             ),
             remaining: format!("SELECT expires_at - {now} FROM {table} WHERE name = ?1"),
-            renew: format!(
-                "UPDATE {table} SET expires_at = {now} + ?4
-                 WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}"
+            renew_batch: (
+                format!("UPDATE {table} SET expires_at = {now} + v.column4 FROM (VALUES "),
+                format!(
+                    ") AS v WHERE {table}.name = v.column1 AND {table}.owner = v.column2
+                       AND {table}.token = v.column3 AND {table}.expires_at > {now}
+                     RETURNING {table}.name, {table}.owner"
+                ),
             ),
             release: format!(
                 "UPDATE {table} SET owner = '', expires_at = {now}
@@ -107,20 +112,24 @@ impl Store for Sqlite {
         Ok(Taken::No(from_millis(ms)))
     }
 
-    async fn renew(
-        &self,
-        name: &str,
-        owner: &str,
-        token: i64,
-        ttl: Duration,
-    ) -> Result<bool, sqlx::Error> {
-        let r = sqlx::query(AssertSqlSafe(self.renew.as_str()))
-            .bind(name)
-            .bind(owner)
-            .bind(token)
-            .bind(millis(ttl));
-        let r = self.hot.execute(r).await?;
-        Ok(r.rows_affected() == 1)
+    async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error> {
+        let (head, tail) = &self.renew_batch;
+        let rows = vec!["(?, ?, ?, ?)"; batch.len()].join(", ");
+        // one text per batch size: not worth a prepared statement each
+        let mut q = sqlx::query(AssertSqlSafe(format!("{head}{rows}{tail}"))).persistent(false);
+        for r in batch {
+            q = q
+                .bind(&r.name)
+                .bind(&r.owner)
+                .bind(r.token)
+                .bind(millis(r.ttl));
+        }
+        let returned = self.hot.fetch_all(q).await?;
+        let returned = returned
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<Result<Vec<(String, String)>, sqlx::Error>>()?;
+        Ok(renewed(batch, &returned))
     }
 
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {

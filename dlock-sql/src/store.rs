@@ -15,6 +15,28 @@ pub(crate) enum Taken {
     No(Option<Duration>),
 }
 
+/// One held lock's renewal, sent with the others due at the same time (see
+/// [`Store::renew_batch`]).
+pub(crate) struct Renewal {
+    pub name: String,
+    pub owner: String,
+    pub token: i64,
+    pub ttl: Duration,
+}
+
+/// Which renewals of `batch` the database extended, from the `(name, owner)` pairs it
+/// returned (an owner id is unique to one acquisition, so the pair names one lease).
+pub(crate) fn renewed(batch: &[Renewal], returned: &[(String, String)]) -> Vec<bool> {
+    let returned: std::collections::HashSet<(&str, &str)> = returned
+        .iter()
+        .map(|(n, o)| (n.as_str(), o.as_str()))
+        .collect();
+    batch
+        .iter()
+        .map(|r| returned.contains(&(r.name.as_str(), r.owner.as_str())))
+        .collect()
+}
+
 /// The current holder as the database sees it.
 pub(crate) struct Holder {
     pub owner: String,
@@ -57,14 +79,9 @@ pub(crate) trait Store: SharedStore + ResultRows {
     /// Takes the row if free or expired by the database clock; its token becomes
     /// `max(token + 1, clock in µs)`.
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error>;
-    /// Extends an unexpired row that still carries this owner and token.
-    async fn renew(
-        &self,
-        name: &str,
-        owner: &str,
-        token: i64,
-        ttl: Duration,
-    ) -> Result<bool, sqlx::Error>;
+    /// Extends every row of `batch` that is unexpired and still carries its owner and
+    /// token, in one statement (MySQL: an update and a read-back); which were, in order.
+    async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error>;
     /// Expires an unexpired row that still carries this owner and token.
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error>;
     /// The unexpired holder, if any.
