@@ -95,7 +95,9 @@ if found and p == c then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, p, 0}
 end
-if p <= c or p < t or p > math.max(c + 1, t + tonumber(ARGV[5])) then
+local floor = t
+if c + 1 > floor then floor = c + 1 end
+if p <= c or p < t or p > floor + tonumber(ARGV[5]) then
   redis.call('DEL', KEYS[1])
   return {2, c, t}
 end
