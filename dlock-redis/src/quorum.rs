@@ -221,7 +221,9 @@ const AHEAD: Duration = Duration::from_secs(1);
 
 /// How far past its own next token a node takes a proposal (µs): [`AHEAD`] plus a
 /// second for clock skew between hosts. A client clock further ahead is refused and
-/// the round follows the nodes' clocks; so no token runs more than this ahead of the
-/// clocks of the nodes that granted it, and a node resting this long after a restart
-/// (see [`crate::options::DEFAULT_RESTART_DELAY`]) comes back below none of them.
+/// the round follows the nodes' clocks; so a grant runs at most this far past the
+/// counters and clocks of the nodes that give it (skewed clients in turn can push
+/// further, this much a grant), and a node resting longer after a restart (see
+/// [`crate::options::DEFAULT_RESTART_DELAY`]) comes back below the tokens of clients
+/// with true clocks.
 pub(crate) const MAX_AHEAD_MICROS: u64 = 2_000_000;

@@ -39,8 +39,10 @@ use crate::options::{CAPABILITIES, Options};
 /// *restart delay* after it starts ([`RedlockBuilder::restart_delay`], default
 /// [`crate::DEFAULT_RESTART_DELAY`]: Redlock's delayed restart): by then every lease it
 /// forgot has run out (keep the delay above your longest TTL) and the clocks of the
-/// nodes have passed every token it granted (tokens never run more than two seconds
-/// ahead of them). The assumptions left are the usual ones: clocks of the nodes within
+/// nodes have passed every token it granted (a grant runs at most two seconds past the
+/// counter or clock of each node that gave it; clients whose clocks are ahead, one
+/// after another, can carry tokens further, two seconds a grant — a limit not closed
+/// yet). The assumptions left are the usual ones: clocks of the nodes and clients within
 /// a second of each other, none stepping back.
 ///
 /// And since every node of the quorum holds the same token from the moment it grants,
