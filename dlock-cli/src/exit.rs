@@ -4,14 +4,16 @@ use std::process::ExitCode;
 
 use dlock_any::LockError;
 
-/// Bad usage: unknown flag, malformed duration or URL (clap's own code), a permit count
-/// other than the one NAME's holders use, a primitive the backend does not offer.
+/// Bad usage: unknown flag, malformed duration or URL (clap's own code), a primitive
+/// the backend does not offer.
 pub const USAGE: u8 = 2;
 /// The backend could not be reached (sysexits EX_UNAVAILABLE).
 pub const UNAVAILABLE: u8 = 69;
-/// `--wait 0` and the lock is held by someone else.
+/// `--wait 0` and the lock is held by someone else (or, for `--permits N`, by holders
+/// of another count: an idle name takes any count, a held one only its holders').
 pub const BUSY: u8 = 73;
-/// The wait ran out before the lock came free.
+/// The wait ran out before the lock came free (or before a semaphore held with another
+/// permit count went idle).
 pub const TIMEOUT: u8 = 74;
 /// The lease was lost while the command ran; the command was terminated.
 pub const LEASE_LOST: u8 = 75;
@@ -30,8 +32,8 @@ pub fn for_error(e: &LockError) -> u8 {
         LockError::InvalidName { .. }
         | LockError::InvalidArgument(_)
         | LockError::Config(_)
-        | LockError::PermitsMismatch { .. }
         | LockError::Unsupported { .. } => USAGE,
+        LockError::PermitsMismatch { .. } => BUSY,
         LockError::Timeout { .. } => TIMEOUT,
         LockError::LeaseLost { .. } => LEASE_LOST,
         LockError::HoldExpired { .. } => MAX_HOLD,
@@ -84,6 +86,25 @@ pub fn wait_failed(
         return ExitCode::from(how.code.unwrap_or(TIMEOUT));
     }
     fail(e)
+}
+
+/// A semaphore held with another permit count than this run's: [`BUSY`] under
+/// `--wait 0`, [`TIMEOUT`] when a wait for the name to go idle ran out — like any
+/// other run that did not get its lock, `-q` and `--busy-exit` apply.
+pub fn other_count(e: &LockError, wait: std::time::Duration, how: Skipped) -> ExitCode {
+    let (code, what) = if wait.is_zero() {
+        (BUSY, "not waiting (--wait 0)".to_owned())
+    } else {
+        let waited = dlock_any::format_duration(wait);
+        (
+            TIMEOUT,
+            format!("gave up waiting for it to go idle after {waited}"),
+        )
+    };
+    if !how.quiet {
+        eprintln!("dlock: {e}; {what}");
+    }
+    ExitCode::from(how.code.unwrap_or(code))
 }
 
 /// Prints the error and returns its exit code.

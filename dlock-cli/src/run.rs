@@ -269,9 +269,11 @@ async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<Mul
         Ok(held) => return Ok(held),
         Err(e) => e,
     };
-    // a busy name under --wait 0 is named by its Timeout (no wait, no hook call)
+    // a busy name under --wait 0 is named by its error (no wait, no hook call)
     let failed = match &e {
-        LockError::Timeout { name, .. } => names.iter().find(|n| n.as_str() == name).cloned(),
+        LockError::Timeout { name, .. } | LockError::PermitsMismatch { name, .. } => {
+            names.iter().find(|n| n.as_str() == name).cloned()
+        }
         _ => None,
     };
     let Some(name) = failed.or(current) else {
@@ -281,6 +283,7 @@ async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<Mul
         LockError::Timeout { .. } if args.wait.is_zero() => {
             exit::busy(&**backend, &name, skipped(args)).await
         }
+        LockError::PermitsMismatch { .. } => exit::other_count(&e, args.wait, skipped(args)),
         _ if args.wait.is_zero() => exit::fail(&e),
         _ => exit::wait_failed(&name, args.wait, &e, skipped(args)),
     })

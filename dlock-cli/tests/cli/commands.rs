@@ -8,7 +8,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{output, scratch, spawn, unique, wait_exit, wait_for_file};
-use crate::{BUSY, CANNOT_EXEC, USAGE};
+use crate::{BUSY, CANNOT_EXEC, TIMEOUT, USAGE};
 
 /// `status` reports holder and token, as text and JSON.
 pub(crate) fn status_reports_holder(url: &str) {
@@ -101,7 +101,7 @@ pub(crate) fn exit_codes_pass_through(url: &str) {
     );
 }
 
-/// `--permits N`: N runs at once, the N+1st busy, another N refused as a usage error;
+/// `--permits N`: N runs at once, the N+1st busy, another N busy (or timed out) too;
 /// `--shared` runs overlap and keep `--exclusive` out; `status` lists the holders.
 /// Redlock offers neither: a usage error that says so.
 pub(crate) fn permits_and_shared_runs(url: &str) {
@@ -114,7 +114,7 @@ pub(crate) fn permits_and_shared_runs(url: &str) {
     }
     let dir = scratch();
     let hold = |marker: &Path, flags: &[&str]| {
-        let script = format!("echo $DLOCK_TOKEN > {}; sleep 4", marker.display());
+        let script = format!("echo $DLOCK_TOKEN > {}; sleep 8", marker.display());
         let mut args = vec!["run"];
         args.extend_from_slice(flags);
         args.extend_from_slice(&[&name, "--", "sh", "-c", &script]);
@@ -130,12 +130,26 @@ pub(crate) fn permits_and_shared_runs(url: &str) {
         code(&["run", "--permits", "2", "--wait", "0", &name, "--", "true"]),
         Some(BUSY)
     );
+    // another count is busy while the name is held (it would hold on an idle name),
+    // and a wait that runs out on it is a timeout: both obey --busy-exit
     let out = output(
         url,
         &["run", "--permits", "3", "--wait", "0", &name, "--", "true"],
     );
-    assert_eq!(out.status.code(), Some(USAGE));
+    assert_eq!(out.status.code(), Some(BUSY));
     assert!(String::from_utf8_lossy(&out.stderr).contains("in use with 2 permits"));
+    let out = output(
+        url,
+        &["run", "--permits", "3", "--wait", "1s", &name, "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(TIMEOUT));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use with 2 permits"));
+    let skipped = ["--busy-exit", "0", "--permits", "3", &name, "--", "true"];
+    for wait in ["0", "1s"] {
+        let mut args = vec!["run", "--wait", wait];
+        args.extend_from_slice(&skipped);
+        assert_eq!(code(&args), Some(0), "--wait {wait} --busy-exit 0");
+    }
     // the plain lock of the same name is another lock
     assert_eq!(code(&["run", "--wait", "0", &name, "--", "true"]), Some(0));
     let text = String::from_utf8_lossy(&output(url, &["status", &name]).stdout).into_owned();
