@@ -90,6 +90,48 @@ fn redlock_reports_every_node_and_the_clock_spread() {
         line(&text, &format!("node {node}: server version"));
     }
     line(&text, "clock spread");
+    assert!(
+        line(&text, "restart delay").contains("warning"),
+        "off is a warning: {text}"
+    );
+}
+
+/// Nodes just started rest for the restart delay (each says how long more), and a user
+/// whose ACL denies INFO — which the delay needs — is critical: such nodes grant nothing.
+#[test]
+fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
+    let nodes: Vec<_> = (0..3)
+        .map(|_| {
+            private_redis(&[
+                "--user", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info",
+            ])
+        })
+        .collect();
+    let hosts: Vec<&str> = nodes
+        .iter()
+        .map(|(_, u)| u.trim_start_matches("redis://"))
+        .collect();
+    let hosts = hosts.join(",");
+    let (code, text) = doctor(&format!("redlock://{hosts}?restart-delay=1h"));
+    assert_eq!(code, 0, "{text}");
+    assert!(line(&text, "restart delay").contains("60m"), "{text}");
+    for node in 1..=3 {
+        let resting = line(&text, &format!("node {node}: resting"));
+        assert!(
+            resting.contains("grants nothing for 59m") || resting.contains("for 60m"),
+            "{text}"
+        );
+    }
+    let (code, text) = doctor(&format!("redlock://noinfo:pw@{hosts}"));
+    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    assert!(text.contains("ACL SETUSER <user> +info"), "{text}");
+    for node in 1..=3 {
+        let denied = line(&text, &format!("node {node}: uptime"));
+        assert!(
+            denied.contains("CRITICAL") && denied.contains("grants nothing"),
+            "{text}"
+        );
+    }
 }
 
 /// The test servers run without synchronous commits (for speed): exactly what doctor

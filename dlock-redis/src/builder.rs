@@ -141,8 +141,11 @@ impl Builder<Redlock> {
     /// [`crate::DEFAULT_RESTART_DELAY`], 60 s; `restart-delay=` in the URL; 0 to a day):
     /// Redlock's delayed restart, which keeps a node that lost its data from granting a
     /// name it granted before — or a token below one it granted — through a quorum with
-    /// nodes that missed that grant. Keep it above your longest TTL; 0 turns it off,
-    /// safe only when every node keeps its data across restarts (`appendfsync always`).
+    /// nodes that missed that grant. An acquisition with a longer TTL is refused with
+    /// [`LockError::InvalidArgument`]; 0 turns the delay off, safe only when every node
+    /// keeps its data across restarts (`appendfsync always`). The node reads its
+    /// uptime with `INFO`: a user whose ACL denies it gets [`LockError::Config`] until
+    /// it is allowed (`+info`).
     #[must_use]
     pub fn restart_delay(mut self, d: Duration) -> Self {
         match validate_restart_delay(d) {

@@ -1,9 +1,125 @@
 //! `dlock doctor` on Redis: what decides whether locking on a server is safe.
 
-use dlock_core::{Finding, LockError, clock_offset, now_ms};
+use std::time::Duration;
+
+use dlock_core::{
+    CLOCK_OFFSET_CRITICAL, CLOCK_OFFSET_WARNING, Finding, LockError, clock_offset, format_duration,
+    now_ms,
+};
 
 use crate::conn::Conn;
 use crate::node::Node;
+
+/// Redlock's findings: each node's (named `node N: …`), whether it still rests after a
+/// restart (see [`crate::DEFAULT_RESTART_DELAY`]), and how far apart the nodes' clocks
+/// are. A node that does not answer is a warning, not an error: the quorum has a margin.
+pub(crate) async fn redlock(
+    nodes: &[std::sync::Arc<Node>],
+    restart_delay: Duration,
+) -> Vec<Finding> {
+    let mut found = vec![restart_delay_finding(restart_delay)];
+    let mut offsets = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let what = format!("node {}", i + 1);
+        let each = match node.diagnose().await {
+            Ok(each) => each,
+            Err(e) => {
+                found.push(unanswered(&e, restart_delay).about(&what));
+                continue;
+            }
+        };
+        for f in each {
+            if f.check == "server clock offset" {
+                offsets.push(
+                    f.found
+                        .split(' ')
+                        .next()
+                        .and_then(|o| o.parse::<i64>().ok()),
+                );
+            }
+            if f.check == "uptime" {
+                let up = f
+                    .found
+                    .split(' ')
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok());
+                if let Some(resting) = resting(up, restart_delay) {
+                    found.push(resting.about(&what));
+                }
+            }
+            found.push(f.about(&what));
+        }
+    }
+    let offsets: Vec<i64> = offsets.into_iter().flatten().collect();
+    if let (Some(lo), Some(hi)) = (offsets.iter().min(), offsets.iter().max()) {
+        let spread = Duration::from_millis((hi - lo).unsigned_abs());
+        let found_text = format!("{} ms between the nodes' clocks", hi - lo);
+        let advice = "keep the nodes' clocks synchronised (NTP/chrony): Redlock's validity \
+                      assumes their clocks run together, and a node far off will be stepped";
+        found.push(if spread > CLOCK_OFFSET_CRITICAL {
+            Finding::critical("clock spread", found_text, advice)
+        } else if spread > CLOCK_OFFSET_WARNING {
+            Finding::warning("clock spread", found_text, advice)
+        } else {
+            Finding::info("clock spread", found_text)
+        });
+    }
+    found
+}
+
+/// The restart delay in use: off is safe only when no node loses its data.
+fn restart_delay_finding(delay: Duration) -> Finding {
+    if delay.is_zero() {
+        return Finding::warning(
+            "restart delay",
+            "off (restart-delay=0s)",
+            "a node restarted without its data can at once grant a name it granted before: \
+             keep it off only if every node runs with appendfsync always",
+        );
+    }
+    Finding::info(
+        "restart delay",
+        format!(
+            "{}: a restarted node grants nothing that long",
+            format_duration(delay)
+        ),
+    )
+}
+
+/// A node up for less than the restart delay: it grants nothing yet.
+fn resting(up_secs: Option<u64>, delay: Duration) -> Option<Finding> {
+    let up = Duration::from_secs(up_secs?);
+    let left = delay.checked_sub(up).filter(|l| !l.is_zero())?;
+    Some(Finding::warning(
+        "resting",
+        format!(
+            "up {} s, grants nothing for {} more (restart delay {})",
+            up.as_secs(),
+            format_duration(left),
+            format_duration(delay)
+        ),
+        "it started recently: until then it counts as down for the quorum",
+    ))
+}
+
+/// A node that did not answer `doctor`. Denied `INFO` with a restart delay on, it
+/// grants nothing at all: critical.
+fn unanswered(e: &LockError, delay: Duration) -> Finding {
+    let text = e.to_string();
+    if !delay.is_zero() && text.to_ascii_lowercase().contains("noperm") {
+        return Finding::critical(
+            "uptime",
+            format!("unknown, so it grants nothing ({text})"),
+            "the restart delay reads the node's uptime with INFO: allow it \
+             (ACL SETUSER <user> +info), or set restart-delay=0s if every node keeps its data",
+        );
+    }
+    Finding::warning(
+        "reachable",
+        text,
+        "a node down costs the quorum its margin: Redlock holds with a majority",
+    )
+}
 
 impl Node {
     /// What decides whether locking on this server is safe: its version, clock,
@@ -44,6 +160,10 @@ impl Node {
         found.push(Finding::info(
             "server version",
             format!("Redis {}", field("redis_version").unwrap_or("?")),
+        ));
+        found.push(Finding::info(
+            "uptime",
+            format!("{} s", field("uptime_in_seconds").unwrap_or("?")),
         ));
         let sent = now_ms();
         let (secs, micros): (i64, i64) = self

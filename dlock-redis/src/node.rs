@@ -212,6 +212,7 @@ impl Node {
                 clock: self.token(clock)?.get(),
             },
             3 => Grant::Resting(Duration::from_millis(u64::try_from(n).unwrap_or(0))),
+            4 => Grant::UptimeUnknown,
             _ => Grant::Held(u64::try_from(n).ok().map(Duration::from_millis)),
         })
     }
@@ -377,6 +378,9 @@ pub(crate) enum Grant {
     /// The node restarted less than the restart delay ago and grants nothing for this
     /// long more (see [`crate::scripts::PROPOSE`]).
     Resting(Duration),
+    /// The node could not read its uptime (`INFO` denied by its ACL), so it cannot
+    /// tell whether it rests: it grants nothing.
+    UptimeUnknown,
 }
 
 #[cfg(test)]

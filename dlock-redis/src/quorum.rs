@@ -113,7 +113,7 @@ impl Redlock {
                     async move { n.propose(&k, &o, (ttl, proposal), rest).await }
                 })
                 .await;
-            let (mut granted, mut refused, mut failures) = (0, 0, 0);
+            let (mut granted, mut refused, mut failures, mut blind) = (0, 0, 0, 0);
             let mut resting = Vec::new();
             let (mut next, mut holder_pttl, mut last_error) = (None, None::<Duration>, None);
             for r in results {
@@ -134,11 +134,18 @@ impl Redlock {
                         failures += 1;
                         resting.push(left);
                     }
+                    Ok(Grant::UptimeUnknown) => {
+                        failures += 1;
+                        blind += 1;
+                    }
                     Err(e) => {
                         failures += 1;
                         last_error = Some(e);
                     }
                 }
+            }
+            if blind > 0 {
+                last_error = Some(uptime_unknown(blind));
             }
             if let Some(left) = resting.iter().min() {
                 last_error = Some(LockError::transient(format!(
@@ -158,6 +165,10 @@ impl Redlock {
             // a refusing node kept no key of ours: only grants and unknowns to undo
             if granted + failures > 0 {
                 self.undo(keys, owner).await;
+            }
+            // a setting, not an outage: waiting would not mend it
+            if blind > self.nodes.len() - self.quorum() {
+                return Err(uptime_unknown(blind));
             }
             if failures > self.nodes.len() - self.quorum() {
                 return Err(self.quorum_unreachable(failures, last_error));
@@ -186,6 +197,15 @@ impl Redlock {
         }
         (!subs.is_empty()).then(|| Subscription::any_of(subs))
     }
+}
+
+/// The error of `n` nodes that grant nothing because they cannot read their uptime.
+fn uptime_unknown(n: usize) -> LockError {
+    LockError::Config(format!(
+        "{n} Redlock node(s) may not run INFO, which the restart delay needs to read their \
+         uptime, and grant nothing: allow it (ACL SETUSER <user> +info) or, if every node \
+         keeps its data across restarts (appendfsync always), set restart-delay=0s"
+    ))
 }
 
 /// How many proposals one acquisition round makes before it lets the caller's wait

@@ -38,7 +38,7 @@ use crate::options::{CAPABILITIES, Options};
 /// name again, or below a token already handed out. So a node grants nothing for the
 /// *restart delay* after it starts ([`RedlockBuilder::restart_delay`], default
 /// [`crate::DEFAULT_RESTART_DELAY`]: Redlock's delayed restart): by then every lease it
-/// forgot has run out (keep the delay above your longest TTL) and the clocks of the
+/// forgot has run out (a TTL longer than the delay is refused) and the clocks of the
 /// nodes have passed every token it granted (a grant runs at most two seconds past the
 /// counter or clock of each node that gave it; clients whose clocks are ahead, one
 /// after another, can carry tokens further, two seconds a grant — a limit not closed
@@ -201,48 +201,10 @@ impl Backend for Redlock {
         break_claimed(self, name).await
     }
 
-    /// Each node's findings, and how far apart the nodes' clocks are.
+    /// Each node's findings, whether it rests after a restart, and how far apart the
+    /// nodes' clocks are.
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
-        let mut found = Vec::new();
-        let mut offsets = Vec::new();
-        for (i, node) in self.nodes.iter().enumerate() {
-            let what = format!("node {}", i + 1);
-            match node.diagnose().await {
-                Ok(fs) => {
-                    for f in fs {
-                        if f.check == "server clock offset" {
-                            offsets.push(
-                                f.found
-                                    .split(' ')
-                                    .next()
-                                    .and_then(|o| o.parse::<i64>().ok()),
-                            );
-                        }
-                        found.push(f.about(&what));
-                    }
-                }
-                Err(e) => found.push(dlock_core::Finding::warning(
-                    format!("{what}: reachable"),
-                    e.to_string(),
-                    "a node down costs the quorum its margin: Redlock holds with a majority",
-                )),
-            }
-        }
-        let offsets: Vec<i64> = offsets.into_iter().flatten().collect();
-        if let (Some(lo), Some(hi)) = (offsets.iter().min(), offsets.iter().max()) {
-            let spread = std::time::Duration::from_millis((hi - lo).unsigned_abs());
-            let found_text = format!("{} ms between the nodes' clocks", hi - lo);
-            let advice = "keep the nodes' clocks synchronised (NTP/chrony): Redlock's validity \
-                          assumes their clocks run together, and a node far off will be stepped";
-            found.push(if spread > dlock_core::CLOCK_OFFSET_CRITICAL {
-                dlock_core::Finding::critical("clock spread", found_text, advice)
-            } else if spread > dlock_core::CLOCK_OFFSET_WARNING {
-                dlock_core::Finding::warning("clock spread", found_text, advice)
-            } else {
-                dlock_core::Finding::info("clock spread", found_text)
-            });
-        }
-        Ok(found)
+        Ok(crate::doctor::redlock(&self.nodes, self.opts.restart_delay).await)
     }
 
     /// The names any node has a lock key for, each inspected on every node: listed when
@@ -310,6 +272,7 @@ impl ClaimDriver for Redlock {
             let _ = waits;
             return Err(LockError::unsupported(Backend::backend_name(self), access));
         }
+        check_ttl_within_restart_delay(ttl, self.opts.restart_delay)?;
         let keys = Keys::for_acquire(&self.opts, name)?;
         let mut undo = UndoOnDrop {
             lock: self.clone(),
@@ -332,6 +295,22 @@ impl ClaimDriver for Redlock {
     }
 }
 
+/// Refuses a TTL longer than the restart delay (when there is one): a node restarted
+/// empty would rest less than a lease it forgot still runs, and could grant the name
+/// through a quorum with nodes that missed that lease.
+fn check_ttl_within_restart_delay(ttl: Duration, rest: Duration) -> Result<(), LockError> {
+    if rest.is_zero() || ttl <= rest {
+        return Ok(());
+    }
+    Err(LockError::InvalidArgument(format!(
+        "TTL {} is longer than Redlock's restart delay of {}: a node restarted without its \
+         data would grant again before such a lease ran out; raise restart-delay= (URL) or \
+         RedlockBuilder::restart_delay above your longest TTL",
+        dlock_core::format_duration(ttl),
+        dlock_core::format_duration(rest)
+    )))
+}
+
 /// Releases a round's grants on every node when the round is dropped unfinished.
 struct UndoOnDrop {
     lock: Redlock,
@@ -347,5 +326,20 @@ impl Drop for UndoOnDrop {
         }
         let (lock, keys, owner) = (self.lock.clone(), self.keys.clone(), self.owner.clone());
         dlock_core::spawn_cleanup(async move { lock.undo(&keys, &owner).await });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ttl_longer_than_the_restart_delay_is_refused() {
+        let s = Duration::from_secs;
+        assert!(check_ttl_within_restart_delay(s(60), s(60)).is_ok());
+        assert!(check_ttl_within_restart_delay(s(3600), Duration::ZERO).is_ok());
+        let e = check_ttl_within_restart_delay(s(61), s(60)).unwrap_err();
+        assert!(matches!(e, LockError::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("restart-delay="), "{e}");
     }
 }

@@ -45,7 +45,8 @@ return {1, t}
 /// ahead µs. Redlock's grant: the lock at exactly the proposed token, or nothing.
 /// Returns `{1, token, 0}` when taken, `{0, pttl, 0}` of another holder, `{2, counter,
 /// server TIME in µs}` when the proposal is refused (the client proposes again above
-/// both), or `{3, ms, 0}` while the node rests after a restart.
+/// both), `{3, ms, 0}` while the node rests after a restart, or `{4, 0, 0}` when it
+/// cannot tell how long it has been up (its ACL denies `INFO`): it grants nothing then.
 ///
 /// A node up for less than the restart delay grants nothing (Redlock's *delayed
 /// restart*): a node that comes back empty — no persistence, or an old snapshot — has
@@ -77,8 +78,12 @@ pub(crate) static PROPOSE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local rest = tonumber(ARGV[4])
 if rest > 0 then
-  local info = redis.call('INFO', 'server')
-  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or ARGV[4])
+  -- pcall: an ACL without INFO (it is @dangerous) must refuse the grant, not fail open
+  local info = redis.pcall('INFO', 'server')
+  local up = type(info) == 'string' and tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+  if not up then
+    return {4, 0, 0}
+  end
   if up < rest then
     return {3, (rest - up) * 1000, 0}
   end
@@ -174,6 +179,24 @@ mod tests {
     use super::PROPOSE;
     use crate::quorum::MAX_AHEAD_MICROS;
 
+    fn test_url() -> String {
+        dlock_conformance::required_env("DLOCK_TEST_REDIS_URL")
+    }
+
+    async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// A fresh name's lock and fence keys (one hash slot).
+    fn keys(what: &str) -> (String, String) {
+        let tag = format!("{{dlock-test:{what}-{:016x}}}", dlock_core::random_u64());
+        (format!("{tag}:lock"), format!("{tag}:fence"))
+    }
+
     async fn server_micros(c: &mut redis::aio::MultiplexedConnection) -> u64 {
         let (s, us): (u64, u64) = redis::cmd("TIME").query_async(c).await.unwrap();
         s * 1_000_000 + us
@@ -183,14 +206,8 @@ mod tests {
     /// the name's token ten years ahead.
     #[tokio::test]
     async fn a_proposal_far_ahead_of_the_server_clock_is_ignored() {
-        let url = dlock_conformance::required_env("DLOCK_TEST_REDIS_URL");
-        let mut c = redis::Client::open(url)
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        let tag = format!("{{dlock-test:proposal-{:016x}}}", dlock_core::random_u64());
-        let (lock, fence) = (format!("{tag}:lock"), format!("{tag}:fence"));
+        let mut c = connect(&test_url()).await;
+        let (lock, fence) = keys("proposal");
         let acquire = |proposal: u64| {
             let mut inv = PROPOSE.key(&lock);
             inv.key(&fence)
@@ -265,12 +282,7 @@ mod tests {
     /// restart delay granted at once.
     #[tokio::test]
     async fn a_node_up_for_less_than_the_restart_delay_grants_nothing() {
-        let url = dlock_conformance::required_env("DLOCK_TEST_REDIS_URL");
-        let mut c = redis::Client::open(url)
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut c = connect(&test_url()).await;
         let info: String = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut c)
@@ -283,8 +295,7 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let tag = format!("{{dlock-test:resting-{:016x}}}", dlock_core::random_u64());
-        let (lock, fence) = (format!("{tag}:lock"), format!("{tag}:fence"));
+        let (lock, fence) = keys("resting");
         let propose = |delay: u64, proposal: u64| {
             let mut inv = PROPOSE.key(&lock);
             inv.key(&fence)
@@ -329,6 +340,57 @@ mod tests {
         let _: () = redis::cmd("DEL")
             .arg(&fence)
             .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+
+    /// Fails on a script that reads the uptime with `redis.call` (every acquisition of
+    /// such a user errs with NOPERM) or grants when it cannot read it (`or ARGV[4]`,
+    /// failing open): a user whose ACL denies `INFO` is refused (answer 4) and nothing
+    /// is written, and granted when the restart delay is off.
+    #[tokio::test]
+    async fn a_node_that_cannot_read_its_uptime_grants_nothing() {
+        let url = test_url();
+        let mut admin = connect(&url).await;
+        let user = format!("dlock-test-noinfo-{:016x}", dlock_core::random_u64());
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", &user, "on", ">pw", "~*", "&*", "+@all", "-info"])
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let as_user = url.replacen("redis://", &format!("redis://{user}:pw@"), 1);
+        let mut c = connect(&as_user).await;
+        let (lock, fence) = keys("noinfo");
+        for (delay, answer) in [(60, 4), (0, 1)] {
+            let proposal = server_micros(&mut c).await + 1_000_000;
+            let mut inv = PROPOSE.key(&lock);
+            inv.key(&fence)
+                .arg("owner-1")
+                .arg(10_000)
+                .arg(proposal)
+                .arg(delay)
+                .arg(MAX_AHEAD_MICROS);
+            let (got, _, _): (i64, u64, u64) = inv.invoke_async(&mut c).await.unwrap();
+            assert_eq!(got, answer, "restart delay {delay} s");
+            if delay > 0 {
+                let exists: i64 = redis::cmd("EXISTS")
+                    .arg(&lock)
+                    .arg(&fence)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                assert_eq!(exists, 0, "a refused grant writes nothing");
+            }
+        }
+        let _: () = redis::cmd("DEL")
+            .arg(&lock)
+            .arg(&fence)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("ACL")
+            .arg(&["DELUSER", &user])
+            .query_async(&mut admin)
             .await
             .unwrap();
     }

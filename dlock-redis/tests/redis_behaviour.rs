@@ -296,3 +296,52 @@ async fn a_dropped_redlock_acquire_leaves_nothing_held() {
     let l = observer.try_acquire(&n, LONG).await.unwrap().expect("free");
     assert!(observer.release(&l).await.unwrap());
 }
+
+/// Redlock's restart delay reads each node's uptime with `INFO`. A user whose ACL
+/// denies it gets a configuration error that says what to allow — at once, not after
+/// a wait — and no grant (the old script errored with NOPERM on every acquisition).
+#[tokio::test]
+async fn redlock_nodes_that_deny_info_refuse_with_a_config_error() {
+    let user = format!("dlock-test-noinfo-{:016x}", random_u64());
+    let mut urls = Vec::new();
+    for url in common::redlock_urls() {
+        let mut admin = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", &user, "on", ">pw", "~*", "&*", "+@all", "-info"])
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        urls.push(url.replacen("redis://", &format!("redis://{user}:pw@"), 1));
+    }
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let lock = Redlock::builder(&urls)
+        .timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    let n = name("noinfo");
+    let started = Instant::now();
+    let r = lock.acquire(&n, Duration::from_secs(5), LONG).await;
+    assert!(
+        matches!(&r, Err(LockError::Config(m)) if m.contains("+info") && m.contains("restart-delay=0s")),
+        "{r:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "not a wait");
+    assert_eq!(lock.inspect(&n).await.unwrap(), None, "nothing granted");
+    for url in common::redlock_urls() {
+        let mut admin = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("ACL")
+            .arg(&["DELUSER", &user])
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+}

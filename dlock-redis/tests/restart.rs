@@ -63,7 +63,7 @@ async fn single_redis_restart_mid_hold() {
     assert!(lock.release(&after).await.unwrap());
 }
 
-/// Redlock keeps granting with 2 of 5 nodes killed, refuses with 3, and when they
+/// Redlock refuses a TTL longer than its restart delay, keeps granting with 2 of 5 nodes killed, refuses with 3, and when they
 /// return (empty: no persistence) grants nothing through them until their restart delay
 /// has passed (Redlock's delayed restart: a quorum of 3 forgetful nodes would have
 /// granted at once), then recovers; its tokens increase throughout.
@@ -78,7 +78,14 @@ async fn redlock_nodes_killed_and_restarted() {
         .await
         .unwrap();
     let n = LockName::new(&format!("restart/redlock/{:016x}", random_u64())).unwrap();
-    let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    // a lease the delay would not outlast is refused: a node restarted empty must not
+    // grant the name again while a lease it forgot still runs
+    let r = lock.try_acquire(&n, REST + Duration::from_secs(1)).await;
+    assert!(
+        matches!(&r, Err(LockError::InvalidArgument(m)) if m.contains("restart delay")),
+        "{r:?}"
+    );
+    let first = lock.try_acquire(&n, REST).await.unwrap().unwrap();
     let mut last = first.token();
     assert!(lock.release(&first).await.unwrap());
     let take = |lock: &dlock_redis::Redlock| {
@@ -86,7 +93,7 @@ async fn redlock_nodes_killed_and_restarted() {
         async move {
             let end = Instant::now() + Duration::from_secs(10);
             loop {
-                match lock.acquire(&n, LONG, Duration::from_secs(2)).await {
+                match lock.acquire(&n, REST, Duration::from_secs(2)).await {
                     Ok(l) => return l,
                     Err(e) => assert!(Instant::now() < end, "{e}"),
                 }
@@ -101,14 +108,14 @@ async fn redlock_nodes_killed_and_restarted() {
     assert!(lock.release(&l).await.unwrap());
 
     services_ctl("kill", &["redis-r3"]).await;
-    let r = lock.try_acquire(&n, LONG).await;
+    let r = lock.try_acquire(&n, REST).await;
     assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
 
     services_ctl("start", &["redis-r1", "redis-r2", "redis-r3"]).await;
     let back = Instant::now();
     let mut said_why = false;
     let l = loop {
-        match lock.try_acquire(&n, LONG).await {
+        match lock.try_acquire(&n, REST).await {
             Ok(Some(l)) => break l,
             Ok(None) => panic!("nobody holds {n}"),
             // connections come back first, then the nodes rest
