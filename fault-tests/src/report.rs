@@ -20,6 +20,37 @@ pub struct Row {
     pub not_applied: u32,
 }
 
+/// A paused writer's runs ([`crate::Nemesis::PauseWriter`]): in how many the fence
+/// that refused its stale write had been raised by a later reader alone.
+#[derive(Clone, Debug, Default)]
+pub struct WriterRow {
+    /// Backend label.
+    pub backend: String,
+    /// Fault label (with "(unfenced)").
+    pub nemesis: String,
+    /// Runs made.
+    pub runs: u32,
+    /// Runs whose stale write was refused before any later writer had read or written
+    /// above its token: the reader's read raised the fence that refused it.
+    pub refused_by_reader_alone: u32,
+}
+
+/// A Markdown table of the paused writer's runs.
+#[must_use]
+pub fn writer_table(rows: &[WriterRow]) -> String {
+    let mut out = String::from(
+        "| backend | fault | runs | stale write refused by a later reader's fence alone |\n|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            r.backend, r.nemesis, r.runs, r.refused_by_reader_alone
+        );
+    }
+    out
+}
+
 fn ms(d: Duration) -> String {
     format!("{}", d.as_millis())
 }

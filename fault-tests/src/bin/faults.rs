@@ -18,7 +18,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use dlock_faults::backends::{Backend, from_env};
-use dlock_faults::report::{Row, add, clock_table, election_table, idempotency_table, table};
+use dlock_faults::report::{
+    Row, WriterRow, add, clock_table, election_table, idempotency_table, table, writer_table,
+};
 use dlock_faults::run::{Plan, run};
 use dlock_faults::{Nemesis, Verdict, Workload};
 
@@ -59,7 +61,7 @@ async fn main() -> ExitCode {
         .map(|v| v.split(',').filter_map(Workload::parse).collect())
         .unwrap_or_else(|| vec![Workload::Mutex]);
     let mut rows = Vec::new();
-    let mut unsafe_runs = 0;
+    let mut tally = Tally::default();
     let only: Vec<String> = std::env::args()
         .skip_while(|a| a != "--only")
         .nth(1)
@@ -93,7 +95,7 @@ async fn main() -> ExitCode {
                 .chain([(Nemesis::ClientClockVerySlow, false)]);
             for (nemesis, fenced) in cases.filter(|(n, _)| picked(n.label())) {
                 let plan = plan(fenced, Workload::Mutex);
-                let row = run_row(&plan, &backend, nemesis, runs, &mut unsafe_runs).await;
+                let row = run_row(&plan, &backend, nemesis, runs, &mut tally).await;
                 clock_rows.push((row, fenced && backend.exclusion_expected(nemesis)));
             }
             continue;
@@ -130,7 +132,7 @@ async fn main() -> ExitCode {
             };
             for (nemesis, fenced) in cases.into_iter().filter(|(n, _)| picked(n.label())) {
                 let plan = plan(fenced, workload);
-                rows.push(run_row(&plan, &backend, nemesis, runs, &mut unsafe_runs).await);
+                rows.push(run_row(&plan, &backend, nemesis, runs, &mut tally).await);
             }
         }
     }
@@ -139,7 +141,7 @@ async fn main() -> ExitCode {
         if std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes()).is_err() {
             return ExitCode::FAILURE;
         }
-        return verdict(unsafe_runs);
+        return verdict(tally.unsafe_runs);
     }
     let (elections, others): (Vec<Row>, Vec<Row>) = rows
         .into_iter()
@@ -156,10 +158,23 @@ async fn main() -> ExitCode {
         report.push('\n');
         report.push_str(&idempotency_table(&once));
     }
+    if !tally.writers.is_empty() {
+        report.push('\n');
+        report.push_str(&writer_table(&tally.writers));
+    }
     if std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes()).is_err() {
         return ExitCode::FAILURE;
     }
-    verdict(unsafe_runs)
+    verdict(tally.unsafe_runs)
+}
+
+/// What the runs add up to besides their rows.
+#[derive(Default)]
+struct Tally {
+    /// Runs that broke what the backend promises under their fault, or could not be made.
+    unsafe_runs: u32,
+    /// The paused writer's rows ([`WriterRow`]).
+    writers: Vec<WriterRow>,
 }
 
 fn verdict(unsafe_runs: u32) -> ExitCode {
@@ -171,13 +186,14 @@ fn verdict(unsafe_runs: u32) -> ExitCode {
 }
 
 /// `runs` runs of `nemesis` on `backend`, summed into one row; a fenced run that broke
-/// what the backend promises under the fault counts in `unsafe_runs`.
+/// what the backend promises under the fault counts in the tally's `unsafe_runs`, and a
+/// paused writer's runs add a [`WriterRow`].
 async fn run_row(
     plan: &Plan,
     backend: &Backend,
     nemesis: Nemesis,
     runs: u32,
-    unsafe_runs: &mut u32,
+    tally: &mut Tally,
 ) -> Row {
     let workload = plan.workload;
     let mut row = Row {
@@ -191,9 +207,16 @@ async fn run_row(
         recoveries: Vec::new(),
         not_applied: 0,
     };
+    let mut writer = WriterRow {
+        backend: row.backend.clone(),
+        nemesis: row.nemesis.clone(),
+        ..WriterRow::default()
+    };
     for _ in 0..runs {
         match run(plan, backend, nemesis).await {
             Ok(o) => {
+                writer.runs += 1;
+                writer.refused_by_reader_alone += u32::from(o.refused_by_reader_alone);
                 add(&mut row.verdict, &o.verdict);
                 row.recoveries.extend(o.recovery);
                 if !o.applied {
@@ -207,16 +230,19 @@ async fn run_row(
                         o.verdict,
                         o.evidence.as_deref().unwrap_or_default()
                     );
-                    *unsafe_runs += 1;
+                    tally.unsafe_runs += 1;
                 }
             }
             Err(e) => {
                 // a run that could not be made proves nothing: it fails the report
                 eprintln!("{} / {}: {e}", backend.label, nemesis.label());
-                *unsafe_runs += 1;
+                tally.unsafe_runs += 1;
             }
         }
     }
     eprintln!("{} / {}: {:?}", row.backend, row.nemesis, row.verdict);
+    if nemesis == Nemesis::PauseWriter {
+        tally.writers.push(writer);
+    }
     row
 }

@@ -8,7 +8,7 @@ use nix::sys::signal::Signal;
 use tokio::time::sleep;
 
 use super::victims::{
-    holder, mid_update, read_above, reading, victim, wait_for, writer_mid_update,
+    holder, mid_update, read_above, reading, victim, wait_for, write_above, writer_mid_update,
 };
 use super::{Plan, Worker, signal};
 use crate::backends::Backend;
@@ -17,6 +17,27 @@ use crate::nemesis::{Nemesis, leader, redis_command, services};
 use crate::replica::LaggingReplica;
 use crate::standby::Standby;
 use crate::store::FencedStore;
+
+/// Stops a worker between its read and its write (found by `find`, with its token).
+/// On a busy machine the signal can land after the write: then it is let go and
+/// another one caught, up to 20 times. Returns when it was stopped, whom, its token.
+async fn stop_mid_update(
+    workers: &[Worker],
+    store: &FencedStore,
+    mut find: impl FnMut() -> Option<(u32, u64)>,
+) -> Option<(Duration, u32, u64)> {
+    for _ in 0..20 {
+        let (v, token) = wait_for(&mut find, Duration::from_secs(5)).await?;
+        let at = store.now();
+        signal(&workers[v as usize], Signal::SIGSTOP);
+        sleep(Duration::from_millis(50)).await;
+        if reading(store, v) {
+            return Some((at, v, token));
+        }
+        signal(&workers[v as usize], Signal::SIGCONT);
+    }
+    None
+}
 
 /// Applies the fault; returns when it was applied, its victim, and whether it was.
 pub(super) async fn apply(
@@ -39,39 +60,20 @@ pub(super) async fn apply(
             (at, Some(v), true)
         }
         Nemesis::PauseHolder => {
-            // Stop a holder between its read and its write. On a busy machine the signal
-            // can land after the write; then let it go and catch another one.
-            for _ in 0..20 {
-                let Some(v) = wait_for(|| mid_update(store), Duration::from_secs(5)).await else {
-                    break;
-                };
-                let at = store.now();
-                signal(&workers[v as usize], Signal::SIGSTOP);
-                sleep(Duration::from_millis(50)).await;
-                if !reading(store, v) {
-                    signal(&workers[v as usize], Signal::SIGCONT);
-                    continue;
-                }
-                sleep(past_ttl).await;
-                signal(&workers[v as usize], Signal::SIGCONT);
-                return (at, Some(v), true);
-            }
-            (store.now(), None, false)
+            let mid = || mid_update(store).map(|w| (w, 0));
+            let Some((at, v, _)) = stop_mid_update(workers, store, mid).await else {
+                return (store.now(), None, false);
+            };
+            sleep(past_ttl).await;
+            signal(&workers[v as usize], Signal::SIGCONT);
+            (at, Some(v), true)
         }
         Nemesis::PauseWriter => {
-            for _ in 0..20 {
-                let Some((v, token)) =
-                    wait_for(|| writer_mid_update(store), Duration::from_secs(5)).await
-                else {
+            for _ in 0..5 {
+                let mid = || writer_mid_update(store);
+                let Some((at, v, token)) = stop_mid_update(workers, store, mid).await else {
                     break;
                 };
-                let at = store.now();
-                signal(&workers[v as usize], Signal::SIGSTOP);
-                sleep(Duration::from_millis(50)).await;
-                if !reading(store, v) {
-                    signal(&workers[v as usize], Signal::SIGCONT);
-                    continue;
-                }
                 sleep(past_ttl).await;
                 let read = wait_for(
                     || read_above(store, token, at).then_some(()),
@@ -79,8 +81,14 @@ pub(super) async fn apply(
                 )
                 .await
                 .is_some();
+                // resumed at once, so its stale write meets the fence the reader raised
+                // (the runs' only writer is the paused one: checked all the same, as a
+                // later writer's write would have raised the fence first)
+                let isolated = !write_above(store, token, at);
                 signal(&workers[v as usize], Signal::SIGCONT);
-                return (at, Some(v), read);
+                if read && isolated {
+                    return (at, Some(v), true);
+                }
             }
             (store.now(), None, false)
         }

@@ -67,6 +67,9 @@ pub struct Outcome {
     /// For a run that broke what the backend promises under the fault: what the
     /// checker saw ([`crate::evidence::describe`]).
     pub evidence: Option<String>,
+    /// [`Nemesis::PauseWriter`]: the paused writer's stale write was refused by a
+    /// fence only a later reader had raised (no later writer's read or write first).
+    pub refused_by_reader_alone: bool,
 }
 
 struct Worker {
@@ -118,6 +121,11 @@ async fn spawn_worker(
     let mut cmd = Command::new(&plan.worker);
     if nemesis.client_clock_step().is_some() || nemesis.server_clock_step().is_some() {
         cmd.env("DLOCK_FAULTS_POLL_MS", "10");
+    }
+    if nemesis == Nemesis::PauseWriter {
+        // one writer among readers: no other writer can raise the fence while it is
+        // paused, so the fence that refuses its stale write is a reader's
+        cmd.env("DLOCK_FAULTS_SOLE_WRITER", "0");
     }
     if let Some(clock) = clock.filter(|_| nemesis.server_clock_step().is_none()) {
         let rate = nemesis.client_clock_rate();
@@ -251,12 +259,15 @@ pub async fn run(plan: &Plan, backend: &Backend, nemesis: Nemesis) -> std::io::R
     };
     let evidence = (!verdict.safe_if(backend.exclusion_expected(nemesis)))
         .then(|| describe(&log, plan.workload, fault_at, victim, wall_clock_moved));
+    let refused_by_reader_alone = nemesis == Nemesis::PauseWriter
+        && victim.is_some_and(|v| victims::refused_by_reader_alone(&log, fault_at, v));
     Ok(Outcome {
         verdict,
         recovery,
         applied,
         wall_clock_moved,
         evidence,
+        refused_by_reader_alone,
     })
 }
 

@@ -79,6 +79,49 @@ pub(super) fn read_above(store: &FencedStore, token: u64, since: Duration) -> bo
     false
 }
 
+/// Whether a write under a token above `token` was accepted after `since`: a writer
+/// that raised the fence, so a stale write refused afterwards says nothing about the
+/// readers'.
+pub(super) fn write_above(store: &FencedStore, token: u64, since: Duration) -> bool {
+    store
+        .log()
+        .iter()
+        .any(|e| e.kind == Kind::Write && e.accepted && e.at > since && e.token > token)
+}
+
+/// Whether the paused writer `victim`'s stale write was refused by a fence only a
+/// later reader had raised: its first write after the fault refused; before it, a
+/// reader's read accepted above its token, and nothing of a later writer's (its read
+/// raises the fence too, its write surely does).
+pub(super) fn refused_by_reader_alone(log: &[Event], fault_at: Duration, victim: u32) -> bool {
+    let Some(token) = log
+        .iter()
+        .rev()
+        .find(|e| e.worker == victim && e.kind == Kind::Acquired && e.at <= fault_at)
+        .map(|e| e.token)
+    else {
+        return false;
+    };
+    let Some(stale) = log
+        .iter()
+        .find(|e| e.worker == victim && e.kind == Kind::Write && e.at > fault_at)
+    else {
+        return false;
+    };
+    let (mut access, mut read, mut written) = (std::collections::BTreeMap::new(), false, false);
+    for e in log.iter().filter(|e| e.at < stale.at) {
+        if e.kind == Kind::Acquired {
+            access.insert(e.worker, e.access);
+        } else if e.accepted && e.token > token && matches!(e.kind, Kind::Read | Kind::Write) {
+            match access.get(&e.worker) {
+                Some('r') => read = true,
+                _ => written = true,
+            }
+        }
+    }
+    !stale.accepted && read && !written
+}
+
 /// A worker that has read the counter and not yet written: the moment to pause it.
 pub(super) fn mid_update(store: &FencedStore) -> Option<u32> {
     last_steps(store)
@@ -123,4 +166,62 @@ pub(super) fn takeover(log: &[Event], fault_at: Duration, victim: Option<u32>) -
     log.iter()
         .find(|e| e.kind == Kind::Result && e.accepted && e.n == k && e.at > fault_at)
         .map(|e| e.at - fault_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ms: u64, worker: u32, kind: Kind, token: u64, accepted: bool, access: char) -> Event {
+        Event {
+            at: Duration::from_millis(ms),
+            worker,
+            kind,
+            token,
+            n: 0,
+            accepted,
+            access,
+        }
+    }
+
+    /// Writer 0 (token 5) paused at 10 ms after its read; reader 1 (token 7) reads at
+    /// 20 ms; the writer's stale write at 30 ms is refused.
+    fn paused_writer_then_reader() -> Vec<Event> {
+        vec![
+            ev(1, 0, Kind::Acquired, 5, true, 'w'),
+            ev(2, 0, Kind::Read, 5, true, ' '),
+            ev(15, 1, Kind::Acquired, 7, true, 'r'),
+            ev(20, 1, Kind::Read, 7, true, ' '),
+        ]
+    }
+
+    #[test]
+    fn the_reader_alone_refused_the_stale_write() {
+        let mut log = paused_writer_then_reader();
+        log.push(ev(30, 0, Kind::Write, 5, false, ' '));
+        assert!(refused_by_reader_alone(&log, Duration::from_millis(10), 0));
+    }
+
+    #[test]
+    fn a_later_writer_first_or_an_accepted_write_is_not_the_reader_alone() {
+        let fault = Duration::from_millis(10);
+        // accepted: the fence did not hold
+        let mut log = paused_writer_then_reader();
+        log.push(ev(30, 0, Kind::Write, 5, true, ' '));
+        assert!(!refused_by_reader_alone(&log, fault, 0));
+        // a later writer read above the token before the stale write: it raised the
+        // fence too
+        let mut log = paused_writer_then_reader();
+        log.push(ev(22, 2, Kind::Acquired, 9, true, 'w'));
+        log.push(ev(24, 2, Kind::Read, 9, true, ' '));
+        log.push(ev(30, 0, Kind::Write, 5, false, ' '));
+        assert!(!refused_by_reader_alone(&log, fault, 0));
+        // no reader read above it: nothing to credit the reader with
+        let mut log = vec![
+            ev(1, 0, Kind::Acquired, 5, true, 'w'),
+            ev(2, 0, Kind::Read, 5, true, ' '),
+        ];
+        log.push(ev(30, 0, Kind::Write, 5, false, ' '));
+        assert!(!refused_by_reader_alone(&log, fault, 0));
+    }
 }

@@ -85,6 +85,11 @@ pub(crate) async fn run_all(b: Backend) {
                     // the writer woke after a later reader had read: its write came
                     // with its old token, and the fence the reader raised refused it
                     assert!(v.fence_rejections > 0, "{label} / {what}: {v:?}");
+                    // and no later writer had raised the fence before it did
+                    assert!(
+                        o.refused_by_reader_alone,
+                        "{label} / {what}: the stale write was not refused by the reader's fence alone: {v:?}"
+                    );
                 }
             }
         }

@@ -176,10 +176,17 @@ async fn main() -> ExitCode {
         .ok()
         .and_then(|ms| ms.parse().ok())
         .map(Duration::from_millis);
+    // `DLOCK_FAULTS_SOLE_WRITER=ID`: only that read-write worker writes (every other
+    // turn), the others only read — the paused-writer fault's mix
+    let sole_writer = std::env::var("DLOCK_FAULTS_SOLE_WRITER").ok();
     loop {
         // a read-write worker reads three times in four
+        let reads_now = match &sole_writer {
+            Some(w) => w != id || dlock_any::random_u64().is_multiple_of(2),
+            None => !dlock_any::random_u64().is_multiple_of(4),
+        };
         let (lock, access) = match &reads {
-            Some(r) if !dlock_any::random_u64().is_multiple_of(4) => (r, 'r'),
+            Some(r) if reads_now => (r, 'r'),
             Some(_) => (&lock, 'w'),
             None if matches!(workload, Workload::Semaphore(_)) => (&lock, 'p'),
             None => (&lock, 'x'),
