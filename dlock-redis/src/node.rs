@@ -182,12 +182,14 @@ impl Node {
     }
 
     /// Takes the lock for `owner` at exactly the `proposal`ed token, or not at all; a
-    /// node up for less than `restart_delay` grants nothing.
+    /// node up for less than `restart_delay` grants nothing. `highest` is the highest
+    /// counter the round's nodes named so far (0 in its first proposal): the node takes
+    /// a proposal up to [`crate::quorum::MAX_AHEAD_MICROS`] past it or its own clock.
     pub(crate) async fn propose(
         &self,
         keys: &Keys,
         owner: &str,
-        (ttl, proposal): (Duration, u64),
+        (ttl, proposal, highest): (Duration, u64, u64),
         restart_delay: Duration,
     ) -> Result<Grant, LockError> {
         let mut conn = self.conn.clone();
@@ -202,6 +204,7 @@ impl Node {
                     .arg(proposal)
                     .arg(restart_delay.as_secs_f64().ceil())
                     .arg(crate::quorum::MAX_AHEAD_MICROS)
+                    .arg(highest)
                     .invoke_async(&mut conn),
             )
             .await?;

@@ -104,13 +104,15 @@ impl Redlock {
     ) -> Result<Claim, LockError> {
         let sent = Instant::now();
         let mut proposal = proposed_token();
+        // the highest counter a node named: later proposals may run ahead of it
+        let mut highest = 0;
         for proposals_left in (0..PROPOSALS).rev() {
             let (k, o) = (keys.clone(), owner.as_str().to_owned());
             let rest = self.opts.restart_delay;
             let results = self
                 .on_all(move |n| {
                     let (k, o) = (k.clone(), o.clone());
-                    async move { n.propose(&k, &o, (ttl, proposal), rest).await }
+                    async move { n.propose(&k, &o, (ttl, proposal, highest), rest).await }
                 })
                 .await;
             let (mut granted, mut refused, mut failures, mut blind) = (0, 0, 0, 0);
@@ -121,6 +123,7 @@ impl Redlock {
                     Ok(Grant::Taken) => granted += 1,
                     Ok(Grant::Refused { counter, clock }) => {
                         refused += 1;
+                        highest = highest.max(counter);
                         next = next.max(Some(reproposal(counter, clock)));
                     }
                     Ok(Grant::Held(pttl)) => {
@@ -239,11 +242,12 @@ fn reproposal(counter: u64, clock: u64) -> u64 {
 /// How far ahead of a clock a proposal is made.
 const AHEAD: Duration = Duration::from_secs(1);
 
-/// How far past its own next token a node takes a proposal (µs): [`AHEAD`] plus a
-/// second for clock skew between hosts. A client clock further ahead is refused and
-/// the round follows the nodes' clocks; so a grant runs at most this far past the
-/// counters and clocks of the nodes that give it (skewed clients in turn can push
-/// further, this much a grant), and a node resting longer after a restart (see
-/// [`crate::options::DEFAULT_RESTART_DELAY`]) comes back below the tokens of clients
-/// with true clocks.
+/// How far past its clock (or the highest counter the round's nodes named) a node
+/// takes a proposal (µs): [`AHEAD`] plus a second for clock skew between hosts. A
+/// client clock further ahead is refused and the round follows what the nodes named,
+/// never the client's clock; so tokens stay within this of the nodes' clocks, however
+/// many skewed clients follow each other (the bound is not measured from a node's own
+/// counter, which would let each carry it further), and a node resting longer after a
+/// restart (see [`crate::options::DEFAULT_RESTART_DELAY`]) comes back below the tokens
+/// of clients with true clocks.
 pub(crate) const MAX_AHEAD_MICROS: u64 = 2_000_000;

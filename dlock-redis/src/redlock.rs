@@ -40,10 +40,10 @@ use crate::options::{CAPABILITIES, Options};
 /// [`crate::DEFAULT_RESTART_DELAY`]: Redlock's delayed restart): by then every lease it
 /// forgot has run out (a TTL longer than the delay is refused) and the clocks of the
 /// nodes have passed every token it granted (a grant runs at most two seconds past the
-/// counter or clock of each node that gave it; clients whose clocks are ahead, one
-/// after another, can carry tokens further, two seconds a grant — a limit not closed
-/// yet). The assumptions left are the usual ones: clocks of the nodes and clients within
-/// a second of each other, none stepping back.
+/// nodes' clocks, however many clients whose clocks are ahead follow each other: a
+/// node measures the bound from its clock, or from the highest counter the round's
+/// nodes named, never from its own counter). The assumptions left are the usual ones:
+/// the nodes' clocks within a second of each other, none stepping back.
 ///
 /// And since every node of the quorum holds the same token from the moment it grants,
 /// `inspect` (and an election's observer) reads the holder's token from any of them: no

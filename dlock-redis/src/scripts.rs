@@ -42,7 +42,7 @@ return {1, t}
 });
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token, restart delay s, how far
-/// ahead µs. Redlock's grant: the lock at exactly the proposed token, or nothing.
+/// ahead µs, the highest counter the round's nodes named (0 at first). Redlock's grant: the lock at exactly the proposed token, or nothing.
 /// Returns `{1, token, 0}` when taken, `{0, pttl, 0}` of another holder, `{2, counter,
 /// server TIME in µs}` when the proposal is refused (the client proposes again above
 /// both), `{3, ms, 0}` while the node rests after a restart, or `{4, 0, 0}` when it
@@ -61,14 +61,17 @@ return {1, t}
 /// a reader that finds the holder on a quorum of nodes reads its token from any of
 /// them: no node's counter is raised after the grants are visible.
 ///
-/// A proposal more than "how far ahead" (2 s) past the node's own next token
-/// (`max(counter + 1, clock)`) is refused too: it comes from a client whose clock is
-/// ahead (a bad RTC, a mistyped `date -s`), and taking it would carry the name's tokens
-/// that far past the nodes' clocks — where a node that missed the grant and one that
-/// lost it could make a quorum below it — and, far enough, past 2⁵³ µs (year 2255),
-/// where Lua's numbers stop counting by one. The client then proposes from the nodes'
-/// clocks. (Measured from the next token, not the clock alone, so a node whose clock
-/// stepped back below its counter still takes the counter's successor.)
+/// A proposal more than "how far ahead" (2 s) past the node's clock — or past the
+/// highest counter the round's nodes named, when that is higher — is refused too: it
+/// comes from a client whose clock is ahead (a bad RTC, a mistyped `date -s`), and
+/// taking it would carry the name's tokens that far past the nodes' clocks — where a
+/// node that missed the grant and one that lost it could make a quorum below it — and,
+/// far enough, past 2⁵³ µs (year 2255), where Lua's numbers stop counting by one. The
+/// client then proposes from what the nodes named: their counters and clocks, never
+/// its own clock. The bound is not measured from the node's own counter: a counter a
+/// skewed client carried ahead would then let the next skewed client carry it further,
+/// 2 s a grant. Counters ahead of the clocks (a node whose clock stepped back) are
+/// still passed, in the round's next proposal, above the highest one named.
 ///
 /// A key that already holds our owner id (an earlier attempt of this acquisition that
 /// committed after its reply was given up on) is taken again at the proposal. A
@@ -100,8 +103,7 @@ if found and p == c then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, p, 0}
 end
-local floor = t
-if c + 1 > floor then floor = c + 1 end
+local floor = math.max(t, tonumber(ARGV[6]))
 if p <= c or p < t or p > floor + tonumber(ARGV[5]) then
   redis.call('DEL', KEYS[1])
   return {2, c, t}
@@ -208,16 +210,7 @@ mod tests {
     async fn a_proposal_far_ahead_of_the_server_clock_is_ignored() {
         let mut c = connect(&test_url()).await;
         let (lock, fence) = keys("proposal");
-        let acquire = |proposal: u64| {
-            let mut inv = PROPOSE.key(&lock);
-            inv.key(&fence)
-                .arg("owner-1")
-                .arg(10_000)
-                .arg(proposal)
-                .arg(0)
-                .arg(MAX_AHEAD_MICROS);
-            inv
-        };
+        let acquire = |proposal: u64| propose(&lock, &fence, proposal, 0, 0);
 
         let now = server_micros(&mut c).await;
         let ten_years = 10 * 365 * 86_400 * 1_000_000_u64;
@@ -259,7 +252,7 @@ mod tests {
         assert_eq!((answer, counter), (2, proposal));
 
         // a node whose counter stands two minutes past its clock (the clock stepped
-        // back) still takes the counter's successor
+        // back) names it, and takes its successor once the round passes it on
         let ahead = server_micros(&mut c).await + 120_000_000;
         let _: () = redis::cmd("SET")
             .arg(&fence)
@@ -267,9 +260,68 @@ mod tests {
             .query_async(&mut c)
             .await
             .unwrap();
-        let (taken, next, _): (i64, u64, u64) =
+        let (answer, counter, _): (i64, u64, u64) =
             acquire(ahead + 1).invoke_async(&mut c).await.unwrap();
+        assert_eq!((answer, counter), (2, ahead), "refused, naming its counter");
+        let (taken, next, _): (i64, u64, u64) = propose(&lock, &fence, ahead + 1, 0, ahead)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
         assert_eq!((taken, next), (1, ahead + 1));
+        let _: () = redis::cmd("DEL")
+            .arg(&lock)
+            .arg(&fence)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+
+    /// PROPOSE for `owner-1` (TTL 10 s) at `proposal`, with a restart delay of `rest`
+    /// seconds and the round's highest named counter `highest`.
+    fn propose(
+        lock: &str,
+        fence: &str,
+        proposal: u64,
+        rest: u64,
+        highest: u64,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut inv = PROPOSE.key(lock);
+        inv.key(fence)
+            .arg("owner-1")
+            .arg(10_000)
+            .arg(proposal)
+            .arg(rest)
+            .arg(MAX_AHEAD_MICROS)
+            .arg(highest);
+        inv
+    }
+
+    /// Fails on a bound measured from the node's own counter: a counter a client whose
+    /// clock is ahead carried 1.9 s past the clock let the next such client take a
+    /// token 3.5 s ahead, and so on, 2 s a grant.
+    #[tokio::test]
+    async fn tokens_do_not_ratchet_ahead_of_the_clock() {
+        let mut c = connect(&test_url()).await;
+        let (lock, fence) = keys("ratchet");
+        let now = server_micros(&mut c).await;
+        let _: () = redis::cmd("SET")
+            .arg(&fence)
+            .arg(now + 1_900_000)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let (answer, counter, _): (i64, u64, u64) = propose(&lock, &fence, now + 3_500_000, 0, 0)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!((answer, counter), (2, now + 1_900_000), "refused");
+        // the round's next proposal follows the counter and clock the node named
+        let next = counter + 1;
+        let (taken, token, _): (i64, u64, u64) = propose(&lock, &fence, next, 0, counter)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!((taken, token), (1, next));
         let _: () = redis::cmd("DEL")
             .arg(&lock)
             .arg(&fence)
@@ -296,16 +348,7 @@ mod tests {
             .parse()
             .unwrap();
         let (lock, fence) = keys("resting");
-        let propose = |delay: u64, proposal: u64| {
-            let mut inv = PROPOSE.key(&lock);
-            inv.key(&fence)
-                .arg("owner-1")
-                .arg(10_000)
-                .arg(proposal)
-                .arg(delay)
-                .arg(MAX_AHEAD_MICROS);
-            inv
-        };
+        let propose = |delay: u64, proposal: u64| propose(&lock, &fence, proposal, delay, 0);
         // a delay an hour past this server's uptime: it has just "restarted"
         let proposal = server_micros(&mut c).await + 1_000_000;
         let (answer, left_ms, _): (i64, u64, u64) = propose(up + 3600, proposal)
@@ -363,14 +406,10 @@ mod tests {
         let (lock, fence) = keys("noinfo");
         for (delay, answer) in [(60, 4), (0, 1)] {
             let proposal = server_micros(&mut c).await + 1_000_000;
-            let mut inv = PROPOSE.key(&lock);
-            inv.key(&fence)
-                .arg("owner-1")
-                .arg(10_000)
-                .arg(proposal)
-                .arg(delay)
-                .arg(MAX_AHEAD_MICROS);
-            let (got, _, _): (i64, u64, u64) = inv.invoke_async(&mut c).await.unwrap();
+            let (got, _, _): (i64, u64, u64) = propose(&lock, &fence, proposal, delay, 0)
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
             assert_eq!(got, answer, "restart delay {delay} s");
             if delay > 0 {
                 let exists: i64 = redis::cmd("EXISTS")
