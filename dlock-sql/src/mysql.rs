@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::{from_millis, micros};
 use sqlx::mysql::MySqlPool;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AssertSqlSafe, Executor, Row};
 
 use crate::hot::Hot;
 use crate::shared::{Dialect, SharedSql};
@@ -74,21 +74,23 @@ impl MySql {
                    expires_at = IF({free}, GREATEST(expires_at, {now} + INTERVAL ? MICROSECOND), expires_at)"
             ),
             remaining: format!("SELECT {remaining_ms} FROM {table} WHERE name = ?"),
-            // MySQL's UPDATE returns no rows: the renewed ones are read back right after
-            // (matching and unexpired then = renewed: a row the update skipped was
-            // expired or another owner's, and stays so; a renewed one that expired in
-            // between — a TTL of milliseconds — reads as lost, the safe side)
+            // MySQL's UPDATE returns no rows: on the same connection, the renewed ones
+            // are read back by the exact expiry the update wrote (@dlock_now, set just
+            // before, + the TTL): a row the update skipped — expired, another owner's —
+            // cannot carry it. Read anywhere else (a proxy sending the SELECT to a
+            // replica), @dlock_now is NULL there and every lock reads as lost: the safe
+            // side.
             renew_batch: (
                 format!(
                     "UPDATE {table} t JOIN ({{rows}}) v
                        ON t.name = v.name AND t.owner = v.owner AND t.token = v.token
-                     SET t.expires_at = {now} + INTERVAL v.ttl MICROSECOND
-                     WHERE t.expires_at > {now}"
+                     SET t.expires_at = @dlock_now + INTERVAL v.ttl MICROSECOND
+                     WHERE t.expires_at > @dlock_now"
                 ),
                 format!(
                     "SELECT t.name, t.owner FROM {table} t JOIN ({{rows}}) v
                        ON t.name = v.name AND t.owner = v.owner AND t.token = v.token
-                     WHERE t.expires_at > {now}"
+                     WHERE t.expires_at = @dlock_now + INTERVAL v.ttl MICROSECOND"
                 ),
             ),
             release: format!(
@@ -203,12 +205,17 @@ impl Store for MySql {
     }
 
     async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error> {
+        // Padded to a power of two with rows that match nothing (no lock is named ''),
+        // so a handful of statement texts cover every batch size and stay prepared:
+        // a statement prepared for one use is closed without a reply, and that close
+        // holds the next statement back (Nagle) until the server's delayed ACK, 40 ms.
+        let padded = batch.len().next_power_of_two();
         let mut rows = String::from("SELECT ? AS name, ? AS owner, ? AS token, ? AS ttl");
-        for _ in 1..batch.len() {
+        for _ in 1..padded {
             rows.push_str(" UNION ALL SELECT ?, ?, ?, ?");
         }
         let with_rows = |sql: &str| {
-            let mut q = sqlx::query(AssertSqlSafe(sql.replace("{rows}", &rows))).persistent(false);
+            let mut q = sqlx::query(AssertSqlSafe(sql.replace("{rows}", &rows)));
             for r in batch {
                 q = q
                     .bind(r.name.as_bytes())
@@ -216,13 +223,20 @@ impl Store for MySql {
                     .bind(r.token)
                     .bind(micros(r.ttl));
             }
+            for _ in batch.len()..padded {
+                q = q.bind(&b""[..]).bind("").bind(0_i64).bind(0_i64);
+            }
             q
         };
         let (update, read_back) = &self.renew_batch;
-        // Two statements, no transaction: the update commits at once, so the renewed
-        // expiries start as late as a single renewal's would.
-        self.hot.execute(with_rows(update)).await?;
-        let returned = self.hot.fetch_all(with_rows(read_back)).await?;
+        // One connection, no transaction: the update commits at once, so the renewed
+        // expiries start as late as a single renewal's would; the read-back finds them
+        // by @dlock_now, which only this connection knows.
+        let mut conn = self.pool.acquire().await?;
+        conn.execute(sqlx::raw_sql("SET @dlock_now = UTC_TIMESTAMP(6)"))
+            .await?;
+        conn.execute(with_rows(update)).await?;
+        let returned = conn.fetch_all(with_rows(read_back)).await?;
         let returned = returned
             .iter()
             .map(|row| {
