@@ -82,6 +82,7 @@ pub async fn one_leader_at_a_time(h: &impl Harness) {
     for i in 0..clients {
         let c = h.client().await;
         let (leading, won, name) = (Arc::clone(&leading), Arc::clone(&won), name.clone());
+        let seen = Arc::clone(&observed);
         tasks.push(tokio::spawn(async move {
             let election = Election::new(c.lock(), name.as_str())
                 .expect("election")
@@ -93,7 +94,20 @@ pub async fn one_leader_at_a_time(h: &impl Harness) {
                     .await
                     .expect("campaign");
                 assert_eq!(leading.fetch_add(1, Ordering::SeqCst), 0, "two leaders");
-                won.lock().expect("poisoned").push(l.epoch());
+                let first = {
+                    let mut won = won.lock().expect("poisoned");
+                    won.push(l.epoch());
+                    won.len() == 1
+                };
+                // the first leadership lasts until the observer saw it (or 10 s): the
+                // others last 2 ms, shorter than a loaded machine's scheduling delay
+                let end = tokio::time::Instant::now() + Duration::from_secs(10);
+                while first
+                    && seen.lock().expect("poisoned").is_empty()
+                    && tokio::time::Instant::now() < end
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
                 let leader = election.leader().await.expect("leader").expect("a leader");
                 assert_eq!(leader.value.as_deref(), Some(me.as_str()));
                 assert_eq!(leader.epoch, l.epoch());
