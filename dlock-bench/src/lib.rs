@@ -38,6 +38,7 @@ mod run;
 pub mod scale;
 mod scale_runs;
 pub mod scenarios;
+pub mod scratch;
 pub mod server_requests;
 pub mod shared_runs;
 pub mod stats;

@@ -194,6 +194,9 @@ pub struct Report {
     pub distributions: Vec<Distribution>,
     /// The scenarios that failed, with their errors (the others' figures are kept).
     pub failed: Vec<(Scenario, String)>,
+    /// What the run could not remove from the server at its end, if anything
+    /// ([`crate::scratch::Scratch::clean`]).
+    pub left_behind: Option<String>,
 }
 
 /// Where a run stands, for [`crate::run_with_progress`]'s callback.

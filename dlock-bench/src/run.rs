@@ -60,7 +60,8 @@ pub async fn run_with_progress(
     progress: &(dyn Fn(Step<'_>) + Sync),
 ) -> Result<Report, LockError> {
     let url = url.to_owned();
-    let lock = dlock_any::connect(&url).await?;
+    let scratch = crate::scratch::Scratch::for_url(&url);
+    let lock = dlock_any::connect(scratch.url()).await?;
     let floor = if !args.floor {
         None
     } else {
@@ -69,6 +70,7 @@ pub async fn run_with_progress(
             .transpose()
             .map_err(floor_error)?
     };
+    let floor_described = floor.as_ref().map(|f| f.describe());
     let wants =
         |s: Scenario| (args.scenarios.is_empty() && s.by_default()) || args.scenarios.contains(&s);
     let rounds: u32 = 3;
@@ -381,13 +383,16 @@ pub async fn run_with_progress(
         .await;
         steps.end(Scenario::Scale, at, done, &figures);
     }
+    let backend = lock.backend_name();
+    drop((lock, floor));
     Ok(Report {
-        backend: lock.backend_name(),
+        backend,
         url: redact_url(&url),
-        floor: floor.as_ref().map(|f| f.describe()),
+        floor: floor_described,
         server_count,
         figures,
         distributions,
         failed: steps.failed,
+        left_behind: scratch.clean().await.err(),
     })
 }

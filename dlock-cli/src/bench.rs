@@ -60,6 +60,9 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
             if let Err(code) = crate::stdout::write(out.as_bytes()) {
                 return code;
             }
+            if let Some(left) = &report.left_behind {
+                eprintln!("dlock bench: {left}");
+            }
             if report.failed.is_empty() {
                 ExitCode::SUCCESS
             } else {
@@ -174,6 +177,7 @@ fn as_json(r: &Report) -> String {
         "url": r.url,
         "figures": figures,
         "failed": failed,
+        "left_behind": r.left_behind,
     });
     format!("{report}\n")
 }

@@ -208,6 +208,7 @@ mod tests {
                 floor: Some(vec![0.05, 0.06, 0.07]),
             }],
             failed: Vec::new(),
+            left_behind: None,
         };
         let curves = scale_curves(&report);
         assert_eq!(
