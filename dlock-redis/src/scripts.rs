@@ -175,8 +175,10 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET
     )
 });
 
+/// The scripts on a real server (`DLOCK_TEST_REDIS_URL`; `scripts/test --quick`, which
+/// starts none, skips them by this module's name).
 #[cfg(test)]
-mod tests {
+mod redis_server_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::PROPOSE;
     use crate::quorum::MAX_AHEAD_MICROS;

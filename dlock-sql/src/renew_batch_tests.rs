@@ -114,7 +114,7 @@ async fn postgres_batch_renews_exactly_the_held_leases() {
 
 #[cfg(feature = "postgres")]
 #[tokio::test]
-async fn pgbouncer_batch_renews_exactly_the_held_leases() {
+async fn postgres_through_pgbouncer_batch_renews_exactly_the_held_leases() {
     let url = required_env("DLOCK_TEST_PGBOUNCER_URL");
     let sep = if url.contains('?') { '&' } else { '?' };
     a_batch_renews_exactly_the_held_leases(&format!("{url}{sep}pooler=transaction")).await;
