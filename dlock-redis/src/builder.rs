@@ -138,7 +138,8 @@ impl Builder<RedisLock> {
 
 impl Builder<Redlock> {
     /// How long a node grants nothing after it starts (default
-    /// [`crate::DEFAULT_RESTART_DELAY`], 60 s; `restart-delay=` in the URL; 0 to a day):
+    /// [`crate::DEFAULT_RESTART_DELAY`], 60 s; `restart-delay=` in the URL; 0 for off, or
+    /// 3 s — past the 2 s a grant may run ahead of the clocks — to a day):
     /// Redlock's delayed restart, which keeps a node that lost its data from granting a
     /// name it granted before — or a token below one it granted — through a quorum with
     /// nodes that missed that grant. An acquisition with a longer TTL is refused with

@@ -25,12 +25,20 @@ pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_secs(60);
 /// The longest restart delay accepted: a day.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(24 * 3600);
 
-/// Checks a restart delay: 0 (off) to a day.
+/// The shortest restart delay accepted (other than 0, off): past how far ahead of the
+/// nodes' clocks a grant may run ([`crate::quorum::MAX_AHEAD_MICROS`], 2 s) plus a
+/// second of skew, so the other nodes' clocks pass every token a restarted node forgot.
+const MIN_RESTART_DELAY: Duration = Duration::from_secs(3);
+
+/// Checks a restart delay: 0 (off), or 3 s to a day.
 pub(crate) fn validate_restart_delay(d: Duration) -> Result<(), String> {
-    if d <= MAX_RESTART_DELAY {
+    if d.is_zero() || (MIN_RESTART_DELAY..=MAX_RESTART_DELAY).contains(&d) {
         Ok(())
     } else {
-        Err(format!("restart delay {d:?}: between 0 (off) and 1 day"))
+        Err(format!(
+            "restart delay {d:?}: 0 (off), or between 3s (past the 2 s a grant may run \
+             ahead of the nodes' clocks) and 1 day"
+        ))
     }
 }
 
@@ -201,6 +209,10 @@ mod tests {
         take_url_options("redis://h:1?restart-delay=0s", &mut o, true).unwrap();
         assert_eq!(o.restart_delay, Duration::ZERO);
         assert!(take_url_options("redis://h:1?restart-delay=2d", &mut o, true).is_err());
+        // shorter than a grant may run ahead of the clocks: a restarted node could rejoin
+        // below a token it forgot
+        assert!(take_url_options("redis://h:1?restart-delay=1s", &mut o, true).is_err());
+        take_url_options("redis://h:1?restart-delay=3s", &mut o, true).unwrap();
         let one_server = take_url_options("redis://h:1?restart-delay=9s", &mut o, false);
         assert!(
             matches!(one_server, Err(LockError::Config(_))),

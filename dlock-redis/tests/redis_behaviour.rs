@@ -345,3 +345,35 @@ async fn redlock_nodes_that_deny_info_refuse_with_a_config_error() {
             .unwrap();
     }
 }
+
+/// A renewal sets the lease's TTL as an acquisition does, so it keeps within the
+/// restart delay too: a `release_after` lingering past it is refused (it was taken, and
+/// a node restarted empty could then grant the name while the linger ran).
+#[tokio::test]
+async fn redlock_renewals_keep_within_the_restart_delay() {
+    let rest = Duration::from_secs(3);
+    let urls = common::redlock_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let lock = Redlock::builder(&urls)
+        .timeout(Duration::from_millis(300))
+        .restart_delay(rest)
+        .connect()
+        .await
+        .unwrap();
+    let n = name("linger");
+    // the shared nodes may have been restarted by another test a moment ago: they rest
+    let end = Instant::now() + Duration::from_secs(15);
+    let lease = loop {
+        match lock.try_acquire(&n, rest).await {
+            Ok(Some(l)) => break l,
+            other => assert!(Instant::now() < end, "{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let r = lock.release_after(&lease, Duration::from_secs(10)).await;
+    assert!(
+        matches!(&r, Err(LockError::InvalidArgument(m)) if m.contains("restart delay")),
+        "{r:?}"
+    );
+    assert!(lock.release(&lease).await.unwrap(), "still held, released");
+}
