@@ -15,25 +15,6 @@ use crate::report::{Distribution, Figure, Options, Report, Scenario, Step, Steps
 use crate::stats::Samples;
 use crate::{election_runs, floor, scale_runs, scenarios, server_requests, shared_runs};
 
-/// The client CPU the instrumentation (spans and metrics) adds to an acquire + release
-/// cycle, in µs: the in-memory backend with and without it, alternating rounds.
-async fn instrumentation_cost() -> Result<f64, LockError> {
-    const CYCLES: usize = 20_000;
-    let with = dlock_any::connect("memory://").await?;
-    let without = dlock_any::connect_coordination("memory://").await?;
-    let (mut with_cpu, mut without_cpu) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..3 {
-        let cpu = CpuClock::now();
-        scenarios::uncontended(&*with, CYCLES).await?;
-        with_cpu += cpu.elapsed();
-        let cpu = CpuClock::now();
-        scenarios::uncontended(&*without, CYCLES).await?;
-        without_cpu += cpu.elapsed();
-    }
-    let per_cycle = |d: Duration| d.as_secs_f64() * 1e6 / (3.0 * CYCLES as f64 * 1.1);
-    Ok((per_cycle(with_cpu) - per_cycle(without_cpu)).max(0.0))
-}
-
 /// Runs the scenarios `args` asks for against `url`, each next to its floor.
 ///
 /// # Errors
@@ -47,21 +28,37 @@ pub async fn run(url: &str, args: &Options) -> Result<Report, LockError> {
     run_with_progress(url, args, &|_| {}).await
 }
 
-/// [`run`], telling `progress` as each scenario starts and ends.
+/// [`run`], telling `progress` as each scenario starts and ends. What the run created
+/// on the server is removed at its end, failed or not ([`crate::scratch`]).
 ///
 /// # Errors
 /// As [`run`].
 ///
 /// # Cancel safety
-/// As [`run`].
+/// As [`run`]; dropped, it leaves what it created (a SQL run's table).
 pub async fn run_with_progress(
     url: &str,
     args: &Options,
     progress: &(dyn Fn(Step<'_>) + Sync),
 ) -> Result<Report, LockError> {
+    let scratch = crate::scratch::Scratch::for_url(url);
+    let ran = run_scenarios(scratch.url(), args, progress).await;
+    let left_behind = scratch.clean(args.floor).await.err();
+    ran.map(|r| Report {
+        url: redact_url(url),
+        left_behind,
+        ..r
+    })
+}
+
+/// The scenarios on `url` (the run's own, see [`crate::scratch`]).
+async fn run_scenarios(
+    url: &str,
+    args: &Options,
+    progress: &(dyn Fn(Step<'_>) + Sync),
+) -> Result<Report, LockError> {
     let url = url.to_owned();
-    let scratch = crate::scratch::Scratch::for_url(&url);
-    let lock = dlock_any::connect(scratch.url()).await?;
+    let lock = dlock_any::connect(&url).await?;
     let floor = if !args.floor {
         None
     } else {
@@ -140,7 +137,7 @@ pub async fn run_with_progress(
             // nothing else costs anything (the in-memory backend, many cycles), against
             // this backend's cycle (the same backend with and without it differ by less
             // than the noise of a few thousand cycles over the network).
-            let instrumentation_us = instrumentation_cost().await?;
+            let instrumentation_us = crate::process::instrumentation_cost().await?;
             figures.push(Figure {
                 scenario: "uncontended",
                 metric: "instrumentation µs/cycle",
@@ -393,6 +390,6 @@ pub async fn run_with_progress(
         figures,
         distributions,
         failed: steps.failed,
-        left_behind: scratch.clean().await.err(),
+        left_behind: None,
     })
 }

@@ -31,18 +31,28 @@ impl Scratch {
                 sql: None,
             };
         }
+        let (url, fragment) = url.split_once('#').map_or((url, ""), |(u, f)| (u, f));
         let query = url.split_once('?').map_or("", |(_, q)| q);
         let own_table = !query.split('&').any(|p| p.starts_with("table="));
-        let mut tables = vec!["dlock_floor".to_owned()];
+        let mut tables = Vec::new();
         let url = if own_table {
             let table = format!("dlock_bench_{:08x}", dlock_any::random_u64() & 0xffff_ffff);
             tables.push(table.clone());
             tables
                 .extend(["shared", "holders", "fences", "results"].map(|t| format!("{table}_{t}")));
-            let sep = if query.is_empty() { '?' } else { '&' };
+            let sep = match (url.contains('?'), url.ends_with(['?', '&'])) {
+                (false, _) => "?",
+                (true, true) => "",
+                (true, false) => "&",
+            };
             format!("{url}{sep}table={table}")
         } else {
             url.to_owned()
+        };
+        let url = if fragment.is_empty() {
+            url
+        } else {
+            format!("{url}#{fragment}")
         };
         let plain = plain.replacen("mariadb:", "mysql:", 1);
         Self {
@@ -57,17 +67,31 @@ impl Scratch {
         &self.url
     }
 
-    /// Drops what the run created. Call it once the run's locks are released.
+    /// Drops what the run created — with `floors`, the floors' table `dlock_floor` too
+    /// (a run with floors creates it). Call it once the run's locks are released.
+    ///
+    /// The tables are dropped over the URL without its query, as the floors connect:
+    /// where a query option decides the server or database, they may be left behind
+    /// (the run's own table has a name of its own; nothing of the user's is dropped).
     ///
     /// # Errors
     /// The database's, as text.
     ///
     /// # Cancel safety
     /// Dropping it leaves what was not dropped yet.
-    pub async fn clean(&self) -> Result<(), String> {
-        let Some((url, tables)) = &self.sql else {
+    pub async fn clean(&self, floors: bool) -> Result<(), String> {
+        let Some((url, own)) = &self.sql else {
             return Ok(());
         };
+        let mut tables = own.clone();
+        // (never a table the URL names as dlock's: that one is the user's)
+        if floors && !self.url.contains("table=dlock_floor") {
+            tables.push("dlock_floor".to_owned());
+        }
+        if tables.is_empty() {
+            return Ok(());
+        }
+        let tables = &tables;
         drop_tables(url, tables).await.map_err(|e| {
             format!(
                 "could not drop the run's tables ({}): {e}",
@@ -123,12 +147,34 @@ mod tests {
         assert!(s.url().starts_with("postgres://h/db?table=dlock_bench_"));
         let (plain, tables) = s.sql.as_ref().unwrap();
         assert_eq!(plain, "postgres://h/db");
-        assert_eq!(tables.len(), 6, "{tables:?}");
-        // a table the URL names is the user's: kept (the floors' table still goes)
+        assert_eq!(tables.len(), 5, "{tables:?}");
+        assert!(
+            tables.iter().all(|t| t.starts_with("dlock_bench_")),
+            "{tables:?}"
+        );
+        // a table the URL names is the user's: kept
         let s = Scratch::for_url("mariadb://h/db?table=mine");
         assert_eq!(s.url(), "mariadb://h/db?table=mine");
-        assert_eq!(s.sql.as_ref().unwrap().1, vec!["dlock_floor".to_owned()]);
+        assert!(s.sql.as_ref().unwrap().1.is_empty());
         assert_eq!(s.sql.as_ref().unwrap().0, "mysql://h/db");
+        // a bare `?` or a trailing `&`, and a fragment, stay well-formed
+        let s = Scratch::for_url("postgres://h/db?");
+        assert!(
+            s.url().starts_with("postgres://h/db?table=dlock_bench_"),
+            "{}",
+            s.url()
+        );
+        let s = Scratch::for_url("postgres://h/db?sslmode=require&");
+        assert!(
+            s.url()
+                .starts_with("postgres://h/db?sslmode=require&table=dlock_bench_")
+        );
+        let s = Scratch::for_url("sqlite:///x.db?mode=rwc#f");
+        assert!(
+            s.url()
+                .starts_with("sqlite:///x.db?mode=rwc&table=dlock_bench_")
+        );
+        assert!(s.url().ends_with("#f"), "{}", s.url());
         // not SQL: as given
         let s = Scratch::for_url("redis://h:6379");
         assert_eq!(s.url(), "redis://h:6379");
