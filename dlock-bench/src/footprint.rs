@@ -13,14 +13,27 @@ pub struct Snapshot {
 /// A reader of the footprint of the URL's backend.
 pub struct Footprint {
     url: String,
+    /// SQL: the lock table (`table=` in the URL, else `dlock_locks`).
+    table: String,
 }
 
 impl Footprint {
-    /// The probe for `url` (SQL: the default `dlock_locks` table).
+    /// The probe for `url` (SQL: the table the URL names, or the default `dlock_locks`;
+    /// a name that is not a plain identifier is not read).
     #[must_use]
     pub fn for_url(url: &str) -> Self {
+        let query = url.split_once('?').map_or("", |(_, q)| q);
+        let query = query.split('#').next().unwrap_or_default();
+        let table = query
+            .split('&')
+            .find_map(|p| p.strip_prefix("table="))
+            .unwrap_or("dlock_locks");
+        let plain = table
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_');
         Self {
             url: url.split('?').next().unwrap_or(url).to_owned(),
+            table: if plain { table } else { "" }.to_owned(),
         }
     }
 
@@ -48,20 +61,23 @@ impl Footprint {
             #[cfg(feature = "sqlite")]
             "sqlite" => sql::<sqlx::Sqlite>(
                 &self.url,
-                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+                &self.table,
+                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()".into(),
             )
             .await
             .unwrap_or_default(),
             #[cfg(feature = "postgres")]
             "postgres" | "postgresql" => {
-                sql::<sqlx::Postgres>(&self.url, "SELECT pg_total_relation_size('dlock_locks')")
+                let size = format!("SELECT pg_total_relation_size('{}')", self.table);
+                sql::<sqlx::Postgres>(&self.url, &self.table, size)
                     .await
                     .unwrap_or_default()
             }
             #[cfg(feature = "mysql")]
             "mysql" | "mariadb" => sql::<sqlx::MySql>(
                 &self.url.replacen("mariadb:", "mysql:", 1),
-                "SELECT CAST(0 AS SIGNED)",
+                &self.table,
+                "SELECT CAST(0 AS SIGNED)".into(),
             )
             .await
             .map(|s| Snapshot { bytes: None, ..s })
@@ -75,22 +91,29 @@ impl Footprint {
     }
 }
 
-/// Rows of `dlock_locks`, and the bytes `size_sql` reports.
+/// Rows of the lock `table` (a plain identifier: see [`Footprint::for_url`]), and the
+/// bytes `size_sql` reports.
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
-async fn sql<DB: sqlx::Database>(url: &str, size_sql: &'static str) -> Option<Snapshot>
+async fn sql<DB: sqlx::Database>(url: &str, table: &str, size_sql: String) -> Option<Snapshot>
 where
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
     i64: sqlx::Type<DB> + for<'r> sqlx::Decode<'r, DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
-    use sqlx::Connection;
+    use sqlx::{AssertSqlSafe, Connection};
+    if table.is_empty() {
+        return None;
+    }
     let mut c = DB::Connection::connect(url).await.ok()?;
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM dlock_locks")
+    let rows: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
         .fetch_one(&mut c)
         .await
         .ok()?;
-    let bytes: Option<i64> = sqlx::query_scalar(size_sql).fetch_one(&mut c).await.ok();
+    let bytes: Option<i64> = sqlx::query_scalar(AssertSqlSafe(size_sql))
+        .fetch_one(&mut c)
+        .await
+        .ok();
     let _ = c.close().await;
     Some(Snapshot {
         records: u64::try_from(rows).ok(),
@@ -148,4 +171,21 @@ async fn zookeeper(host: &str) -> Option<Snapshot> {
         records: value("zk_znode_count"),
         bytes: value("zk_approximate_data_size"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Footprint;
+
+    #[test]
+    fn the_lock_table_is_the_one_the_url_names() {
+        let table = |url: &str| Footprint::for_url(url).table;
+        assert_eq!(table("postgres://h/db"), "dlock_locks");
+        assert_eq!(
+            table("sqlite:///x.db?mode=rwc&table=dlock_bench_1a2b"),
+            "dlock_bench_1a2b"
+        );
+        // not a plain identifier: not read at all
+        assert_eq!(table("postgres://h/db?table=a;drop"), "");
+    }
 }
