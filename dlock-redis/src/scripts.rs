@@ -206,6 +206,16 @@ mod redis_server_tests {
         s * 1_000_000 + us
     }
 
+    /// How many of `keys` exist.
+    async fn existing(c: &mut redis::aio::MultiplexedConnection, keys: &[&str]) -> i64 {
+        redis::cmd("EXISTS").arg(keys).query_async(c).await.unwrap()
+    }
+
+    /// Deletes `keys`.
+    async fn delete(c: &mut redis::aio::MultiplexedConnection, keys: &[&str]) {
+        let _: () = redis::cmd("DEL").arg(keys).query_async(c).await.unwrap();
+    }
+
     /// Fails on a script that takes any proposal: a client clock ten years ahead set
     /// the name's token ten years ahead.
     #[tokio::test]
@@ -223,11 +233,7 @@ mod redis_server_tests {
             clock >= now && clock < now + 60_000_000,
             "and the server clock ({clock} µs, {now} before)"
         );
-        let exists: i64 = redis::cmd("EXISTS")
-            .arg(&lock)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        let exists = existing(&mut c, &[&lock]).await;
         assert_eq!(exists, 0, "a refused proposal leaves no lock key behind");
 
         // five seconds ahead is too far as well (a client clock a little ahead): taken,
@@ -244,11 +250,7 @@ mod redis_server_tests {
         assert_eq!((taken, next), (1, proposal));
 
         // once released, the same proposal again is at the counter: refused
-        let _: () = redis::cmd("DEL")
-            .arg(&lock)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        delete(&mut c, &[&lock]).await;
         let (answer, counter, _): (i64, u64, u64) =
             acquire(proposal).invoke_async(&mut c).await.unwrap();
         assert_eq!((answer, counter), (2, proposal));
@@ -270,12 +272,7 @@ mod redis_server_tests {
             .await
             .unwrap();
         assert_eq!((taken, next), (1, ahead + 1));
-        let _: () = redis::cmd("DEL")
-            .arg(&lock)
-            .arg(&fence)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        delete(&mut c, &[&lock, &fence]).await;
     }
 
     /// PROPOSE for `owner-1` (TTL 10 s) at `proposal`, with a restart delay of `rest`
@@ -324,12 +321,7 @@ mod redis_server_tests {
             .await
             .unwrap();
         assert_eq!((taken, token), (1, next));
-        let _: () = redis::cmd("DEL")
-            .arg(&lock)
-            .arg(&fence)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        delete(&mut c, &[&lock, &fence]).await;
     }
 
     /// Fails on a script without a delayed restart: a node up for less than the
@@ -362,12 +354,7 @@ mod redis_server_tests {
             (3_599_000..=3_601_000).contains(&left_ms),
             "and says how long it rests: {left_ms} ms"
         );
-        let exists: i64 = redis::cmd("EXISTS")
-            .arg(&lock)
-            .arg(&fence)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        let exists = existing(&mut c, &[&lock, &fence]).await;
         assert_eq!(exists, 0, "and writes nothing");
         // up longer than the delay (or no delay): granted
         assert!(up >= 1, "the test server has been up a second");
@@ -376,17 +363,9 @@ mod redis_server_tests {
             let (answer, token, _): (i64, u64, u64) =
                 propose(delay, proposal).invoke_async(&mut c).await.unwrap();
             assert_eq!((answer, token), (1, proposal), "delay {delay} s, up {up} s");
-            let _: () = redis::cmd("DEL")
-                .arg(&lock)
-                .query_async(&mut c)
-                .await
-                .unwrap();
+            delete(&mut c, &[&lock]).await;
         }
-        let _: () = redis::cmd("DEL")
-            .arg(&fence)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        delete(&mut c, &[&fence]).await;
     }
 
     /// Fails on a script that reads the uptime with `redis.call` (every acquisition of
@@ -414,21 +393,11 @@ mod redis_server_tests {
                 .unwrap();
             assert_eq!(got, answer, "restart delay {delay} s");
             if delay > 0 {
-                let exists: i64 = redis::cmd("EXISTS")
-                    .arg(&lock)
-                    .arg(&fence)
-                    .query_async(&mut c)
-                    .await
-                    .unwrap();
+                let exists = existing(&mut c, &[&lock, &fence]).await;
                 assert_eq!(exists, 0, "a refused grant writes nothing");
             }
         }
-        let _: () = redis::cmd("DEL")
-            .arg(&lock)
-            .arg(&fence)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        delete(&mut admin, &[&lock, &fence]).await;
         let _: () = redis::cmd("ACL")
             .arg(&["DELUSER", &user])
             .query_async(&mut admin)

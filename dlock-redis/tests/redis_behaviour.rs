@@ -305,16 +305,11 @@ async fn redlock_nodes_that_deny_info_refuse_with_a_config_error() {
     let user = format!("dlock-test-noinfo-{:016x}", random_u64());
     let mut urls = Vec::new();
     for url in common::redlock_urls() {
-        let mut admin = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        let _: () = redis::cmd("ACL")
-            .arg(&["SETUSER", &user, "on", ">pw", "~*", "&*", "+@all", "-info"])
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        acl(
+            &url,
+            &["SETUSER", &user, "on", ">pw", "~*", "&*", "+@all", "-info"],
+        )
+        .await;
         urls.push(url.replacen("redis://", &format!("redis://{user}:pw@"), 1));
     }
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -333,17 +328,22 @@ async fn redlock_nodes_that_deny_info_refuse_with_a_config_error() {
     assert!(started.elapsed() < Duration::from_secs(10), "not a wait");
     assert_eq!(lock.inspect(&n).await.unwrap(), None, "nothing granted");
     for url in common::redlock_urls() {
-        let mut admin = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        let _: () = redis::cmd("ACL")
-            .arg(&["DELUSER", &user])
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        acl(&url, &["DELUSER", &user]).await;
     }
+}
+
+/// `ACL args…` on the server at `url`, as its default user.
+async fn acl(url: &str, args: &[&str]) {
+    let mut admin = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(args)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
 }
 
 /// A renewal sets the lease's TTL as an acquisition does, so it keeps within the
