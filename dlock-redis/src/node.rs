@@ -11,6 +11,7 @@ use crate::conn::{Conn, manager_config};
 use crate::errors::from_redis;
 use crate::keys::Keys;
 use crate::options::Options;
+use crate::quorum::Grant;
 use crate::renewals::{self, Renewal, Renewals};
 use crate::scripts;
 use crate::wakeups::Wakeups;
@@ -367,23 +368,6 @@ fn minted_by_dlock(owner: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         && (rest.is_empty() || rest.starts_with('.'))
-}
-
-/// A node's answer to a Redlock proposal.
-pub(crate) enum Grant {
-    /// Taken at the proposed token.
-    Taken,
-    /// Held by another owner, with its time left if the node knows it.
-    Held(Option<Duration>),
-    /// The proposal was not above the node's counter, or not within its clock (µs)
-    /// and [`crate::quorum::MAX_AHEAD_MICROS`] ahead: propose again above both.
-    Refused { counter: u64, clock: u64 },
-    /// The node restarted less than the restart delay ago and grants nothing for this
-    /// long more (see [`crate::scripts::PROPOSE`]).
-    Resting(Duration),
-    /// The node could not read its uptime (`INFO` denied by its ACL), so it cannot
-    /// tell whether it rests: it grants nothing.
-    UptimeUnknown,
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::keys::Keys;
-use crate::node::{Grant, Node};
+use crate::node::Node;
 use crate::redlock::Redlock;
 
 /// Tally of one round over all nodes.
@@ -209,6 +209,23 @@ fn uptime_unknown(n: usize) -> LockError {
          uptime, and grant nothing: allow it (ACL SETUSER <user> +info) or, if every node \
          keeps its data across restarts (appendfsync always), set restart-delay=0s"
     ))
+}
+
+/// A node's answer to a Redlock proposal.
+pub(crate) enum Grant {
+    /// Taken at the proposed token.
+    Taken,
+    /// Held by another owner, with its time left if the node knows it.
+    Held(Option<Duration>),
+    /// The proposal was not above the node's counter, or not within its clock (µs)
+    /// and [`crate::quorum::MAX_AHEAD_MICROS`] ahead: propose again above both.
+    Refused { counter: u64, clock: u64 },
+    /// The node restarted less than the restart delay ago and grants nothing for this
+    /// long more (see [`crate::scripts::PROPOSE`]).
+    Resting(Duration),
+    /// The node could not read its uptime (`INFO` denied by its ACL), so it cannot
+    /// tell whether it rests: it grants nothing.
+    UptimeUnknown,
 }
 
 /// How many proposals one acquisition round makes before it lets the caller's wait
