@@ -194,6 +194,7 @@ macro_rules! conformance_suite {
             min_hold_outlives_a_crash,
             max_hold_ends_the_hold,
             try_with_lock_skips_when_busy,
+            reentrant_scope_nests_and_excludes,
             fallback_serves_an_outage,
             fallback_companion_covers_the_wait,
             tickets_carry_a_lease_between_clients,

@@ -224,7 +224,7 @@ impl LockGuard {
     /// A future that completes when the lease is lost, or the hold reached its cap
     /// (not when it is released).
     /// It does not borrow the guard, so it can race the guarded work in `select!`.
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + use<> {
         let shared = Arc::clone(&self.shared);
         async move {
             loop {

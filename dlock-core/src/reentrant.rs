@@ -1,0 +1,386 @@
+//! `Reentrant`: a scope in which taking a name the scope already holds nests, as
+//! Redisson's and Curator's reentrant locks do per thread.
+//!
+//! Plain [`LockGuard`]s stay non-reentrant on purpose. Rust has no thread identity a
+//! lock could key on (a task moves between threads, and one thread runs many tasks),
+//! and an implicit per-process key would let two unrelated tasks of one service both
+//! "hold" a name — the lost update a lock exists to prevent. madelson's
+//! DistributedLock dropped implicit reentrancy in 2.0 for the same reason. So the
+//! scope is explicit: code that calls itself under a lock passes its [`Reentrant`]
+//! along, and only holds taken through that scope (or its clones) nest.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use crate::{FencingToken, GuardState, Lease, LockError, LockGuard, LockName, Locker, ToLockName};
+
+/// A scope of reentrant holds over a [`Locker`]: the first [`Reentrant::lock`] of a
+/// name takes it from the backend; later ones in the same scope, while it is held,
+/// return nested guards that share that lease and its fencing token; the backend's
+/// lock is released when the last of them is. Across scopes — another `Reentrant`,
+/// another process — a held name excludes as usual.
+///
+/// A clone is the same scope (hand it to the tasks that should nest). When the shared
+/// lease is lost, every nested guard reports it, and a further `lock` of that name in
+/// the scope fails with [`LockError::LeaseLost`] until the guards are gone: code
+/// running under a lost lock must stop, not take the name again without noticing.
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use dlock_core::{Locker, MemoryLock, Reentrant};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), dlock_core::LockError> {
+/// let locker = Locker::new(Arc::new(MemoryLock::new())).with_ttl(Duration::from_secs(10));
+/// let scope = locker.reentrant();
+///
+/// async fn settle_account(scope: &Reentrant) -> Result<u64, dlock_core::LockError> {
+///     let guard = scope.lock("accounts/7").await?; // nests when the caller holds it
+///     let token = guard.token().get();
+///     guard.release().await?;
+///     Ok(token)
+/// }
+///
+/// let outer = scope.lock("accounts/7").await?;
+/// assert_eq!(settle_account(&scope).await?, outer.token().get()); // no self-deadlock
+/// assert!(locker.try_lock("accounts/7").await?.is_none()); // other holders still wait
+/// outer.release().await?; // the outermost release frees the name
+/// assert!(locker.try_lock("accounts/7").await?.is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Reentrant {
+    locker: Locker,
+    slots: Arc<Mutex<HashMap<LockName, Arc<Slot>>>>,
+}
+
+/// One name's place in a scope: its async mutex serialises first acquisitions, so two
+/// tasks of one scope never both go to the backend for the same name (the second
+/// would wait on the first's lease instead of nesting).
+#[derive(Default)]
+struct Slot {
+    current: tokio::sync::Mutex<Weak<Nest>>,
+}
+
+/// The shared hold behind a scope's nested guards.
+struct Nest {
+    token: FencingToken,
+    hold: Mutex<Hold>,
+}
+
+struct Hold {
+    /// `None` once the outermost guard has gone.
+    guard: Option<LockGuard>,
+    count: usize,
+}
+
+impl Locker {
+    /// A new reentrant scope over this locker's backend, TTL, wait and hold limits.
+    #[must_use]
+    pub fn reentrant(&self) -> Reentrant {
+        Reentrant {
+            locker: self.clone(),
+            slots: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+}
+
+impl Reentrant {
+    /// Takes `name`, nesting if this scope holds it, else waiting up to the locker's
+    /// wait.
+    ///
+    /// # Errors
+    /// As [`Locker::lock`]; [`LockError::LeaseLost`] (or [`LockError::HoldExpired`])
+    /// if this scope's hold of `name` has been lost and is still referenced.
+    ///
+    /// # Cancel safety
+    /// As [`Locker::lock`]; a cancelled nested acquisition changes nothing.
+    pub async fn lock(&self, name: impl ToLockName) -> Result<ReentrantGuard, LockError> {
+        self.lock_within(name, self.locker.wait_limit()).await
+    }
+
+    /// As [`Reentrant::lock`], waiting up to `wait`.
+    ///
+    /// # Errors
+    /// As [`Reentrant::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Reentrant::lock`].
+    pub async fn lock_within(
+        &self,
+        name: impl ToLockName,
+        wait: Duration,
+    ) -> Result<ReentrantGuard, LockError> {
+        let name = name.to_lock_name()?;
+        let taken = self
+            .take(&name, |locker, name| async move {
+                locker.lock_within(&name, wait).await.map(Some)
+            })
+            .await?;
+        // lock_within answers a guard or an error; never "busy"
+        taken.ok_or_else(|| LockError::Timeout {
+            name: name.to_string(),
+            waited: wait,
+        })
+    }
+
+    /// Takes `name` if this scope holds it (nesting) or it is free; `Ok(None)` when
+    /// another holder has it.
+    ///
+    /// # Errors
+    /// As [`Locker::try_lock`], and the lost-hold error of [`Reentrant::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Locker::try_lock`].
+    pub async fn try_lock(
+        &self,
+        name: impl ToLockName,
+    ) -> Result<Option<ReentrantGuard>, LockError> {
+        self.take(
+            name,
+            |locker, name| async move { locker.try_lock(&name).await },
+        )
+        .await
+    }
+
+    /// Nests into this scope's live hold of `name`, or takes it through `outer`.
+    async fn take<F, Fut>(
+        &self,
+        name: impl ToLockName,
+        outer: F,
+    ) -> Result<Option<ReentrantGuard>, LockError>
+    where
+        F: FnOnce(Locker, LockName) -> Fut,
+        Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
+    {
+        let name = name.to_lock_name()?;
+        let slot = Arc::clone(
+            self.slots
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(name.clone())
+                .or_default(),
+        );
+        let taken = self.take_in(&slot, &name, outer).await;
+        drop(slot);
+        if !matches!(taken, Ok(Some(_))) {
+            self.tidy(&name);
+        }
+        taken
+    }
+
+    async fn take_in<F, Fut>(
+        &self,
+        slot: &Slot,
+        name: &LockName,
+        outer: F,
+    ) -> Result<Option<ReentrantGuard>, LockError>
+    where
+        F: FnOnce(Locker, LockName) -> Fut,
+        Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
+    {
+        let mut current = slot.current.lock().await;
+        if let Some(nest) = current.upgrade() {
+            let mut hold = nest.hold.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(guard) = hold.guard.as_ref() {
+                if matches!(guard.state(), GuardState::Lost | GuardState::Expired) {
+                    return Err(crate::locker::ended(guard, name));
+                }
+                hold.count += 1;
+                drop(hold);
+                return Ok(Some(self.nested(nest, name)));
+            }
+        }
+        let Some(guard) = outer(self.locker.clone(), name.clone()).await? else {
+            return Ok(None);
+        };
+        let nest = Arc::new(Nest {
+            token: guard.token(),
+            hold: Mutex::new(Hold {
+                guard: Some(guard),
+                count: 1,
+            }),
+        });
+        *current = Arc::downgrade(&nest);
+        Ok(Some(self.nested(nest, name)))
+    }
+
+    fn nested(&self, nest: Arc<Nest>, name: &LockName) -> ReentrantGuard {
+        ReentrantGuard {
+            nest: Some(nest),
+            scope: self.clone(),
+            name: name.clone(),
+        }
+    }
+
+    /// Forgets `name`'s slot once no guard and no acquisition uses it (acquisitions
+    /// clone the slot under the map's mutex, so the count read here is exact).
+    fn tidy(&self, name: &LockName) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = slots.get(name)
+            && Arc::strong_count(slot) == 1
+            && slot
+                .current
+                .try_lock()
+                .is_ok_and(|current| current.strong_count() == 0)
+        {
+            slots.remove(name);
+        }
+    }
+
+    /// How many names this scope holds or is taking.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// `true` when the scope holds and is taking nothing.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One level of a [`Reentrant`] scope's hold: it shares the lease with every other
+/// guard of the same name in the scope, and the backend's lock is released when the
+/// last of them is released or dropped.
+pub struct ReentrantGuard {
+    nest: Option<Arc<Nest>>,
+    scope: Reentrant,
+    name: LockName,
+}
+
+impl ReentrantGuard {
+    fn with_guard<T>(&self, read: impl FnOnce(&LockGuard) -> T, otherwise: T) -> T {
+        let Some(nest) = &self.nest else {
+            return otherwise;
+        };
+        let hold = nest.hold.lock().unwrap_or_else(PoisonError::into_inner);
+        hold.guard.as_ref().map_or(otherwise, read)
+    }
+
+    /// The fencing token of the shared lease (the same at every level).
+    #[must_use]
+    pub fn token(&self) -> FencingToken {
+        self.nest
+            .as_ref()
+            .map_or(FencingToken::new(0), |nest| nest.token)
+    }
+
+    /// The shared lease, as last renewed.
+    #[must_use]
+    pub fn lease(&self) -> Option<Lease> {
+        self.with_guard(|g| Some(g.lease()), None)
+    }
+
+    /// The shared guard's state.
+    #[must_use]
+    pub fn state(&self) -> GuardState {
+        self.with_guard(LockGuard::state, GuardState::Released)
+    }
+
+    /// `true` while the shared lease is certainly valid ([`LockGuard::is_held`]).
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.with_guard(LockGuard::is_held, false)
+    }
+
+    /// How many guards of this scope share the hold now (1 for the outermost alone).
+    #[must_use]
+    pub fn hold_count(&self) -> usize {
+        self.nest.as_ref().map_or(0, |nest| {
+            nest.hold
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .count
+        })
+    }
+
+    /// Completes when the shared lease is lost or reaches its hold cap
+    /// ([`LockGuard::lost`]): every level sees the same loss.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + use<> {
+        let lost = self.with_guard(|g| Some(g.lost()), None);
+        async move {
+            match lost {
+                Some(lost) => lost.await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Leaves this level. The outermost release (the last guard of the name in the
+    /// scope) releases the backend's lock and returns its answer; an inner one returns
+    /// whether the shared lease is still held.
+    ///
+    /// # Errors
+    /// The backend's release error, for the last guard only.
+    ///
+    /// # Cancel safety
+    /// As [`LockGuard::release`] for the last guard; an inner release is done before
+    /// its first await.
+    pub async fn release(mut self) -> Result<bool, LockError> {
+        match self.leave() {
+            Leave::Last(guard) => {
+                let released = guard.release().await;
+                self.scope.tidy(&self.name);
+                released
+            }
+            Leave::Nested(held) => Ok(held),
+        }
+    }
+
+    /// Drops this level's count; the guard to release when it was the last.
+    fn leave(&mut self) -> Leave {
+        let Some(nest) = self.nest.take() else {
+            return Leave::Nested(false);
+        };
+        let mut hold = nest.hold.lock().unwrap_or_else(PoisonError::into_inner);
+        hold.count = hold.count.saturating_sub(1);
+        if hold.count > 0 {
+            return Leave::Nested(hold.guard.as_ref().is_some_and(LockGuard::is_held));
+        }
+        match hold.guard.take() {
+            Some(guard) => Leave::Last(guard),
+            None => Leave::Nested(false),
+        }
+    }
+}
+
+enum Leave {
+    Last(LockGuard),
+    Nested(bool),
+}
+
+impl Drop for ReentrantGuard {
+    fn drop(&mut self) {
+        if let Leave::Last(guard) = self.leave() {
+            drop(guard); // its own Drop releases in the background
+            self.scope.tidy(&self.name);
+        }
+    }
+}
+
+impl std::fmt::Debug for ReentrantGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReentrantGuard")
+            .field("name", &self.name)
+            .field("token", &self.token())
+            .field("hold_count", &self.hold_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Reentrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reentrant")
+            .field("names", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests;
