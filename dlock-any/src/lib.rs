@@ -60,6 +60,8 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
+
 use std::sync::Arc;
 
 pub use dlock_core::*;
