@@ -2,6 +2,8 @@
 
 mod driver;
 mod queue;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

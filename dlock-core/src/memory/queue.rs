@@ -97,6 +97,16 @@ impl Queue {
             token,
             expires_at: now + ttl,
         });
+        // the next waiter armed no timer while this one only waited: wake it to arm
+        // one for this lease's expiry, which nothing else would notice
+        if let Some(next) = self
+            .entries
+            .iter()
+            .skip(index + 1)
+            .find(|e| e.held.is_none())
+        {
+            next.wake.notify_one();
+        }
         Some(token)
     }
 
