@@ -189,6 +189,7 @@ macro_rules! conformance_suite {
             observe_sees_the_next_leader,
             leadership_is_lost_before_the_next_leader_wins,
             campaign_refuses_bad_values,
+            requeued_elections_survive_leader_kills,
             multi_lock_never_deadlocks,
             min_hold_blocks_after_release,
             min_hold_outlives_a_crash,

@@ -31,6 +31,7 @@
 
 mod leadership;
 mod observer;
+mod requeue;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +71,7 @@ pub struct Election {
     lock: Arc<dyn DistributedLock>,
     name: LockName,
     ttl: Duration,
+    requeue_pause: Duration,
 }
 
 impl Election {
@@ -83,6 +85,7 @@ impl Election {
             lock,
             name: name.to_lock_name()?,
             ttl: DEFAULT_TTL,
+            requeue_pause: requeue::REQUEUE_PAUSE,
         })
     }
 
