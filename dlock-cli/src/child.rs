@@ -23,6 +23,9 @@ pub struct Signals {
     quit: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
     usr2: tokio::signal::unix::Signal,
+    /// A SIGTERM, SIGINT or SIGHUP was forwarded to a command: dlock was asked to stop
+    /// (`dlock elect --requeue` then does not campaign again).
+    stop_forwarded: bool,
 }
 
 impl Signals {
@@ -34,7 +37,13 @@ impl Signals {
             quit: signal(SignalKind::quit()).ok()?,
             usr1: signal(SignalKind::user_defined1()).ok()?,
             usr2: signal(SignalKind::user_defined2()).ok()?,
+            stop_forwarded: false,
         })
+    }
+
+    /// Whether a SIGTERM, SIGINT or SIGHUP has been forwarded to a supervised command.
+    pub fn stop_was_forwarded(&self) -> bool {
+        self.stop_forwarded
     }
 
     /// The next of the six signals, while dlock waits for its lock and no command
@@ -52,6 +61,11 @@ impl Signals {
             _ = self.usr1.recv() => Signal::SIGUSR1,
             _ = self.usr2.recv() => Signal::SIGUSR2,
         }
+    }
+
+    fn forward_stop(&mut self, job: &Job, signal: Signal) {
+        self.stop_forwarded = true;
+        job.signal(signal);
     }
 
     /// The next signal that asks dlock itself to stop (SIGTERM, SIGINT, SIGHUP):
@@ -146,9 +160,9 @@ pub async fn supervise(
                 job.stop(stop_by.how == OnLost::Kill, stop_by.grace).await;
                 return Ended::Lost;
             }
-            _ = signals.term.recv() => job.signal(Signal::SIGTERM),
-            _ = signals.int.recv() => job.signal(Signal::SIGINT),
-            _ = signals.hup.recv() => job.signal(Signal::SIGHUP),
+            _ = signals.term.recv() => signals.forward_stop(&job, Signal::SIGTERM),
+            _ = signals.int.recv() => signals.forward_stop(&job, Signal::SIGINT),
+            _ = signals.hup.recv() => signals.forward_stop(&job, Signal::SIGHUP),
             _ = signals.quit.recv() => job.signal(Signal::SIGQUIT),
             _ = signals.usr1.recv() => job.signal(Signal::SIGUSR1),
             _ = signals.usr2.recv() => job.signal(Signal::SIGUSR2),

@@ -4,7 +4,8 @@ use std::convert::Infallible;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use dlock_any::{Election, Leader, ProcessHolder};
+use dlock_any::{Backoff, Election, Leader, ProcessHolder};
+use tokio::time::Instant;
 
 use crate::child::{self, Ended, Signals, Stop};
 use crate::cli::ElectArgs;
@@ -37,15 +38,59 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
         eprintln!("dlock: cannot install signal handlers");
         return ExitCode::from(exit::BACKEND);
     };
+    let mut pause = Backoff::new(REQUEUE_PAUSE, args.ttl.max(REQUEUE_PAUSE));
+    loop {
+        let started = Instant::now();
+        let over = match lead_once(&election, &value, &args, &mut signals).await {
+            Term::Over(code) => code,
+            Term::Final(code) => return code,
+        };
+        if !args.requeue || signals.stop_was_forwarded() {
+            return over;
+        }
+        if started.elapsed() >= args.ttl {
+            pause = Backoff::new(REQUEUE_PAUSE, args.ttl.max(REQUEUE_PAUSE));
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause.next_delay(None)) => {}
+            signal = signals.any() => return exit::signalled(signal),
+        }
+        if !args.quiet {
+            eprintln!("dlock: campaigning again for {}", args.name);
+        }
+    }
+}
+
+/// The first pause before `--requeue` campaigns again after a short leadership; it
+/// doubles while leaderships keep ending within a TTL, up to the TTL.
+const REQUEUE_PAUSE: Duration = Duration::from_millis(200);
+
+/// How one leadership ended.
+enum Term {
+    /// The command exited, or the leadership was lost and the command stopped: with
+    /// `--requeue`, campaign again; else exit with this code.
+    Over(ExitCode),
+    /// Exit with this code whatever `--requeue` says (a signal while standing by, an
+    /// error that retrying cannot cure).
+    Final(ExitCode),
+}
+
+/// Campaigns, then runs the command while leading.
+async fn lead_once(
+    election: &Election,
+    value: &str,
+    args: &ElectArgs,
+    signals: &mut Signals,
+) -> Term {
     let report = report_standby(election.clone(), args.quiet);
     let leadership = tokio::select! {
-        r = election.campaign(&value) => match r {
+        r = election.campaign(value) => match r {
             Ok(l) => l,
-            Err(e) => return exit::fail(&e),
+            Err(e) => return Term::Final(exit::fail(&e)),
         },
         never = report => match never {},
         // the campaign is dropped here, and its candidacy with it
-        signal = signals.any() => return exit::signalled(signal),
+        signal = signals.any() => return Term::Final(exit::signalled(signal)),
     };
     if !args.quiet {
         eprintln!(
@@ -59,7 +104,7 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
         ("DLOCK_NAME", args.name.clone()),
         ("DLOCK_EPOCH", leadership.epoch().to_string()),
         ("DLOCK_TOKEN", leadership.epoch().to_string()),
-        ("DLOCK_VALUE", value.clone()),
+        ("DLOCK_VALUE", value.to_owned()),
         ("DLOCK_OWNER", lease.owner().to_string()),
     ];
     let stop = Stop {
@@ -78,39 +123,41 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
         Err(e) => {
             eprintln!("dlock: cannot start the command's supervisor: {e}");
             let _ = leadership.resign().await;
-            return ExitCode::from(exit::CANNOT_EXEC);
+            return Term::Final(ExitCode::from(exit::CANNOT_EXEC));
         }
     };
-    match child::supervise(
+    let ended = child::supervise(
         job,
         child::Lease {
             lost: leadership.lost(),
             valid_until: || leadership.guard().lease().valid_until(),
             ttl,
         },
-        &mut signals,
+        signals,
         stop,
     )
-    .await
-    {
+    .await;
+    match ended {
         Ended::Exited(code) => {
             if let Err(e) = leadership.resign().await {
                 eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
             }
-            match code {
+            Term::Over(match code {
                 Ok(c) => ExitCode::from(c),
                 Err(e) => {
                     eprintln!("dlock: waiting for the command failed: {e}");
                     ExitCode::from(exit::BACKEND)
                 }
-            }
+            })
         }
         Ended::Lost => {
             eprintln!(
                 "dlock: leadership of {} lost; stopped the command",
                 args.name
             );
-            ExitCode::from(exit::LEASE_LOST)
+            // owner-checked: harmless when another candidate leads by now
+            let _ = leadership.resign().await;
+            Term::Over(ExitCode::from(exit::LEASE_LOST))
         }
     }
 }

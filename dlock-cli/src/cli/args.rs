@@ -168,6 +168,11 @@ pub struct ElectArgs {
     /// How long the command gets after SIGTERM before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub grace: Duration,
+    /// Stand for good: when the command exits or the leadership is lost, campaign
+    /// again and run the command again once leading (Curator's autoRequeue). Ends on
+    /// SIGTERM, SIGINT or SIGHUP.
+    #[arg(long)]
+    pub requeue: bool,
     /// Do not report the leader while standing by.
     #[arg(long, short)]
     pub quiet: bool,

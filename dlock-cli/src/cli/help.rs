@@ -149,10 +149,13 @@ others stand by (printing the current leader) and one takes over within --ttl wh
 the leader exits, crashes or is cut off. The command gets DLOCK_NAME, DLOCK_EPOCH and \
 DLOCK_TOKEN (the leadership's fencing token: strictly increasing from one leader to \
 the next), DLOCK_VALUE and DLOCK_OWNER. If the leadership is lost, the command is \
-stopped as in `dlock run`. When COMMAND exits, dlock resigns and exits with its status.
+stopped as in `dlock run`. When COMMAND exits, dlock resigns and exits with its status; \
+with --requeue it campaigns again instead, and restarts COMMAND (with the new epoch) \
+each time it leads again, until SIGTERM, SIGINT or SIGHUP.
 
 Examples:
   dlock elect --value \"$(hostname):8080\" scheduler -- ./scheduler
+  dlock elect --requeue scheduler -- ./scheduler   # stand for good
   dlock leader scheduler            # who leads now
   dlock leader --watch scheduler    # every change, one line each";
 
