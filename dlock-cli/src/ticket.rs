@@ -139,15 +139,9 @@ pub async fn renew(args: RenewArgs) -> ExitCode {
 }
 
 /// The lease renewing for `ttl` instead of the ticket's (a lease carries the TTL its
-/// renewals ask for).
+/// renewals ask for), with what the backend keeps in it (etcd: the key's own lease).
 fn with_ttl(lease: &Lease, ttl: Duration) -> Lease {
-    Lease::new(
-        lease.name().clone(),
-        lease.owner().clone(),
-        lease.token(),
-        ttl,
-        tokio::time::Instant::now(),
-    )
+    lease.renewed(ttl, tokio::time::Instant::now())
 }
 
 pub async fn release(args: TicketArgs) -> ExitCode {
