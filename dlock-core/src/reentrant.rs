@@ -14,6 +14,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::{FencingToken, GuardState, Lease, LockError, LockGuard, LockName, Locker, ToLockName};
 
 /// A scope of reentrant holds over a [`Locker`]: the first [`Reentrant::lock`] of a
@@ -61,6 +63,25 @@ pub struct Reentrant {
 #[derive(Default)]
 struct Slot {
     current: tokio::sync::Mutex<Weak<Nest>>,
+}
+
+/// How long an acquisition may wait.
+#[derive(Clone, Copy)]
+enum Patience {
+    Now,
+    Within(Duration),
+}
+
+/// Forgets a name's slot once nothing uses it, when dropped.
+struct Tidy<'a> {
+    scope: &'a Reentrant,
+    name: &'a LockName,
+}
+
+impl Drop for Tidy<'_> {
+    fn drop(&mut self) {
+        self.scope.tidy(self.name);
+    }
 }
 
 /// The shared hold behind a scope's nested guards.
@@ -113,20 +134,16 @@ impl Reentrant {
         wait: Duration,
     ) -> Result<ReentrantGuard, LockError> {
         let name = name.to_lock_name()?;
-        let taken = self
-            .take(&name, |locker, name| async move {
-                locker.lock_within(&name, wait).await.map(Some)
+        self.take(&name, Patience::Within(wait))
+            .await?
+            .ok_or_else(|| LockError::Timeout {
+                name: name.to_string(),
+                waited: wait,
             })
-            .await?;
-        // lock_within answers a guard or an error; never "busy"
-        taken.ok_or_else(|| LockError::Timeout {
-            name: name.to_string(),
-            waited: wait,
-        })
     }
 
     /// Takes `name` if this scope holds it (nesting) or it is free; `Ok(None)` when
-    /// another holder has it.
+    /// another holder has it, or another task of this scope is taking it right now.
     ///
     /// # Errors
     /// As [`Locker::try_lock`], and the lost-hold error of [`Reentrant::lock`].
@@ -137,24 +154,20 @@ impl Reentrant {
         &self,
         name: impl ToLockName,
     ) -> Result<Option<ReentrantGuard>, LockError> {
-        self.take(
-            name,
-            |locker, name| async move { locker.try_lock(&name).await },
-        )
-        .await
+        let name = name.to_lock_name()?;
+        self.take(&name, Patience::Now).await
     }
 
-    /// Nests into this scope's live hold of `name`, or takes it through `outer`.
-    async fn take<F, Fut>(
+    /// Nests into this scope's live hold of `name`, or takes it from the backend;
+    /// `None` when busy (or, `Within`, after the wait).
+    async fn take(
         &self,
-        name: impl ToLockName,
-        outer: F,
-    ) -> Result<Option<ReentrantGuard>, LockError>
-    where
-        F: FnOnce(Locker, LockName) -> Fut,
-        Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
-    {
-        let name = name.to_lock_name()?;
+        name: &LockName,
+        patience: Patience,
+    ) -> Result<Option<ReentrantGuard>, LockError> {
+        // declared first, so it runs last — after the slot below is dropped — however
+        // this ends: taken, busy, failed or cancelled
+        let _tidy = Tidy { scope: self, name };
         let slot = Arc::clone(
             self.slots
                 .lock()
@@ -162,29 +175,23 @@ impl Reentrant {
                 .entry(name.clone())
                 .or_default(),
         );
-        let taken = self.take_in(&slot, &name, outer).await;
-        drop(slot);
-        if !matches!(taken, Ok(Some(_))) {
-            self.tidy(&name);
-        }
-        taken
-    }
-
-    async fn take_in<F, Fut>(
-        &self,
-        slot: &Slot,
-        name: &LockName,
-        outer: F,
-    ) -> Result<Option<ReentrantGuard>, LockError>
-    where
-        F: FnOnce(Locker, LockName) -> Fut,
-        Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
-    {
-        let mut current = slot.current.lock().await;
+        let started = Instant::now();
+        // first acquisitions of a name in one scope go one at a time: the second nests
+        let mut current = match patience {
+            Patience::Now => match slot.current.try_lock() {
+                Ok(current) => current,
+                Err(_) => return Ok(None),
+            },
+            Patience::Within(wait) => match tokio::time::timeout(wait, slot.current.lock()).await {
+                Ok(current) => current,
+                Err(_) => return Ok(None),
+            },
+        };
         if let Some(nest) = current.upgrade() {
             let mut hold = nest.hold.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(guard) = hold.guard.as_ref() {
-                if matches!(guard.state(), GuardState::Lost | GuardState::Expired) {
+                // not only a loss the watchdog reported: a lease past valid_until too
+                if !guard.is_held() {
                     return Err(crate::locker::ended(guard, name));
                 }
                 hold.count += 1;
@@ -192,7 +199,14 @@ impl Reentrant {
                 return Ok(Some(self.nested(nest, name)));
             }
         }
-        let Some(guard) = outer(self.locker.clone(), name.clone()).await? else {
+        let guard = match patience {
+            Patience::Now => self.locker.try_lock(name).await?,
+            Patience::Within(wait) => {
+                let left = wait.saturating_sub(started.elapsed());
+                Some(self.locker.lock_within(name, left).await?)
+            }
+        };
+        let Some(guard) = guard else {
             return Ok(None);
         };
         let nest = Arc::new(Nest {
@@ -325,9 +339,11 @@ impl ReentrantGuard {
     pub async fn release(mut self) -> Result<bool, LockError> {
         match self.leave() {
             Leave::Last(guard) => {
-                let released = guard.release().await;
-                self.scope.tidy(&self.name);
-                released
+                let _tidy = Tidy {
+                    scope: &self.scope,
+                    name: &self.name,
+                };
+                guard.release().await
             }
             Leave::Nested(held) => Ok(held),
         }

@@ -96,3 +96,60 @@ async fn a_scope_that_cannot_take_a_name_keeps_no_slot() {
     assert!(scope.is_empty());
     held.release().await.expect("release");
 }
+
+#[tokio::test]
+async fn a_take_in_flight_does_not_stretch_another_tasks_wait() {
+    let backend = MemoryLock::new();
+    let locker = locker(&backend, Duration::from_secs(10));
+    let held = locker.lock("jobs/e").await.expect("held elsewhere");
+    let scope = locker.reentrant();
+    let first = {
+        let scope = scope.clone();
+        tokio::spawn(async move { scope.lock_within("jobs/e", Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await; // the first waits on the backend
+    let started = tokio::time::Instant::now();
+    assert!(scope.try_lock("jobs/e").await.expect("try").is_none());
+    let waited = scope
+        .lock_within("jobs/e", Duration::from_millis(100))
+        .await;
+    assert!(
+        matches!(waited, Err(LockError::Timeout { .. })),
+        "{waited:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "try_lock and a 100 ms wait took {:?} behind the first task's 10 s wait",
+        started.elapsed()
+    );
+    held.release().await.expect("release");
+    let first = first.await.expect("task").expect("the first gets it");
+    let nested = scope
+        .try_lock("jobs/e")
+        .await
+        .expect("try")
+        .expect("nests now");
+    assert_eq!(nested.token(), first.token());
+    nested.release().await.expect("release");
+    first.release().await.expect("release");
+    assert!(scope.is_empty());
+}
+
+#[tokio::test]
+async fn a_cancelled_take_keeps_no_slot() {
+    let backend = MemoryLock::new();
+    let locker = locker(&backend, Duration::from_secs(10));
+    let held = locker.lock("jobs/f").await.expect("held elsewhere");
+    let scope = locker.reentrant();
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        scope.lock_within("jobs/f", Duration::from_secs(10)),
+    )
+    .await;
+    assert!(cancelled.is_err(), "dropped while it waited");
+    assert!(
+        scope.is_empty(),
+        "the dropped acquisition left its slot behind"
+    );
+    held.release().await.expect("release");
+}
