@@ -116,7 +116,19 @@ impl Queue {
         let index = self.position(id)?;
         let entry = self.entries.remove(index);
         self.wake_ready(name);
+        self.rearm_from(index);
         entry
+    }
+
+    /// Wakes the first waiter at or after `index` to arm its timer again. Only the
+    /// first waiter's timer notices an expiry ahead (its look at the queue expires the
+    /// holder and wakes whoever may hold then), so it must be armed for the holders
+    /// ahead of it now: after a grant ahead of it (a lease it armed nothing for), or
+    /// when it became the first waiter because the one before it left.
+    fn rearm_from(&self, index: usize) {
+        if let Some(next) = self.entries.iter().skip(index).find(|e| e.held.is_none()) {
+            next.wake.notify_one();
+        }
     }
 
     /// The unexpired holder entry `lease` names.
