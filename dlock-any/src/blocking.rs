@@ -28,8 +28,9 @@
 //! backend's connections and every guard's renewals: connect once and clone. The
 //! calls block the calling thread; from async code use [`crate::Locker`] instead (a
 //! blocking call there would stall one of the runtime's worker threads). When the last
-//! handle of a backend is dropped, the releases of guards dropped without
-//! [`LockGuard::release`] are given up to 5 s to finish before its runtime stops.
+//! handle of a backend is dropped outside async code, the clean-ups still running in
+//! the process (the releases of guards dropped without [`LockGuard::release`]) are
+//! given up to 5 s to finish before its runtime stops.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -89,7 +90,10 @@ impl Drop for Engine {
         let Some(runtime) = self.runtime.take() else {
             return;
         };
-        if dlock_core::pending_cleanups() > 0 {
+        // Inside a runtime (the last handle dropped in async code) this thread may be
+        // the one that would run the clean-ups it waited for: do not block it.
+        let inside_a_runtime = tokio::runtime::Handle::try_current().is_ok();
+        if !inside_a_runtime && dlock_core::pending_cleanups() > 0 {
             let (tx, rx) = sync_channel(1);
             runtime.spawn(async move {
                 let _ = tx.send(dlock_core::settle(SETTLE_ON_DROP).await);

@@ -23,8 +23,9 @@ pub struct Signals {
     quit: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
     usr2: tokio::signal::unix::Signal,
-    /// A SIGTERM, SIGINT or SIGHUP was forwarded to a command: dlock was asked to stop
-    /// (`dlock elect --requeue` then does not campaign again).
+    /// A SIGTERM, SIGINT or SIGQUIT was forwarded to a command: dlock was asked to stop
+    /// (`dlock elect --requeue` then does not campaign again). Not SIGHUP: the usual
+    /// "reload" signal, forwarded to a command that goes on running.
     stop_forwarded: bool,
 }
 
@@ -41,7 +42,7 @@ impl Signals {
         })
     }
 
-    /// Whether a SIGTERM, SIGINT or SIGHUP has been forwarded to a supervised command.
+    /// Whether a SIGTERM, SIGINT or SIGQUIT has been forwarded to a supervised command.
     pub fn stop_was_forwarded(&self) -> bool {
         self.stop_forwarded
     }
@@ -60,6 +61,25 @@ impl Signals {
             _ = self.quit.recv() => Signal::SIGQUIT,
             _ = self.usr1.recv() => Signal::SIGUSR1,
             _ = self.usr2.recv() => Signal::SIGUSR2,
+        }
+    }
+
+    /// The next stop (SIGTERM, SIGINT, SIGQUIT) while a `--requeue` candidate stands
+    /// by or pauses; a SIGHUP, SIGUSR1 or SIGUSR2 then has no command to go to and is
+    /// dropped (not kept for the next command).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a stop that arrived is kept for the next call.
+    pub async fn stop_requested_standing_by(&mut self) -> Signal {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return Signal::SIGTERM,
+                _ = self.int.recv() => return Signal::SIGINT,
+                _ = self.quit.recv() => return Signal::SIGQUIT,
+                _ = self.hup.recv() => tracing::debug!("SIGHUP while standing by: no command to forward it to"),
+                _ = self.usr1.recv() => tracing::debug!("SIGUSR1 while standing by: no command to forward it to"),
+                _ = self.usr2.recv() => tracing::debug!("SIGUSR2 while standing by: no command to forward it to"),
+            }
         }
     }
 
@@ -162,8 +182,8 @@ pub async fn supervise(
             }
             _ = signals.term.recv() => signals.forward_stop(&job, Signal::SIGTERM),
             _ = signals.int.recv() => signals.forward_stop(&job, Signal::SIGINT),
-            _ = signals.hup.recv() => signals.forward_stop(&job, Signal::SIGHUP),
-            _ = signals.quit.recv() => job.signal(Signal::SIGQUIT),
+            _ = signals.hup.recv() => job.signal(Signal::SIGHUP),
+            _ = signals.quit.recv() => signals.forward_stop(&job, Signal::SIGQUIT),
             _ = signals.usr1.recv() => job.signal(Signal::SIGUSR1),
             _ = signals.usr2.recv() => job.signal(Signal::SIGUSR2),
         }

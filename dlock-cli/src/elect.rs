@@ -40,20 +40,20 @@ pub async fn elect(args: ElectArgs) -> ExitCode {
     };
     let mut pause = Backoff::new(REQUEUE_PAUSE, args.ttl.max(REQUEUE_PAUSE));
     loop {
-        let started = Instant::now();
-        let over = match lead_once(&election, &value, &args, &mut signals).await {
-            Term::Over(code) => code,
+        let (over, led_for) = match lead_once(&election, &value, &args, &mut signals).await {
+            Term::Over(code, led_for) => (code, led_for),
             Term::Final(code) => return code,
         };
         if !args.requeue || signals.stop_was_forwarded() {
             return over;
         }
-        if started.elapsed() >= args.ttl {
+        if led_for >= args.ttl {
             pause = Backoff::new(REQUEUE_PAUSE, args.ttl.max(REQUEUE_PAUSE));
         }
         tokio::select! {
+            biased;
+            signal = signals.stop_requested_standing_by() => return exit::signalled(signal),
             () = tokio::time::sleep(pause.next_delay(None)) => {}
-            signal = signals.any() => return exit::signalled(signal),
         }
         if !args.quiet {
             eprintln!("dlock: campaigning again for {}", args.name);
@@ -67,9 +67,9 @@ const REQUEUE_PAUSE: Duration = Duration::from_millis(200);
 
 /// How one leadership ended.
 enum Term {
-    /// The command exited, or the leadership was lost and the command stopped: with
-    /// `--requeue`, campaign again; else exit with this code.
-    Over(ExitCode),
+    /// The command exited, or the leadership was lost and the command stopped, after
+    /// leading this long: with `--requeue`, campaign again; else exit with this code.
+    Over(ExitCode, Duration),
     /// Exit with this code whatever `--requeue` says (a signal while standing by, an
     /// error that retrying cannot cure).
     Final(ExitCode),
@@ -84,14 +84,19 @@ async fn lead_once(
 ) -> Term {
     let report = report_standby(election.clone(), args.quiet);
     let leadership = tokio::select! {
+        // first: a stop that arrived as the campaign won must not start the command
+        biased;
+        // the campaign is dropped here, and its candidacy with it
+        signal = standing_by(signals, args.requeue) => {
+            return Term::Final(exit::signalled(signal));
+        }
         r = election.campaign(value) => match r {
             Ok(l) => l,
             Err(e) => return Term::Final(exit::fail(&e)),
         },
         never = report => match never {},
-        // the campaign is dropped here, and its candidacy with it
-        signal = signals.any() => return Term::Final(exit::signalled(signal)),
     };
+    let led_from = Instant::now();
     if !args.quiet {
         eprintln!(
             "dlock: leading {} as {value:?} (epoch {})",
@@ -142,13 +147,16 @@ async fn lead_once(
             if let Err(e) = leadership.resign().await {
                 eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
             }
-            Term::Over(match code {
-                Ok(c) => ExitCode::from(c),
+            match code {
+                // it could not be run (126: not executable, 127: not found): running
+                // it again on the next leadership would fail the same way
+                Ok(c @ (126 | 127)) => Term::Final(ExitCode::from(c)),
+                Ok(c) => Term::Over(ExitCode::from(c), led_from.elapsed()),
                 Err(e) => {
                     eprintln!("dlock: waiting for the command failed: {e}");
-                    ExitCode::from(exit::BACKEND)
+                    Term::Final(ExitCode::from(exit::BACKEND))
                 }
-            })
+            }
         }
         Ended::Lost => {
             eprintln!(
@@ -157,8 +165,20 @@ async fn lead_once(
             );
             // owner-checked: harmless when another candidate leads by now
             let _ = leadership.resign().await;
-            Term::Over(ExitCode::from(exit::LEASE_LOST))
+            Term::Over(ExitCode::from(exit::LEASE_LOST), led_from.elapsed())
         }
+    }
+}
+
+/// The signal that ends a candidate standing by: any of the six without
+/// `--requeue` (each would end dlock by default); with it only a stop (SIGTERM, SIGINT,
+/// SIGQUIT) — a SIGHUP, SIGUSR1 or SIGUSR2 meant for the command finds none to go to,
+/// and is not a reason to stop standing.
+async fn standing_by(signals: &mut Signals, requeue: bool) -> nix::sys::signal::Signal {
+    if requeue {
+        signals.stop_requested_standing_by().await
+    } else {
+        signals.any().await
     }
 }
 

@@ -42,8 +42,9 @@ fn leaderships(log: &Path, n: usize) -> Vec<(u64, String, i32)> {
 /// Two `--requeue` candidates; the leader's command is killed (`kill -9`) three times
 /// in a row. Each time its dlock resigns and campaigns again, the other leads and
 /// restarts its command, with a higher epoch: four leaderships of two candidates
-/// (without `--requeue` both would have exited after two kills). SIGTERM then ends
-/// each candidate, leading or standing by, without a new campaign.
+/// (without `--requeue` both would have exited after two kills). SIGUSR1 and SIGHUP
+/// leave a standby standing; SIGTERM then ends each candidate, leading or standing by,
+/// without a new campaign.
 fn requeue_survives_three_command_kills(url: &str) {
     let (dir, name) = (scratch(), unique("requeue"));
     let log = dir.join("leaders.log");
@@ -90,6 +91,15 @@ fn requeue_survives_three_command_kills(url: &str) {
     // the candidate standing by first, then the leader: neither campaigns again
     let leader = led[3].1.clone();
     candidates.sort_by_key(|(v, _)| *v == leader);
+    // a SIGUSR1 (or SIGHUP) has no command to go to while standing by: not a stop
+    let standby = Pid::from_raw(i32::try_from(candidates[0].1.id()).unwrap());
+    kill(standby, Signal::SIGUSR1).unwrap();
+    kill(standby, Signal::SIGHUP).unwrap();
+    sleep(Duration::from_millis(300));
+    assert!(
+        candidates[0].1.try_wait().unwrap().is_none(),
+        "a standby ended on SIGUSR1 or SIGHUP"
+    );
     for (value, child) in &mut candidates {
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
         kill(pid, Signal::SIGTERM).unwrap();

@@ -170,7 +170,8 @@ pub struct ElectArgs {
     pub grace: Duration,
     /// Stand for good: when the command exits or the leadership is lost, campaign
     /// again and run the command again once leading (Curator's autoRequeue). Ends on
-    /// SIGTERM, SIGINT or SIGHUP.
+    /// SIGTERM, SIGINT or SIGQUIT (forwarded to a running command first); SIGHUP,
+    /// SIGUSR1 and SIGUSR2 go to a running command and are ignored while standing by.
     #[arg(long)]
     pub requeue: bool,
     /// Do not report the leader while standing by.

@@ -151,7 +151,7 @@ DLOCK_TOKEN (the leadership's fencing token: strictly increasing from one leader
 the next), DLOCK_VALUE and DLOCK_OWNER. If the leadership is lost, the command is \
 stopped as in `dlock run`. When COMMAND exits, dlock resigns and exits with its status; \
 with --requeue it campaigns again instead, and restarts COMMAND (with the new epoch) \
-each time it leads again, until SIGTERM, SIGINT or SIGHUP.
+each time it leads again, until SIGTERM, SIGINT or SIGQUIT.
 
 Examples:
   dlock elect --value \"$(hostname):8080\" scheduler -- ./scheduler

@@ -12,15 +12,19 @@ use crate::{Backoff, FencingToken, LockError};
 
 /// The first pause before campaigning again after a short leadership.
 pub(super) const REQUEUE_PAUSE: Duration = Duration::from_millis(200);
+/// The shortest first pause: a leader whose work returns at once must not turn its
+/// candidacy into a stream of campaigns and resignations.
+const MIN_REQUEUE_PAUSE: Duration = Duration::from_millis(10);
 
 impl Election {
     /// Sets the first pause before [`Election::serve`] campaigns again after a
     /// leadership that ended within a TTL (it doubles, with jitter, up to the TTL, while
     /// leaderships keep ending that fast); a leadership that lasted a TTL or more is
-    /// followed by no pause beyond that first one.
+    /// followed by no pause beyond that first one. At least 10 ms (a shorter one is
+    /// raised to it).
     #[must_use]
     pub fn with_requeue_pause(mut self, pause: Duration) -> Self {
-        self.requeue_pause = pause;
+        self.requeue_pause = pause.max(MIN_REQUEUE_PAUSE);
         self
     }
 
