@@ -25,11 +25,9 @@ const PREFIX: &str = "dlock-ticket1";
 /// ticket — as they could release the lock by writing to the store directly: tickets
 /// add no power beyond the store's own access control.
 ///
-/// SQL, Redis, Redlock and etcd take tickets (on etcd, the process that takes a ticket
-/// up moves the key from the taker's shared lease to a lease of its own, keeping its
-/// create revision, and each renewal moves it to a fresh one). A ZooKeeper lock ends
-/// with its session, and the client library offers no way to hand a session on
-/// (its id and password cannot be read or given): [`LockError::Unsupported`] there.
+/// Only a backend whose lease is the stored row or key itself takes tickets: SQL,
+/// Redis and Redlock. An etcd lease is kept alive by the process that took it, and a
+/// ZooKeeper lock ends with its session: [`LockError::Unsupported`] there.
 ///
 /// ```
 /// use std::time::Duration;

@@ -73,7 +73,6 @@ mod queue_driver;
 mod reads;
 mod session;
 mod shared;
-mod tickets;
 mod url;
 mod watches;
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use dlock_core::{Lease, LockError, LockInfo, LockName};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use tokio::time::Instant;
 
 use crate::EtcdLock;
@@ -27,14 +28,41 @@ impl EtcdLock {
         shared_lease: i64,
         linger: Duration,
     ) -> Result<bool, LockError> {
-        let moved = self
-            .move_to_own_lease(&key, rev, crate::tickets::lease_secs(linger))
+        let secs = i64::try_from(linger.as_millis().div_ceil(1000))
+            .unwrap_or(i64::MAX)
+            .max(1);
+        let own = self
+            .rpc("lease grant", |mut c| async move {
+                c.lease_grant(secs, None).await
+            })
             .await?
-            .is_some();
+            .id();
+        let moved = self
+            .rpc("linger", |mut c| {
+                let key = key.clone();
+                async move {
+                    let txn = Txn::new()
+                        .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
+                        .and_then([TxnOp::put(
+                            key,
+                            "",
+                            Some(PutOptions::new().with_lease(own).with_ignore_value()),
+                        )]);
+                    c.txn(txn).await
+                }
+            })
+            .await?
+            .succeeded();
         if moved {
             // no longer on the shared lease: stop keeping it
             let _ = self.leases.release(shared_lease, &key, rev);
         } else {
+            let _ = self
+                .rpc(
+                    "lease revoke",
+                    |mut c| async move { c.lease_revoke(own).await },
+                )
+                .await;
             tracing::debug!(lock = %lease.name(), "lingering release found the lease gone");
         }
         Ok(moved)

@@ -21,24 +21,10 @@ use crate::shared::stand;
 
 /// What an etcd lease carries inside a [`Lease`].
 #[derive(Debug)]
-pub(crate) struct KeyLease {
-    pub(crate) lease_id: i64,
+struct KeyLease {
+    lease_id: i64,
     /// The holder's key, kept so that a renewal does not build it again.
-    pub(crate) key: String,
-    /// The key is on a lease of its own (taken up from a ticket), not on the client's
-    /// shared lease: renewed and revoked by itself.
-    pub(crate) own: bool,
-}
-
-impl KeyLease {
-    /// A key moved to its own lease `lease_id`.
-    pub(crate) fn own(lease_id: i64, key: String) -> Self {
-        Self {
-            lease_id,
-            key,
-            own: true,
-        }
-    }
+    key: String,
 }
 
 /// A renewal refreshes the client's shared etcd lease once per tick for every lock on
@@ -51,9 +37,6 @@ impl Backend for EtcdLock {
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let held = lease.renewable_data::<KeyLease>()?;
         let (id, rev, key) = (held.lease_id, revision(lease), held.key.as_str());
-        if held.own {
-            return self.renew_own(lease, held, rev).await;
-        }
         // most renewals of a tick find the shared lease just refreshed by the first
         if let Some((granted, refreshed)) = self.leases.renew_if_fresh(id, key, rev) {
             return Ok(lease.renewed(granted, refreshed));
@@ -102,9 +85,6 @@ impl Backend for EtcdLock {
                 async move { c.delete(key, None).await }
             })
             .await;
-        if held.own {
-            self.revoke(id).await;
-        }
         match deleted {
             Ok(resp) => Ok(resp.deleted() > 0),
             Err(e) => {
@@ -125,15 +105,7 @@ impl Backend for EtcdLock {
             return Backend::release(self, lease).await;
         }
         let (id, rev, key) = (held.lease_id, revision(lease), self.holder_key(lease));
-        let released = self.release_lingering(lease, key, rev, id, linger).await;
-        if held.own && released.is_ok() {
-            self.revoke(id).await;
-        }
-        released
-    }
-
-    async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
-        self.resume_ticket(ticket).await
+        self.release_lingering(lease, key, rev, id, linger).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
@@ -356,7 +328,6 @@ impl EtcdLock {
         Ok(lease.with_backend_data(Arc::new(KeyLease {
             lease_id: ticket.id,
             key: key.to_owned(),
-            own: false,
         })))
     }
 }

@@ -7,10 +7,10 @@ use dlock_core::{LockError, LockName, Ticket};
 use super::{LONG_TTL, take, unique};
 use crate::Harness;
 
-/// The backends whose lease cannot leave the process that took it: a ZooKeeper lock
-/// ends with its session (and the client library cannot hand a session on), a memory
-/// lock is the process's own.
-const NO_TICKETS: [&str; 2] = ["zookeeper", "memory"];
+/// The backends whose lease cannot leave the process that took it: etcd keeps its
+/// lease alive from there, a ZooKeeper lock ends with its session, a memory lock is
+/// the process's own.
+const NO_TICKETS: [&str; 3] = ["etcd", "zookeeper", "memory"];
 
 /// A ticket written by one client is taken up by another, which can renew and release
 /// the lease; a ticket whose lease is gone, or of another backend, is refused.
