@@ -32,115 +32,20 @@
 //! the process (the releases of guards dropped without [`LockGuard::release`]) are
 //! given up to 5 s to finish before its runtime stops.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::mpsc::sync_channel;
+
 use std::time::Duration;
 
-use dlock_core::{FencingToken, GuardState, HolderValue, Lease, LockError, LockName, ToLockName};
+use dlock_core::{HolderValue, LockError, ToLockName};
 
 use crate::DistributedLock;
 
-/// How long the last handle's drop waits for dropped guards' releases.
-const SETTLE_ON_DROP: Duration = Duration::from_secs(5);
+mod engine;
+mod guard;
 
-/// The runtime one blocking backend runs on.
-struct Engine {
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Engine {
-    fn start() -> Result<Arc<Self>, LockError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("dlock-blocking")
-            .enable_all()
-            .build()
-            .map_err(|e| LockError::unavailable("cannot start the blocking API's runtime", e))?;
-        Ok(Arc::new(Self {
-            runtime: Some(runtime),
-        }))
-    }
-
-    /// Runs `work` on the runtime and blocks this thread for its answer. Spawned
-    /// rather than `block_on`, so it works from any thread, async ones included,
-    /// without tokio's nested-runtime panic.
-    fn run<T: Send + 'static>(
-        &self,
-        work: impl Future<Output = Result<T, LockError>> + Send + 'static,
-    ) -> Result<T, LockError> {
-        let runtime = self.runtime()?;
-        let (tx, rx) = sync_channel(1);
-        runtime.spawn(async move {
-            let _ = tx.send(work.await);
-        });
-        rx.recv()
-            .map_err(|_| LockError::transient("the blocking API's runtime stopped"))?
-    }
-
-    fn runtime(&self) -> Result<&tokio::runtime::Runtime, LockError> {
-        self.runtime
-            .as_ref()
-            .ok_or_else(|| LockError::transient("the blocking API's runtime stopped"))
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        let Some(runtime) = self.runtime.take() else {
-            return;
-        };
-        // Inside a runtime (the last handle dropped in async code) this thread may be
-        // the one that would run the clean-ups it waited for: do not block it.
-        let inside_a_runtime = tokio::runtime::Handle::try_current().is_ok();
-        if !inside_a_runtime && dlock_core::pending_cleanups() > 0 {
-            let (tx, rx) = sync_channel(1);
-            runtime.spawn(async move {
-                let _ = tx.send(dlock_core::settle(SETTLE_ON_DROP).await);
-            });
-            let _ = rx.recv_timeout(SETTLE_ON_DROP + Duration::from_secs(1));
-        }
-        // never blocks, so dropping the last handle inside async code cannot panic
-        runtime.shutdown_background();
-    }
-}
-
-/// A value from the async API kept with the runtime it lives on, and dropped inside
-/// it: a connection, guard or task handle may need the runtime to close.
-struct OnEngine<T> {
-    value: Option<T>,
-    engine: Arc<Engine>,
-}
-
-impl<T> OnEngine<T> {
-    fn new(value: T, engine: Arc<Engine>) -> Self {
-        Self {
-            value: Some(value),
-            engine,
-        }
-    }
-
-    fn get(&self) -> Result<&T, LockError> {
-        self.value
-            .as_ref()
-            .ok_or_else(|| LockError::transient("already released"))
-    }
-
-    fn take(&mut self) -> Result<T, LockError> {
-        self.value
-            .take()
-            .ok_or_else(|| LockError::transient("already released"))
-    }
-}
-
-impl<T> Drop for OnEngine<T> {
-    fn drop(&mut self) {
-        if let (Some(value), Ok(runtime)) = (self.value.take(), self.engine.runtime()) {
-            let _inside = runtime.enter();
-            drop(value);
-        }
-    }
-}
+use engine::{Engine, OnEngine};
+pub use guard::LockGuard;
+use guard::under;
 
 /// A connected backend for blocking code (cheap to clone: clones share the
 /// connections and the runtime thread).
@@ -226,7 +131,7 @@ impl Locker {
     }
 
     /// As [`crate::Locker::with_max_hold`] (lockAtMostFor): at the cap the guard stops
-    /// renewing and reports [`GuardState::Expired`].
+    /// renewing and reports [`dlock_core::GuardState::Expired`].
     #[must_use]
     pub fn with_max_hold(mut self, max_hold: Duration) -> Self {
         self.inner = self.inner.with_max_hold(max_hold);
@@ -333,109 +238,6 @@ impl std::fmt::Debug for Locker {
             .field("backend", &self.backend)
             .field("ttl", &self.inner.ttl())
             .field("wait", &self.inner.wait_limit())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Runs `work` with `guard`, then releases it; the hold's end as an error when it came
-/// first.
-fn under<T>(guard: LockGuard, work: impl FnOnce(&LockGuard) -> T) -> Result<T, LockError> {
-    let out = work(&guard);
-    let ended = guard.ended();
-    let released = guard.release();
-    match ended {
-        Some(error) => Err(error),
-        None => {
-            if let Err(e) = released {
-                tracing::warn!(error = %e, "release after with_lock failed; the lease will expire by its TTL");
-            }
-            Ok(out)
-        }
-    }
-}
-
-/// A held lock for blocking code, renewed in the background on the backend's runtime
-/// thread. [`LockGuard::release`] when done; a dropped guard releases in the
-/// background (best effort: else the lease expires by its TTL).
-pub struct LockGuard {
-    inner: OnEngine<dlock_core::LockGuard>,
-}
-
-impl LockGuard {
-    /// The fencing token.
-    #[must_use]
-    pub fn token(&self) -> FencingToken {
-        self.inner
-            .get()
-            .map_or(FencingToken::new(0), dlock_core::LockGuard::token)
-    }
-
-    /// The current lease, as last renewed.
-    ///
-    /// # Errors
-    /// Never while the guard exists.
-    pub fn lease(&self) -> Result<Lease, LockError> {
-        self.inner.get().map(dlock_core::LockGuard::lease)
-    }
-
-    /// The guard's state (held, suspect, lost, expired).
-    #[must_use]
-    pub fn state(&self) -> GuardState {
-        self.inner
-            .get()
-            .map_or(GuardState::Released, dlock_core::LockGuard::state)
-    }
-
-    /// `true` while the lease is certainly valid.
-    #[must_use]
-    pub fn is_held(&self) -> bool {
-        self.inner.get().is_ok_and(dlock_core::LockGuard::is_held)
-    }
-
-    /// Blocks until the lease is lost (or the hold reaches its cap), or `limit`
-    /// passed; whether it was lost. A watcher thread can use it to stop the work.
-    #[must_use]
-    pub fn wait_lost(&self, limit: Duration) -> bool {
-        let Ok(guard) = self.inner.get() else {
-            return false;
-        };
-        let lost = guard.lost();
-        self.inner
-            .engine
-            .run(async move { Ok(tokio::time::timeout(limit, lost).await.is_ok()) })
-            .unwrap_or(false)
-    }
-
-    /// Stops renewal and releases the lock; `Ok(false)` if it was no longer held.
-    ///
-    /// # Errors
-    /// A backend error; the lease then expires by its TTL.
-    pub fn release(mut self) -> Result<bool, LockError> {
-        let guard = self.inner.take()?;
-        self.inner.engine.run(async move { guard.release().await })
-    }
-
-    /// The error `with_lock` answers when the hold ended before the work did.
-    fn ended(&self) -> Option<LockError> {
-        let guard = self.inner.get().ok()?;
-        let name: LockName = guard.lease().name().clone();
-        match (guard.state(), guard.policy().max_hold) {
-            (GuardState::Expired, Some(max_hold)) => Some(LockError::HoldExpired {
-                name: name.to_string(),
-                max_hold,
-            }),
-            (GuardState::Lost | GuardState::Expired, _) => Some(LockError::lease_lost(&name)),
-            _ if !guard.is_held() => Some(LockError::lease_lost(&name)),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("token", &self.token())
-            .field("state", &self.state())
             .finish_non_exhaustive()
     }
 }
