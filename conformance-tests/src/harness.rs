@@ -205,6 +205,9 @@ impl DistributedLock for Crashable {
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
         self.live()?.holders(name, of).await
     }
+    async fn hand_over(&self, lease: &Lease) -> Result<dlock_core::Ticket, LockError> {
+        self.viewed_lock()?.hand_over(lease).await
+    }
     async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
         self.viewed_lock()?.resume(ticket).await
     }

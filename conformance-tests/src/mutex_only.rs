@@ -50,6 +50,9 @@ impl DistributedLock for MutexOnly {
     ) -> Result<(), LockError> {
         self.0.holder_changed(name, seen, until).await
     }
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        self.0.hand_over(lease).await
+    }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.0.resume(ticket).await
     }

@@ -111,6 +111,10 @@ impl DistributedLock for Switched {
         self.check()?;
         self.inner.holder_changed(name, seen, until).await
     }
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        self.check()?;
+        self.inner.hand_over(lease).await
+    }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.check()?;
         self.inner.resume(ticket).await

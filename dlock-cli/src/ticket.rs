@@ -53,9 +53,14 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let ticket = match Ticket::of(lock.backend_name(), &lease) {
+    // handed over, not only written down: on etcd the key leaves this process's
+    // lease, which ends when it exits
+    let ticket = match lock.hand_over(&lease).await {
         Ok(t) => t,
-        Err(e) => return exit::fail(&e),
+        Err(e) => {
+            let _ = lock.release(&lease).await;
+            return exit::fail(&e);
+        }
     };
     if !print(&ticket.to_string()) {
         // nobody will ever see the ticket: give the lock back rather than strand it

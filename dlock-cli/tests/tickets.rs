@@ -137,7 +137,7 @@ fn list_shows_a_running_holder(url: &str) {
     assert_eq!(after.trim(), "[]");
 }
 
-/// etcd and ZooKeeper refuse to write a ticket, and take nothing doing so.
+/// ZooKeeper refuses to write a ticket, and takes nothing doing so.
 fn acquire_refuses_without_taking(url: &str) {
     let name = unique("no-ticket");
     let out = output(url, &["acquire", &name]);
@@ -189,22 +189,13 @@ with_tickets!(
 );
 
 #[cfg(feature = "etcd")]
-mod etcd {
-    fn url() -> String {
-        format!(
-            "etcd://{}",
-            super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
-        )
-    }
-    #[test]
-    fn acquire_refuses_without_taking() {
-        super::acquire_refuses_without_taking(&url());
-    }
-    #[test]
-    fn list_shows_a_running_holder() {
-        super::list_shows_a_running_holder(&url());
-    }
-}
+with_tickets!(
+    etcd,
+    format!(
+        "etcd://{}",
+        super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
+    )
+);
 
 #[cfg(feature = "zookeeper")]
 mod zookeeper {

@@ -341,6 +341,13 @@ impl DistributedLock for FallbackLock {
         self.inner().await?.holders(name, of).await
     }
 
+    async fn hand_over(&self, lease: &Lease) -> Result<crate::Ticket, LockError> {
+        match lease.fallback() {
+            Some(_) => crate::Ticket::of(self.backend_name(), lease), // refused: not on the server
+            None => self.inner().await?.hand_over(lease).await,
+        }
+    }
+
     async fn resume(&self, ticket: &crate::Ticket) -> Result<Lease, LockError> {
         self.inner().await?.resume(ticket).await
     }

@@ -304,6 +304,9 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.inner.inspect(name).await
     }
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        self.inner.hand_over(lease).await
+    }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.inner.resume(ticket).await
     }

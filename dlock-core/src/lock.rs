@@ -279,6 +279,25 @@ pub trait DistributedLock: Send + Sync {
         Ok(())
     }
 
+    /// Writes `lease` down as a [`Ticket`] for another process to take up with
+    /// [`DistributedLock::resume`] — `dlock acquire` hands its lease over this way. On
+    /// most backends it only writes (the lease is the stored row or key, which any
+    /// client can renew). On etcd, whose keys hang on a lease this client keeps alive
+    /// for all its locks, the key moves to a lease of its own first, and this client
+    /// lets go of it: renewing `lease` here answers [`LockError::LeaseLost`] from
+    /// then on, releasing it still works.
+    ///
+    /// # Errors
+    /// Those of [`Ticket::of`]; [`LockError::LeaseLost`] when the lease is no longer
+    /// held; a backend error.
+    ///
+    /// # Cancel safety
+    /// Dropped on etcd after the move was sent, the key may have moved: it is then
+    /// held until the ticket's TTL, and released by this `lease` as usual.
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        Ticket::of(self.backend_name(), lease)
+    }
+
     /// Takes up the lease a [`Ticket`] wrote down — in this process or another — so it
     /// can be renewed and released here. Its `valid_until` is what the server says is
     /// left of it.
@@ -286,9 +305,9 @@ pub trait DistributedLock: Send + Sync {
     /// # Errors
     /// [`LockError::LeaseLost`] when the ticket's lease is no longer held (expired,
     /// released, taken over); [`LockError::InvalidArgument`] for a ticket of another
-    /// backend; [`LockError::Unsupported`] where a lease cannot leave its process (etcd
-    /// keeps it alive from there, a ZooKeeper lock ends with its session, a memory lock
-    /// is the process's own).
+    /// backend, or (etcd) one not written by [`DistributedLock::hand_over`];
+    /// [`LockError::Unsupported`] where a lease cannot leave its process (a ZooKeeper
+    /// lock ends with its session, a memory lock is the process's own).
     ///
     /// # Cancel safety
     /// A read: dropping it changes nothing.

@@ -40,6 +40,9 @@ impl<T: DistributedLock + ?Sized> DistributedLock for std::sync::Arc<T> {
     ) -> Result<(), LockError> {
         (**self).holder_changed(name, seen, until).await
     }
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        (**self).hand_over(lease).await
+    }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         (**self).resume(ticket).await
     }

@@ -25,9 +25,12 @@ const PREFIX: &str = "dlock-ticket1";
 /// ticket — as they could release the lock by writing to the store directly: tickets
 /// add no power beyond the store's own access control.
 ///
-/// Only a backend whose lease is the stored row or key itself takes tickets: SQL,
-/// Redis and Redlock. An etcd lease is kept alive by the process that took it, and a
-/// ZooKeeper lock ends with its session: [`LockError::Unsupported`] there.
+/// SQL, Redis, Redlock and etcd take tickets. Write one with
+/// [`crate::DistributedLock::hand_over`]: on etcd it first moves the key from this
+/// client's shared lease to a lease of its own, which only the ticket's taker keeps
+/// alive (a ticket built with [`Ticket::of`] alone is refused there). A ZooKeeper lock
+/// ends with its session, and its client library cannot hand a session on (a
+/// session's password can be neither read nor given): [`LockError::Unsupported`].
 ///
 /// ```
 /// use std::time::Duration;

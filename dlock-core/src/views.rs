@@ -153,6 +153,10 @@ impl DistributedLock for SharedLock {
         }))
     }
 
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        self.backend.hand_over(lease).await
+    }
+
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.backend.resume(ticket).await
     }

@@ -52,6 +52,9 @@ impl DistributedLock for Probe {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        Err(LockError::lease_lost(lease.name()))
+    }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         Err(LockError::lease_lost(ticket.name()))
     }
@@ -127,6 +130,14 @@ async fn wrappers_forward_every_method() {
         assert!(
             matches!(lock.resume(&ticket).await, Err(LockError::LeaseLost { .. })),
             "{label}: resume"
+        );
+        // the default writes a ticket; the probe refuses, and so must every wrapper
+        assert!(
+            matches!(
+                lock.hand_over(&plain).await,
+                Err(LockError::LeaseLost { .. })
+            ),
+            "{label}: hand_over"
         );
         let before = probe.calls.load(Ordering::SeqCst);
         lock.holder_changed(&name, None, tokio::time::Instant::now())

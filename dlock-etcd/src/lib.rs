@@ -73,6 +73,7 @@ mod queue_driver;
 mod reads;
 mod session;
 mod shared;
+mod tickets;
 mod url;
 mod watches;
 

@@ -21,10 +21,27 @@ use crate::shared::stand;
 
 /// What an etcd lease carries inside a [`Lease`].
 #[derive(Debug)]
-struct KeyLease {
-    lease_id: i64,
+pub(crate) struct KeyLease {
+    pub(crate) lease_id: i64,
     /// The holder's key, kept so that a renewal does not build it again.
-    key: String,
+    pub(crate) key: String,
+    /// The key was handed over (`tickets.rs`): its lease is its own, kept alive by
+    /// whoever took the ticket up, not this client's shared lease.
+    pub(crate) own: bool,
+    /// The TTL the own lease was granted for, in seconds (0 for a shared lease).
+    pub(crate) granted_secs: i64,
+}
+
+impl KeyLease {
+    /// A handed-over key on its own lease `lease_id`, granted for `granted_secs`.
+    pub(crate) fn own(lease_id: i64, key: String, granted_secs: i64) -> Self {
+        Self {
+            lease_id,
+            key,
+            own: true,
+            granted_secs,
+        }
+    }
 }
 
 /// A renewal refreshes the client's shared etcd lease once per tick for every lock on
@@ -36,6 +53,9 @@ impl Backend for EtcdLock {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let held = lease.renewable_data::<KeyLease>()?;
+        if held.own {
+            return self.renew_own(lease, held).await;
+        }
         let (id, rev, key) = (held.lease_id, revision(lease), held.key.as_str());
         // most renewals of a tick find the shared lease just refreshed by the first
         if let Some((granted, refreshed)) = self.leases.renew_if_fresh(id, key, rev) {
@@ -59,7 +79,10 @@ impl Backend for EtcdLock {
             // can extend it.
             Lookup::Unknown => {
                 // boxed: the common path above should not carry the space of an RPC
-                if Box::pin(self.key_has_revision(key, rev)).await? {
+                // a key this client handed over is no longer its to renew
+                if Box::pin(self.handed_over(key, rev)).await? {
+                    Err(LockError::lease_lost(lease.name()))
+                } else if Box::pin(self.key_has_revision(key, rev)).await? {
                     Err(LockError::InvalidArgument(format!(
                         "the lease on {} was acquired through another EtcdLock; renew it there",
                         lease.name()
@@ -86,7 +109,13 @@ impl Backend for EtcdLock {
             })
             .await;
         match deleted {
-            Ok(resp) => Ok(resp.deleted() > 0),
+            Ok(resp) => {
+                if held.own {
+                    // the handed-over key's own lease: nothing else is on it
+                    self.revoke(id).await;
+                }
+                Ok(resp.deleted() > 0)
+            }
             Err(e) => {
                 if ours {
                     // the sweeper keeps trying, while the shared lease lives
@@ -105,7 +134,19 @@ impl Backend for EtcdLock {
             return Backend::release(self, lease).await;
         }
         let (id, rev, key) = (held.lease_id, revision(lease), self.holder_key(lease));
-        self.release_lingering(lease, key, rev, id, linger).await
+        let released = self.release_lingering(lease, key, rev, id, linger).await;
+        if held.own && matches!(released, Ok(true)) {
+            self.revoke(id).await; // the key lingers on a lease of its own now
+        }
+        released
+    }
+
+    async fn hand_over(&self, lease: &Lease) -> Result<dlock_core::Ticket, LockError> {
+        self.hand_over_key(lease).await
+    }
+
+    async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
+        self.resume_ticket(ticket).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
@@ -258,7 +299,7 @@ impl Backend for EtcdLock {
 }
 
 /// The create revision of the lease's key: its fencing token.
-fn revision(lease: &Lease) -> i64 {
+pub(crate) fn revision(lease: &Lease) -> i64 {
     i64::try_from(lease.token().get()).unwrap_or(i64::MAX)
 }
 
@@ -328,6 +369,8 @@ impl EtcdLock {
         Ok(lease.with_backend_data(Arc::new(KeyLease {
             lease_id: ticket.id,
             key: key.to_owned(),
+            own: false,
+            granted_secs: 0,
         })))
     }
 }

@@ -7,19 +7,22 @@ use dlock_core::{LockError, LockName, Ticket};
 use super::{LONG_TTL, take, unique};
 use crate::Harness;
 
-/// The backends whose lease cannot leave the process that took it: etcd keeps its
-/// lease alive from there, a ZooKeeper lock ends with its session, a memory lock is
-/// the process's own.
-const NO_TICKETS: [&str; 3] = ["etcd", "zookeeper", "memory"];
+/// The backends whose lease cannot leave the process that took it: a ZooKeeper lock
+/// ends with its session (and its client library cannot hand a session on), a memory
+/// lock is the process's own.
+const NO_TICKETS: [&str; 2] = ["zookeeper", "memory"];
 
-/// A ticket written by one client is taken up by another, which can renew and release
-/// the lease; a ticket whose lease is gone, or of another backend, is refused.
+/// A ticket handed over by one client is taken up by another, which can renew (past
+/// the TTL) and release the lease; a ticket whose lease is gone, or of another
+/// backend, is refused.
 pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
     let a = h.client().await;
     let b = h.client().await;
     let name = unique("tickets");
     let lease = take(&*a, &name, LONG_TTL).await;
-    let ticket: Ticket = Ticket::of(a.backend_name(), &lease)
+    let ticket: Ticket = a
+        .hand_over(&lease)
+        .await
         .expect("a mutex lease has a ticket")
         .to_string()
         .parse()

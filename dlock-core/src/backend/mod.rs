@@ -18,6 +18,7 @@ pub mod queue;
 mod reach;
 
 mod batch;
+mod operators;
 mod query;
 mod standing;
 mod task;
@@ -28,7 +29,8 @@ mod wakeups;
 
 pub use batch::{Batcher, Pending, gather_batch};
 pub use claim::{Claim, ClaimDriver};
-pub use family::{Backend, Claims, Family, Queues, break_claimed, resume_held};
+pub use family::{Backend, Claims, Family, Queues};
+pub use operators::{break_claimed, resume_held};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
 pub use reach::any_reachable;

@@ -1,0 +1,95 @@
+//! Tickets on etcd: a handed-over key leaves the client's shared lease and its
+//! bookkeeping, so neither that client nor the ticket's taker keeps the other's keys
+//! alive.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, LockError, LockName, Locker, random_u64};
+use tokio::time::{Instant, sleep};
+
+fn unique() -> LockName {
+    LockName::new(&format!("tickets/{:016x}", random_u64())).unwrap()
+}
+
+/// A client that stays up holds one name under a guard and hands the other over, on
+/// the same shared lease. The taker renews the handed-over name past the TTL: it stays
+/// held (the handing client's sweeper leaves it alone), and the handing client can no
+/// longer renew it. When the taker stops, the name is free within the TTL, although the
+/// handing client still keeps its shared lease alive for the guarded name.
+#[tokio::test]
+async fn a_handed_over_key_lives_by_its_taker_alone() {
+    let ttl = Duration::from_secs(3);
+    let (kept, handed) = (unique(), unique());
+    let giver: Arc<dyn DistributedLock> = Arc::new(common::etcd(&common::single()).await);
+    let guard = Locker::new(Arc::clone(&giver))
+        .with_ttl(ttl)
+        .lock(&kept)
+        .await
+        .unwrap();
+    let lease = giver
+        .try_acquire(&handed, ttl)
+        .await
+        .unwrap()
+        .expect("free");
+    let ticket = giver.hand_over(&lease).await.unwrap();
+    assert!(
+        matches!(giver.renew(&lease).await, Err(LockError::LeaseLost { .. })),
+        "the giver let go of it"
+    );
+
+    let taker = common::etcd(&common::single()).await;
+    let mut taken = taker.resume(&ticket).await.expect("taken up");
+    assert_eq!(taken.token(), lease.token());
+    let until = Instant::now() + ttl * 2;
+    while Instant::now() < until {
+        sleep(Duration::from_millis(700)).await;
+        taken = taker.renew(&taken).await.expect("the taker renews");
+    }
+    let held = taker
+        .inspect(&handed)
+        .await
+        .unwrap()
+        .expect("held past the TTL");
+    assert_eq!(held.token, lease.token());
+
+    // the taker stops: the name frees within the TTL (and the etcd minimum) though the
+    // giver's shared lease lives on for the guarded name
+    let stopped = Instant::now();
+    loop {
+        if taker.inspect(&handed).await.unwrap().is_none() {
+            break;
+        }
+        assert!(
+            stopped.elapsed() < ttl + Duration::from_secs(3),
+            "the handed-over name outlived its taker"
+        );
+        sleep(Duration::from_millis(100)).await;
+    }
+    assert!(guard.is_held(), "the guarded name is unaffected");
+    assert!(giver.inspect(&kept).await.unwrap().is_some());
+    guard.release().await.unwrap();
+}
+
+/// A ticket written without handing the lease over (its key still on the writer's
+/// shared lease) is refused: taking it up would keep that shared lease alive.
+#[tokio::test]
+async fn a_ticket_not_handed_over_is_refused() {
+    let giver = common::etcd(&common::single()).await;
+    let name = unique();
+    let lease = giver
+        .try_acquire(&name, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("free");
+    let ticket = dlock_core::Ticket::of("etcd", &lease).unwrap();
+    let taker = common::etcd(&common::single()).await;
+    assert!(matches!(
+        taker.resume(&ticket).await,
+        Err(LockError::InvalidArgument(_))
+    ));
+    assert!(giver.release(&lease).await.unwrap());
+}
