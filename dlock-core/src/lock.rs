@@ -283,17 +283,18 @@ pub trait DistributedLock: Send + Sync {
     /// [`DistributedLock::resume`] — `dlock acquire` hands its lease over this way. On
     /// most backends it only writes (the lease is the stored row or key, which any
     /// client can renew). On etcd, whose keys hang on a lease this client keeps alive
-    /// for all its locks, the key moves to a lease of its own first, and this client
-    /// lets go of it: renewing `lease` here answers [`LockError::LeaseLost`] from
-    /// then on, releasing it still works.
+    /// for all its locks, this client first lets go of the key (renewing `lease` here
+    /// answers [`LockError::LeaseLost`] from then on; releasing it still works) and
+    /// moves it to a lease of its own, which only the ticket's taker keeps alive.
     ///
     /// # Errors
     /// Those of [`Ticket::of`]; [`LockError::LeaseLost`] when the lease is no longer
-    /// held; a backend error.
+    /// held; [`LockError::InvalidArgument`] on etcd for a lease another client took; a
+    /// backend error — on etcd the lease is given up then (the key is deleted, or ends
+    /// with the lease it moved to).
     ///
     /// # Cancel safety
-    /// Dropped on etcd after the move was sent, the key may have moved: it is then
-    /// held until the ticket's TTL, and released by this `lease` as usual.
+    /// Dropped on etcd once started, the lease is given up as on an error.
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
         Ticket::of(self.backend_name(), lease)
     }

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use crate::EtcdLock;
 use crate::keys::queue_dir;
 use crate::lock::{KeyLease, revision};
+use crate::session::shared::Lookup;
 
 /// The value of a key handed over (other keys' values are empty).
 const HANDED_OVER: &str = "dlock:handed-over";
@@ -33,9 +34,38 @@ fn lease_secs(ttl: Duration) -> i64 {
         .max(1)
 }
 
+/// Where a key is, read back after a move whose answer was lost.
+enum Found {
+    /// On this lease.
+    On(i64),
+    /// Gone, or taken again (another create revision).
+    Gone,
+}
+
+/// Until disarmed, hands a key this client stopped tracking back to its sweeper: a
+/// hand-over cut off between forgetting the key and settling the move must not leave
+/// it on the shared lease, which this client keeps alive for its other keys. The
+/// sweeper deletes it only while it is still on that lease.
+struct Unsettled<'a> {
+    lock: &'a EtcdLock,
+    shared: i64,
+    key: &'a str,
+    armed: bool,
+}
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.lock
+                .leases
+                .expect(self.shared, self.key, Instant::now());
+        }
+    }
+}
+
 impl EtcdLock {
-    /// [`DistributedLock::hand_over`]: the key moved to a lease of its own for the
-    /// lease's TTL, and forgotten by this client.
+    /// [`DistributedLock::hand_over`]: the key forgotten by this client, then moved
+    /// to a lease of its own for the lease's TTL.
     pub(crate) async fn hand_over_key(&self, lease: &Lease) -> Result<Ticket, LockError> {
         let ticket = Ticket::of(self.backend_name(), lease)?;
         let lost = || LockError::lease_lost(lease.name());
@@ -43,60 +73,103 @@ impl EtcdLock {
         if held.own {
             return Ok(ticket); // taken up from a ticket: on a lease of its own already
         }
-        let rev = revision(lease);
-        let secs = lease_secs(lease.ttl());
-        if self
-            .move_to_own_lease(&held.key, rev, None, secs)
-            .await?
-            .is_none()
-        {
+        let (shared, key, rev) = (held.lease_id, held.key.as_str(), revision(lease));
+        match self.leases.lookup(shared, key, rev) {
+            Lookup::Held { .. } if lease.is_valid() => {}
+            Lookup::Unknown => {
+                return Err(LockError::InvalidArgument(format!(
+                    "the lease on {} was acquired through another EtcdLock; hand it over there",
+                    lease.name()
+                )));
+            }
+            _ => return Err(lost()),
+        }
+        // forgotten before the move is sent, so no renewal of it here can outlast the
+        // lease it moves to; handed back to the sweeper unless the move settles
+        if !self.leases.release(shared, key, rev) {
             return Err(lost());
         }
-        let _ = self.leases.release(held.lease_id, &held.key, rev);
-        Ok(ticket)
+        let mut unsettled = Unsettled {
+            lock: self,
+            shared,
+            key,
+            armed: true,
+        };
+        let secs = lease_secs(lease.ttl());
+        let own = self.grant(secs).await?;
+        let moved = self.move_key(key, rev, shared, own).await;
+        match self.settle(key, rev, own, moved).await {
+            Ok(Found::On(l)) if l == own => {
+                unsettled.armed = false;
+                Ok(ticket)
+            }
+            // still on the shared lease (the sweeper deletes it), or gone
+            Ok(_) => {
+                self.revoke(own).await;
+                Err(lost())
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// Moves `key`, if its create revision is still `rev` (and its lease `from`, when
-    /// given), to a new lease of `secs` seconds, marked handed over; the new lease's
-    /// id, or `None` when the key is not so (the new lease is revoked then).
-    async fn move_to_own_lease(
-        &self,
-        key: &str,
-        rev: i64,
-        from: Option<i64>,
-        secs: i64,
-    ) -> Result<Option<i64>, LockError> {
-        let own = self
+    async fn grant(&self, secs: i64) -> Result<i64, LockError> {
+        Ok(self
             .rpc("lease grant", |mut c| async move {
                 c.lease_grant(secs, None).await
             })
             .await?
-            .id();
-        let moved = self
+            .id())
+    }
+
+    /// Moves `key`, if it was created at `rev` and is on lease `from`, to lease `to`,
+    /// marked handed over: whether it moved.
+    async fn move_key(&self, key: &str, rev: i64, from: i64, to: i64) -> Result<bool, LockError> {
+        Ok(self
             .rpc("hand over", |mut c| {
                 let key = key.to_owned();
                 async move {
-                    let mut guards =
-                        vec![Compare::create_revision(key.clone(), CompareOp::Equal, rev)];
-                    if let Some(from) = from {
-                        guards.push(Compare::lease(key.clone(), CompareOp::Equal, from));
-                    }
-                    let txn = Txn::new().when(guards).and_then([TxnOp::put(
-                        key,
-                        HANDED_OVER,
-                        Some(PutOptions::new().with_lease(own)),
-                    )]);
+                    let txn = Txn::new()
+                        .when([
+                            Compare::create_revision(key.clone(), CompareOp::Equal, rev),
+                            Compare::lease(key.clone(), CompareOp::Equal, from),
+                        ])
+                        .and_then([TxnOp::put(
+                            key,
+                            HANDED_OVER,
+                            Some(PutOptions::new().with_lease(to)),
+                        )]);
                     c.txn(txn).await
                 }
             })
-            .await;
-        match moved {
-            Ok(resp) if resp.succeeded() => Ok(Some(own)),
-            other => {
-                self.revoke(own).await;
-                other.map(|_| None)
-            }
+            .await?
+            .succeeded())
+    }
+
+    /// Where `key` is after a move to `to`: read back when the move's answer was lost
+    /// (it may have committed) or refused (the key may have moved or gone meanwhile).
+    /// `Ok(false)` as `moved` asks for the read alone.
+    async fn settle(
+        &self,
+        key: &str,
+        rev: i64,
+        to: i64,
+        moved: Result<bool, LockError>,
+    ) -> Result<Found, LockError> {
+        if let Ok(true) = moved {
+            return Ok(Found::On(to));
         }
+        let read = self
+            .rpc("read key", |mut c| {
+                let key = key.to_owned();
+                async move { c.get(key, None).await }
+            })
+            .await;
+        // neither the move's answer nor the key could be had: unknown
+        Ok(read?
+            .kvs()
+            .first()
+            .filter(|kv| kv.create_revision() == rev)
+            .map_or(Found::Gone, |kv| Found::On(kv.lease())))
     }
 
     /// Whether `key`, created at `rev`, was handed over.
@@ -159,10 +232,18 @@ impl EtcdLock {
         if left <= 0 {
             return Err(lost());
         }
+        // the key may have moved to another lease between the two reads (another
+        // taker's renewal with a shorter TTL): what was read of this lease is then not
+        // the key's
+        let moved = self.settle(&key, rev, own, Ok(false)).await?;
+        if !matches!(moved, Found::On(l) if l == own) {
+            return Err(lost());
+        }
         let left = Duration::from_secs(u64::try_from(left).unwrap_or(0));
+        // valid from as long before the first read as the lease has run already
         let since = sent
             .checked_sub(ticket.ttl().saturating_sub(left))
-            .unwrap_or(sent);
+            .ok_or_else(lost)?;
         Ok(Lease::new(
             ticket.name().clone(),
             ticket.owner().clone(),
@@ -203,15 +284,31 @@ impl EtcdLock {
             }
             return Ok(lease.renewed(lease.ttl(), sent));
         }
-        let Some(own) = self
-            .move_to_own_lease(&held.key, rev, Some(held.lease_id), secs)
-            .await?
-        else {
-            return Err(lost());
-        };
-        self.revoke(held.lease_id).await;
-        Ok(lease
-            .renewed(lease.ttl(), sent)
-            .with_backend_data(Arc::new(KeyLease::own(own, held.key.clone(), secs))))
+        let own = self.grant(secs).await?;
+        let moved = self.move_key(&held.key, rev, held.lease_id, own).await;
+        match self.settle(&held.key, rev, own, moved).await {
+            Ok(Found::On(l)) if l == own => {
+                self.revoke(held.lease_id).await;
+                Ok(lease
+                    .renewed(lease.ttl(), sent)
+                    .with_backend_data(Arc::new(KeyLease::own(own, held.key.clone(), secs))))
+            }
+            Ok(Found::On(l)) if l == held.lease_id => {
+                // the move did not take: the key is where it was, as valid as before
+                self.revoke(own).await;
+                Err(LockError::transient(format!(
+                    "moving {} to a lease of the new TTL did not take; renew again",
+                    lease.name()
+                )))
+            }
+            // gone, or moved by another taker of the ticket
+            Ok(_) => {
+                self.revoke(own).await;
+                Err(lost())
+            }
+            // unknown: the key may be on the new lease, which may end before the old
+            // lease's valid_until — stop trusting it
+            Err(_) => Err(lost()),
+        }
     }
 }

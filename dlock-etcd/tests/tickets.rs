@@ -93,3 +93,27 @@ async fn a_ticket_not_handed_over_is_refused() {
     ));
     assert!(giver.release(&lease).await.unwrap());
 }
+
+/// Only the client that took a lease hands it over, and only while it holds it.
+#[tokio::test]
+async fn only_a_held_lease_is_handed_over_by_its_own_client() {
+    let ttl = Duration::from_secs(2);
+    let (taker, other) = (
+        common::etcd(&common::single()).await,
+        common::etcd(&common::single()).await,
+    );
+    let name = unique();
+    let lease = taker.try_acquire(&name, ttl).await.unwrap().expect("free");
+    assert!(
+        matches!(
+            other.hand_over(&lease).await,
+            Err(LockError::InvalidArgument(_))
+        ),
+        "another client's bookkeeping does not know the key"
+    );
+    sleep(ttl + Duration::from_millis(500)).await; // unrenewed: past its valid_until
+    assert!(matches!(
+        taker.hand_over(&lease).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+}

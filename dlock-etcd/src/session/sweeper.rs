@@ -4,7 +4,7 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use etcd_client::{Client, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 use tokio::time::Instant;
 
 use crate::session::shared::{Expired, SharedLeases};
@@ -52,11 +52,20 @@ async fn run(leases: Weak<SharedLeases>, client: Client, timeout: Duration) {
 }
 
 /// Deletes the keys in one txn. Each key carries its acquisition's owner id, which
-/// nobody else writes, so a plain delete only ever removes that acquisition's key.
+/// nobody else writes, so a delete only ever removes that acquisition's key — and only
+/// while the key is still on the lease it was swept from: a key moved to a lease of its
+/// own meanwhile (a lingering release, a hand-over) is no longer this client's to
+/// delete, whatever a key list read before the move said.
 async fn delete(client: &Client, keys: &[Expired], timeout: Duration) -> bool {
     let ops: Vec<TxnOp> = keys
         .iter()
-        .map(|e| TxnOp::delete(e.key.clone(), None))
+        .map(|e| {
+            TxnOp::txn(
+                Txn::new()
+                    .when([Compare::lease(e.key.clone(), CompareOp::Equal, e.lease)])
+                    .and_then([TxnOp::delete(e.key.clone(), None)]),
+            )
+        })
         .collect();
     let mut c = client.clone();
     match tokio::time::timeout(timeout, c.txn(Txn::new().and_then(ops))).await {
