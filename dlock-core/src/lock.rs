@@ -134,7 +134,9 @@ pub trait DistributedLock: Send + Sync {
     ///
     /// # Cancel safety
     /// Dropping the future is harmless: the lease keeps the expiry of the last renewal
-    /// that was answered (one that lands anyway only extends it).
+    /// that was answered (one that lands anyway only extends it) — except a renewal
+    /// asking a shorter TTL than the last one, which may shorten it: treat such a lease
+    /// as lost once its renewal was dropped.
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError>;
 
     /// Releases the lease. `Ok(false)` if it was not held (expired, taken over, or

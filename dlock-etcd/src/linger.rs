@@ -41,13 +41,28 @@ impl EtcdLock {
             .rpc("linger", |mut c| {
                 let key = key.clone();
                 async move {
+                    let on_own = || PutOptions::new().with_lease(own);
+                    // a handed-over key is marked released: no ticket's to take up
+                    // again (other values — a shared holder's tag — stay)
+                    let unmark = Txn::new()
+                        .when([Compare::value(
+                            key.clone(),
+                            CompareOp::Equal,
+                            crate::tickets::HANDED_OVER,
+                        )])
+                        .and_then([TxnOp::put(
+                            key.clone(),
+                            crate::tickets::RELEASED,
+                            Some(on_own()),
+                        )])
+                        .or_else([TxnOp::put(
+                            key.clone(),
+                            "",
+                            Some(on_own().with_ignore_value()),
+                        )]);
                     let txn = Txn::new()
                         .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
-                        .and_then([TxnOp::put(
-                            key,
-                            "",
-                            Some(PutOptions::new().with_lease(own).with_ignore_value()),
-                        )]);
+                        .and_then([TxnOp::txn(unmark)]);
                     c.txn(txn).await
                 }
             })

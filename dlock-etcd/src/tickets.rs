@@ -25,7 +25,10 @@ use crate::lock::{KeyLease, revision};
 use crate::session::shared::Lookup;
 
 /// The value of a key handed over (other keys' values are empty).
-const HANDED_OVER: &str = "dlock:handed-over";
+pub(crate) const HANDED_OVER: &str = "dlock:handed-over";
+/// The value of a handed-over key released with a linger (`release_after`): it blocks
+/// the name a while longer, and no ticket takes it up again.
+pub(crate) const RELEASED: &str = "dlock:released";
 
 /// `ttl` in whole seconds, rounded up, as etcd grants leases (at least one).
 fn lease_secs(ttl: Duration) -> i64 {
@@ -70,12 +73,15 @@ impl EtcdLock {
         let ticket = Ticket::of(self.backend_name(), lease)?;
         let lost = || LockError::lease_lost(lease.name());
         let held = lease.backend_data::<KeyLease>().ok_or_else(lost)?;
+        if !lease.is_valid() {
+            return Err(lost());
+        }
         if held.own {
             return Ok(ticket); // taken up from a ticket: on a lease of its own already
         }
         let (shared, key, rev) = (held.lease_id, held.key.as_str(), revision(lease));
         match self.leases.lookup(shared, key, rev) {
-            Lookup::Held { .. } if lease.is_valid() => {}
+            Lookup::Held { .. } => {}
             Lookup::Unknown => {
                 return Err(LockError::InvalidArgument(format!(
                     "the lease on {} was acquired through another EtcdLock; hand it over there",
@@ -108,7 +114,12 @@ impl EtcdLock {
                 self.revoke(own).await;
                 Err(lost())
             }
-            Err(e) => Err(e),
+            // unknown: given up either way (see the trait's doc) — the sweeper deletes
+            // it from the shared lease, the revoke from the new one
+            Err(e) => {
+                self.revoke(own).await;
+                Err(e)
+            }
         }
     }
 
@@ -188,13 +199,35 @@ impl EtcdLock {
 
     /// Revokes a lease of a handed-over key; best effort (it expires by its TTL).
     pub(crate) async fn revoke(&self, lease_id: i64) {
-        if let Err(e) = self
+        let _ = self.try_revoke(lease_id).await;
+    }
+
+    /// Revokes a lease: whether it is gone (revoked now, or expired already).
+    async fn try_revoke(&self, lease_id: i64) -> bool {
+        match self
             .rpc("lease revoke", |mut c| async move {
                 c.lease_revoke(lease_id).await
             })
             .await
         {
-            tracing::debug!(lease = lease_id, error = %e, "revoking a lease failed; it expires by its TTL");
+            Ok(_) => true,
+            Err(e) => {
+                let gone = match &e {
+                    LockError::Backend {
+                        source: Some(src), ..
+                    }
+                    | LockError::Unavailable {
+                        source: Some(src), ..
+                    } => src
+                        .downcast_ref::<etcd_client::Error>()
+                        .is_some_and(crate::errors::is_lease_not_found),
+                    _ => false,
+                };
+                if !gone {
+                    tracing::debug!(lease = lease_id, error = %e, "revoking a lease failed; it expires by its TTL");
+                }
+                gone
+            }
         }
     }
 
@@ -211,6 +244,9 @@ impl EtcdLock {
         let sent = Instant::now();
         let head = self.first_in_queue(&dir).await?.ok_or_else(lost)?;
         if head.key() != key.as_bytes() || head.create_revision() != rev {
+            return Err(lost());
+        }
+        if head.value() == RELEASED.as_bytes() {
             return Err(lost());
         }
         if head.value() != HANDED_OVER.as_bytes() {
@@ -294,12 +330,22 @@ impl EtcdLock {
                     .with_backend_data(Arc::new(KeyLease::own(own, held.key.clone(), secs))))
             }
             Ok(Found::On(l)) if l == held.lease_id => {
-                // the move did not take: the key is where it was, as valid as before
-                self.revoke(own).await;
-                Err(LockError::transient(format!(
-                    "moving {} to a lease of the new TTL did not take; renew again",
-                    lease.name()
-                )))
+                // the move seemed not to take, but an unanswered attempt may still
+                // commit: only once the new lease is revoked and the key is read on
+                // the old one again is the old lease as valid as before
+                let still = self.try_revoke(own).await
+                    && matches!(
+                        self.settle(&held.key, rev, own, Ok(false)).await,
+                        Ok(Found::On(l)) if l == held.lease_id
+                    );
+                if still {
+                    Err(LockError::transient(format!(
+                        "moving {} to a lease of the new TTL did not take; renew again",
+                        lease.name()
+                    )))
+                } else {
+                    Err(lost())
+                }
             }
             // gone, or moved by another taker of the ticket
             Ok(_) => {
@@ -307,8 +353,12 @@ impl EtcdLock {
                 Err(lost())
             }
             // unknown: the key may be on the new lease, which may end before the old
-            // lease's valid_until — stop trusting it
-            Err(_) => Err(lost()),
+            // lease's valid_until — given up: both leases revoked, so it is lost
+            Err(_) => {
+                self.revoke(own).await;
+                self.revoke(held.lease_id).await;
+                Err(lost())
+            }
         }
     }
 }

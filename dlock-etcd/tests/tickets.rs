@@ -117,3 +117,33 @@ async fn only_a_held_lease_is_handed_over_by_its_own_client() {
         Err(LockError::LeaseLost { .. })
     ));
 }
+
+/// A handed-over lease released with a linger keeps the name blocked, and its ticket
+/// is lost: nobody takes it up again.
+#[tokio::test]
+async fn a_lingering_release_ends_the_ticket() {
+    let giver = common::etcd(&common::single()).await;
+    let name = unique();
+    let lease = giver
+        .try_acquire(&name, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("free");
+    let ticket = giver.hand_over(&lease).await.unwrap();
+    let taker = common::etcd(&common::single()).await;
+    let taken = taker.resume(&ticket).await.expect("taken up");
+    assert!(
+        taker
+            .release_after(&taken, Duration::from_secs(5))
+            .await
+            .unwrap()
+    );
+    assert!(
+        taker.inspect(&name).await.unwrap().is_some(),
+        "still blocked"
+    );
+    assert!(matches!(
+        taker.resume(&ticket).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+}
