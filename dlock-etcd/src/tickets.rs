@@ -48,7 +48,9 @@ enum Found {
 /// Until disarmed, hands a key this client stopped tracking back to its sweeper: a
 /// hand-over cut off between forgetting the key and settling the move must not leave
 /// it on the shared lease, which this client keeps alive for its other keys. The
-/// sweeper deletes it only while it is still on that lease.
+/// sweeper deletes it only while it is still on that lease. (If this client has
+/// dropped the shared lease meanwhile — no keys, past its TTL — nothing keeps that
+/// lease alive any more, and the key ends with it.)
 struct Unsettled<'a> {
     lock: &'a EtcdLock,
     shared: i64,
