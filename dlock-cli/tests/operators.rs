@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_any::{Fence, FencingToken, MemoryFence};
 
 mod common;
-use common::{backend_url, output, scratch, spawn, unique, wait_exit, wait_for_file};
+use common::{output, scratch, spawn, unique, wait_exit, wait_for_file};
 
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -147,32 +147,4 @@ fn release_force_breaks_the_holder(url: &str) {
     assert!(String::from_utf8_lossy(&free.stderr).contains("nothing to break"));
 }
 
-macro_rules! per_backend {
-    ($backend:ident) => {
-        per_backend!($backend, all());
-    };
-    ($backend:ident, $cfg:meta) => {
-        #[cfg($cfg)]
-        mod $backend {
-            fn url() -> String {
-                super::backend_url(stringify!($backend))
-            }
-            #[test]
-            fn holders_say_who_they_are() {
-                super::holders_say_who_they_are(&url());
-            }
-            #[test]
-            fn release_force_breaks_the_holder() {
-                super::release_force_breaks_the_holder(&url());
-            }
-        }
-    };
-}
-
-per_backend!(sqlite);
-per_backend!(postgres);
-per_backend!(mariadb);
-per_backend!(redis);
-per_backend!(etcd, feature = "etcd");
-per_backend!(zookeeper, feature = "zookeeper");
-per_backend!(redlock);
+common::every_backend!(holders_say_who_they_are, release_force_breaks_the_holder,);

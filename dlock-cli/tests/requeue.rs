@@ -10,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 mod common;
-use common::{backend_url, output, scratch, spawn, unique, wait_exit};
+use common::{output, scratch, spawn, unique, wait_exit};
 
 /// The log's lines, each `EPOCH VALUE PID`, once it has at least `n`.
 fn leaderships(log: &Path, n: usize) -> Vec<(u64, String, i32)> {
@@ -124,27 +124,4 @@ fn requeue_survives_three_command_kills(url: &str) {
     }
 }
 
-macro_rules! per_backend {
-    ($backend:ident) => {
-        per_backend!($backend, all());
-    };
-    ($backend:ident, $cfg:meta) => {
-        #[cfg($cfg)]
-        mod $backend {
-            #[test]
-            fn requeue_survives_three_command_kills() {
-                super::requeue_survives_three_command_kills(&super::backend_url(stringify!(
-                    $backend
-                )));
-            }
-        }
-    };
-}
-
-per_backend!(sqlite);
-per_backend!(postgres);
-per_backend!(mariadb);
-per_backend!(redis);
-per_backend!(etcd, feature = "etcd");
-per_backend!(zookeeper, feature = "zookeeper");
-per_backend!(redlock);
+common::every_backend!(requeue_survives_three_command_kills,);

@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 mod common;
-use common::{alive, backend_url, output, scratch, spawn, unique, wait_exit};
+use common::{alive, output, scratch, spawn, unique, wait_exit};
 
 /// `sh -c 'sleep 60 & sleep 60; wait'`, each process writing its pid to `pids` first
 /// (a subshell's `$$` is its parent's: its own pid is the `$PPID` of a child).
@@ -183,40 +183,9 @@ fn forwarded_signals_reach_the_tree(url: &str) {
     }
 }
 
-macro_rules! per_backend {
-    ($backend:ident) => {
-        per_backend!($backend, all());
-    };
-    ($backend:ident, $cfg:meta) => {
-        #[cfg($cfg)]
-        mod $backend {
-            fn url() -> String {
-                super::backend_url(stringify!($backend))
-            }
-            #[test]
-            fn sigkill_of_dlock_takes_the_tree_down() {
-                super::sigkill_of_dlock_takes_the_tree_down(&url());
-            }
-            #[test]
-            fn stopped_dlock_cannot_outlive_its_lease() {
-                super::stopped_dlock_cannot_outlive_its_lease(&url());
-            }
-            #[test]
-            fn max_hold_stops_the_tree() {
-                super::max_hold_stops_the_tree(&url());
-            }
-            #[test]
-            fn forwarded_signals_reach_the_tree() {
-                super::forwarded_signals_reach_the_tree(&url());
-            }
-        }
-    };
-}
-
-per_backend!(sqlite);
-per_backend!(postgres);
-per_backend!(mariadb);
-per_backend!(redis);
-per_backend!(etcd, feature = "etcd");
-per_backend!(zookeeper, feature = "zookeeper");
-per_backend!(redlock);
+common::every_backend!(
+    sigkill_of_dlock_takes_the_tree_down,
+    stopped_dlock_cannot_outlive_its_lease,
+    max_hold_stops_the_tree,
+    forwarded_signals_reach_the_tree,
+);

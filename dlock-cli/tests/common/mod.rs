@@ -97,3 +97,32 @@ pub fn backend_url(backend: &str) -> String {
         other => panic!("no such backend: {other}"),
     }
 }
+
+/// One `#[test]` per CLI backend for each listed case — a `fn case(url: &str)` of the
+/// test file — in a module named after the backend (`sqlite::case`, …); the etcd and
+/// ZooKeeper ones only with their cargo features.
+#[allow(unused_macros)] // not every test file runs its cases on every backend
+macro_rules! every_backend {
+    ($($case:ident),+ $(,)?) => {
+        $crate::common::every_backend!(@on sqlite, all(); $($case),+);
+        $crate::common::every_backend!(@on postgres, all(); $($case),+);
+        $crate::common::every_backend!(@on mariadb, all(); $($case),+);
+        $crate::common::every_backend!(@on redis, all(); $($case),+);
+        $crate::common::every_backend!(@on etcd, feature = "etcd"; $($case),+);
+        $crate::common::every_backend!(@on zookeeper, feature = "zookeeper"; $($case),+);
+        $crate::common::every_backend!(@on redlock, all(); $($case),+);
+    };
+    (@on $backend:ident, $cfg:meta; $($case:ident),+) => {
+        #[cfg($cfg)]
+        mod $backend {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(&$crate::common::backend_url(stringify!($backend)));
+                }
+            )+
+        }
+    };
+}
+#[allow(unused_imports)] // not every test file runs its cases on every backend
+pub(crate) use every_backend;
