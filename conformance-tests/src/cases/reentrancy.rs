@@ -32,25 +32,18 @@ pub async fn reentrant_scope_nests_and_excludes(h: &impl Harness) {
         "another scope of the same client must be excluded"
     );
     let other = h.client().await;
-    assert!(
+    let excluded = async || {
         other
             .try_acquire(&name, LONG_TTL)
             .await
             .expect("try_acquire")
-            .is_none(),
-        "another client must be excluded"
-    );
+            .is_none()
+    };
+    assert!(excluded().await, "another client must be excluded");
 
     assert!(inner.release().await.expect("inner release"), "still held");
     assert_eq!(outer.hold_count(), 1);
-    assert!(
-        other
-            .try_acquire(&name, LONG_TTL)
-            .await
-            .expect("try_acquire")
-            .is_none(),
-        "an inner release must not free the lock"
-    );
+    assert!(excluded().await, "an inner release must not free the lock");
 
     let before = outer.token();
     assert!(outer.release().await.expect("outermost release"));
