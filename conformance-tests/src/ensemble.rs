@@ -15,6 +15,57 @@ use crate::{FaultMode, FaultProxy, TestServer, free_port};
 const ZK_CLASSPATH: &str =
     "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar";
 
+/// The JVM flags `scripts/services` gives its servers for TTL nodes (tickets live in
+/// them) and a container manager that looks every second (a ticket's node is deleted
+/// within a second of its TTL).
+const TTL_NODES: [&str; 2] = [
+    "-Dzookeeper.extendedTypesEnabled=true",
+    "-Dznode.container.checkIntervalMs=1000",
+];
+
+/// The command line of a server run with `cfg`, with `flags` for the JVM.
+fn java_args(cfg: &std::path::Path, flags: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-Xms16m",
+        "-Xmx128m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:-UsePerfData",
+        "-Dzookeeper.jmx.log4j.disable=true",
+        "-Dlog4j.configuration=file:/dev/null",
+    ]
+    .iter()
+    .chain(flags)
+    .map(|s| (*s).to_owned())
+    .collect();
+    args.extend([
+        "-cp".to_owned(),
+        ZK_CLASSPATH.to_owned(),
+        "org.apache.zookeeper.server.quorum.QuorumPeerMain".to_owned(),
+        cfg.display().to_string(),
+    ]);
+    args
+}
+
+/// A private standalone server in `dir` started with only the `flags` given for the
+/// JVM (none: ZooKeeper's defaults, without TTL nodes); returns it (killed when
+/// dropped) and its address, once it serves.
+///
+/// # Panics
+/// When Java or ZooKeeper is missing, or the server does not listen within 20 s.
+pub fn standalone_zk(dir: &std::path::Path, flags: &[&str]) -> (TestServer, String) {
+    let port = free_port();
+    std::fs::create_dir_all(dir.join("data")).expect("server directory");
+    let cfg = format!(
+        "tickTime=200\nminSessionTimeout=400\nmaxSessionTimeout=60000\ndataDir={}\n\
+         clientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n",
+        dir.join("data").display()
+    );
+    std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
+    let server = TestServer::start_on("java", &java_args(&dir.join("zoo.cfg"), flags), port);
+    (server, format!("127.0.0.1:{port}"))
+}
+
 /// One server's proxies towards one peer (quorum and election ports).
 struct PeerLink {
     from: usize,
@@ -102,22 +153,7 @@ impl PartitionableEnsemble {
                 cfg.push_str(&format!("server.{}={quorum}:{election}\n", j + 1));
             }
             std::fs::write(d.join("zoo.cfg"), cfg).expect("zoo.cfg");
-            let args: Vec<String> = [
-                "-Xms16m",
-                "-Xmx128m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-XX:-UsePerfData",
-                "-Dzookeeper.jmx.log4j.disable=true",
-                "-Dlog4j.configuration=file:/dev/null",
-                "-cp",
-                ZK_CLASSPATH,
-                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                &d.join("zoo.cfg").display().to_string(),
-            ]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+            let args = java_args(&d.join("zoo.cfg"), &TTL_NODES);
             servers.push(TestServer::start_on("java", &args, p[0]));
         }
         let me = Self {

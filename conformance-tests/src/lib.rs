@@ -55,7 +55,7 @@ mod urls;
 mod viewed;
 
 pub use cut_off::cut_off_holder_is_lost_before_takeover;
-pub use ensemble::PartitionableEnsemble;
+pub use ensemble::{PartitionableEnsemble, standalone_zk};
 pub use etcd_cluster::{PartitionableEtcd, etcd_status};
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, required_env};

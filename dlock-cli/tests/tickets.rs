@@ -137,18 +137,6 @@ fn list_shows_a_running_holder(url: &str) {
     assert_eq!(after.trim(), "[]");
 }
 
-/// ZooKeeper refuses to write a ticket, and takes nothing doing so.
-fn acquire_refuses_without_taking(url: &str) {
-    let name = unique("no-ticket");
-    let out = output(url, &["acquire", &name]);
-    assert_eq!(out.status.code(), Some(USAGE), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("does not offer tickets"),
-        "{out:?}"
-    );
-    assert_eq!(code(url, &["run", "--wait", "0", &name, "--", "true"]), 0);
-}
-
 macro_rules! with_tickets {
     ($backend:ident, $url:expr) => {
         mod $backend {
@@ -198,19 +186,10 @@ with_tickets!(
 );
 
 #[cfg(feature = "zookeeper")]
-mod zookeeper {
-    fn url() -> String {
-        format!(
-            "zk://{}?session_timeout=2s",
-            super::required_env("DLOCK_TEST_ZK_ADDR")
-        )
-    }
-    #[test]
-    fn acquire_refuses_without_taking() {
-        super::acquire_refuses_without_taking(&url());
-    }
-    #[test]
-    fn list_shows_a_running_holder() {
-        super::list_shows_a_running_holder(&url());
-    }
-}
+with_tickets!(
+    zookeeper,
+    format!(
+        "zk://{}?session_timeout=2s",
+        super::required_env("DLOCK_TEST_ZK_ADDR")
+    )
+);

@@ -287,33 +287,40 @@ pub trait DistributedLock: Send + Sync {
     /// client can renew). On etcd, whose keys hang on a lease this client keeps alive
     /// for all its locks, this client first lets go of the key (renewing `lease` here
     /// answers [`LockError::LeaseLost`] from then on; releasing it still works) and
-    /// moves it to a lease of its own, which only the ticket's taker keeps alive.
+    /// moves it to a lease of its own, which only the ticket's taker keeps alive. On
+    /// ZooKeeper, whose lock nodes end with this client's session, this client swaps
+    /// the node for a TTL node at the same place in the queue, with the same token
+    /// (renewing `lease` here answers [`LockError::LeaseLost`] from then on as well).
     ///
     /// # Errors
     /// Those of [`Ticket::of`]; [`LockError::LeaseLost`] when the lease is no longer
-    /// held; [`LockError::InvalidArgument`] on etcd for a lease another client took; a
-    /// backend error — on etcd the lease is given up then (the key is deleted, or ends
-    /// with the lease it moved to).
+    /// held; [`LockError::InvalidArgument`] on etcd for a lease another client took;
+    /// [`LockError::Unsupported`] on ZooKeeper servers without TTL nodes (the lease
+    /// stays held here); a backend error — on etcd the lease is given up then (the key
+    /// is deleted, or ends with the lease it moved to), on ZooKeeper it is still held
+    /// here or lives in a TTL node that nobody renews, and ends with its TTL.
     ///
     /// # Cancel safety
-    /// Dropped on etcd once started, the lease is given up as on an error.
+    /// Dropped on etcd once started, the lease is given up as on an error; on
+    /// ZooKeeper it is held here still, or ends with its TTL, as on an error.
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
         Ticket::of(self.backend_name(), lease)
     }
 
     /// Takes up the lease a [`Ticket`] wrote down — in this process or another — so it
     /// can be renewed and released here. Its `valid_until` is what the server says is
-    /// left of it.
+    /// left of it (on ZooKeeper, whose servers alone know that, taking it up renews it
+    /// with the TTL it has).
     ///
     /// # Errors
     /// [`LockError::LeaseLost`] when the ticket's lease is no longer held (expired,
     /// released, taken over); [`LockError::InvalidArgument`] for a ticket of another
-    /// backend, or (etcd) one not written by [`DistributedLock::hand_over`];
-    /// [`LockError::Unsupported`] where a lease cannot leave its process (a ZooKeeper
-    /// lock ends with its session, a memory lock is the process's own).
+    /// backend, or (etcd, ZooKeeper) one not written by [`DistributedLock::hand_over`];
+    /// [`LockError::Unsupported`] where a lease cannot leave its process (a memory lock
+    /// is the process's own).
     ///
     /// # Cancel safety
-    /// A read: dropping it changes nothing.
+    /// A read (on ZooKeeper a renewal): dropping it changes nothing held.
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         let _ = ticket;
         Err(LockError::Unsupported {

@@ -25,12 +25,12 @@ const PREFIX: &str = "dlock-ticket1";
 /// ticket — as they could release the lock by writing to the store directly: tickets
 /// add no power beyond the store's own access control.
 ///
-/// SQL, Redis, Redlock and etcd take tickets. Write one with
+/// Every server backend takes tickets. Write one with
 /// [`crate::DistributedLock::hand_over`]: on etcd it first moves the key from this
-/// client's shared lease to a lease of its own, which only the ticket's taker keeps
-/// alive (a ticket built with [`Ticket::of`] alone is refused there). A ZooKeeper lock
-/// ends with its session, and its client library cannot hand a session on (a
-/// session's password can be neither read nor given): [`LockError::Unsupported`].
+/// client's shared lease to a lease of its own, and on ZooKeeper it swaps the
+/// session's ephemeral node for a TTL node at the same place in the queue; only the
+/// ticket's taker keeps either alive (a ticket built with [`Ticket::of`] alone is
+/// refused there). A memory lock is the process's own: [`LockError::Unsupported`].
 ///
 /// ```
 /// use std::time::Duration;

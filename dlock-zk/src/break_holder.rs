@@ -1,12 +1,12 @@
 //! An operator breaking a holder (`DistributedLock::break_holder`): its node deleted,
 //! as its own release would delete it.
 
-use dlock_core::{FencingToken, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::{LockError, LockInfo, LockName};
 use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::path::{lowest, owner_of, queue_dir};
+use crate::path::{lowest, queue_dir};
 
 impl ZkLock {
     /// Deletes the lowest node of `name`'s queue — the holder's; its name is unique to
@@ -30,13 +30,8 @@ impl ZkLock {
                 return Ok(None);
             };
             let path = format!("{dir}/{head}");
-            let Some(stat) = self.op("read holder", client.check_stat(&path)).await? else {
+            let Some(holder) = self.read_holder(&client, &dir, head).await? else {
                 continue;
-            };
-            let holder = LockInfo {
-                owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
-                token: FencingToken::from_signed(stat.czxid, "czxid")?,
-                remaining: client.session_timeout(),
             };
             match self
                 .op("break holder", async {

@@ -23,7 +23,17 @@
 //!   ping. Renewals that come due together (guards renew on a shared grid) are
 //!   checked in one `sync` + multi-read (ZooKeeper 3.6+), so holding many locks costs
 //!   one round trip per renewal tick. A session that expired (partition, pause) loses
-//!   its locks; the client then opens a new session.
+//!   its locks; the client then opens a new session;
+//! - a lease **handed over** for a ticket (`DistributedLock::hand_over`, what `dlock
+//!   acquire` prints) leaves its session: its node is swapped, in one transaction, for
+//!   a persistent node with a TTL at the same path, which keeps its place in the queue
+//!   and the lease's token, and lives as long as the ticket's taker renews it (a
+//!   conditional write whose server timestamps show the node had not run out). TTL
+//!   nodes need `zookeeper.extendedTypesEnabled=true` on every server (without it a
+//!   hand-over is refused as unsupported and the lock stays held), and the server
+//!   deletes an expired one on its container manager's next look
+//!   (`znode.container.checkIntervalMs`, a minute by default: set it lower, e.g. 1 s,
+//!   so a crashed ticket holder's lock frees soon after its TTL).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -60,6 +70,7 @@ mod renewals;
 mod session;
 mod sessions;
 mod shared;
+mod tickets;
 mod url;
 
 /// The ZooKeeper client library, for the operations of [`ZkLock::guarded_multi`].

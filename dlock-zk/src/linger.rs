@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use dlock_core::{Lease, LockError, LockInfo, LockName};
 use tokio::time::Instant;
+use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::path::{lowest, owner_of, queue_dir};
@@ -36,6 +37,15 @@ impl ZkLock {
         if !lease.is_valid() {
             return dlock_core::backend::Backend::release(self, lease).await;
         }
+        if held.handed_over {
+            // a TTL node lives its TTL (never shorter than the linger) past a renewal:
+            // should this process die while it lingers, the name stays blocked anyway
+            match self.renew_handed_over(lease).await {
+                Ok(_) => {}
+                Err(LockError::LeaseLost { .. }) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
         let (lock, lease) = (self.clone(), lease.clone());
         let delete = tokio::spawn(async move {
             tokio::time::sleep(linger).await;
@@ -47,7 +57,8 @@ impl ZkLock {
     }
 
     /// Waits until `holder`'s node in `name`'s queue is deleted (released, or its
-    /// session expired), or `until`: one exists-watch on that node.
+    /// session expired), or `until`: one data watch on that node (a handed-over node's
+    /// renewals wake it too; the caller looks again).
     pub(crate) async fn wait_holder_gone(
         &self,
         name: &LockName,
@@ -64,7 +75,7 @@ impl ZkLock {
             Err(_) => return Ok(()),
         };
         // by owner; a node that names none (Curator's unprotected `lock-<seq>`) is the
-        // holder's if it heads the queue — either way its czxid (the token) must match
+        // holder's if it heads the queue — either way its token must match
         let owner = holder.owner.as_str();
         let Some(node) = children
             .iter()
@@ -74,11 +85,17 @@ impl ZkLock {
             return Ok(());
         };
         let path = format!("{dir}/{node}");
-        let (stat, watcher) = self
-            .op("watch holder", client.check_and_watch_stat(&path))
-            .await?;
-        let same = stat.is_some_and(|s| u64::try_from(s.czxid).ok() == Some(holder.token.get()));
-        if !same {
+        let (data, stat, watcher) = match self
+            .op("watch holder", async {
+                Ok(client.get_and_watch_data(&path).await)
+            })
+            .await?
+        {
+            Ok(read) => read,
+            Err(zk::Error::NoNode) => return Ok(()),
+            Err(e) => return Err(crate::errors::from_zk("watch holder", e)),
+        };
+        if crate::tickets::token_of(&data, &stat)? != holder.token {
             return Ok(());
         }
         tokio::select! {

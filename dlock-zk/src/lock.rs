@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use dlock_core::backend::{Backend, Queues, within};
 use dlock_core::{
     Access, Capabilities, FencingToken, Holding, Lease, LockError, LockInfo, LockName, OwnerId,
+    Ticket,
 };
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -23,10 +24,13 @@ use crate::sessions::Slot;
 pub(crate) struct NodeLease {
     pub(crate) path: String,
     pub(crate) slot: Arc<Slot>,
+    /// A TTL node a ticket carries (`tickets.rs`), not an ephemeral node of `slot`'s.
+    pub(crate) handed_over: bool,
 }
 
 /// A renewal confirms, in one multi-read per tick, that the node still exists on a live
-/// session; a release deletes the node; `inspect` lists the queue and reads its head.
+/// session (a handed-over node is written to instead, `tickets.rs`); a release deletes
+/// the node; `inspect` lists the queue and reads its head.
 /// Acquiring is the queue driver (`queue_driver.rs`).
 #[async_trait]
 impl Backend for ZkLock {
@@ -34,6 +38,9 @@ impl Backend for ZkLock {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let held = lease.renewable_data::<NodeLease>()?;
+        if held.handed_over {
+            return self.renew_handed_over(lease).await;
+        }
         // batched with the other renewals due now: one multi-read per tick
         // Through the session the node lives on if it is one of ours; another client's
         // lease is checked through our first session, which does not own the node, so
@@ -108,17 +115,7 @@ impl Backend for ZkLock {
         let Some(head) = lowest(&children) else {
             return Ok(None);
         };
-        let Some(stat) = self
-            .op("read holder", client.check_stat(&format!("{dir}/{head}")))
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(LockInfo {
-            owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
-            token: FencingToken::from_signed(stat.czxid, "czxid")?,
-            remaining: client.session_timeout(),
-        }))
+        self.read_holder(&client, &dir, head).await
     }
 
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
@@ -127,6 +124,14 @@ impl Backend for ZkLock {
 
     async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.break_head(name).await
+    }
+
+    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
+        self.hand_over_node(lease).await
+    }
+
+    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
+        self.resume_node(ticket).await
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
@@ -252,6 +257,26 @@ impl ZkLock {
         }
     }
 
+    /// The holder whose node is `head` of the queue in `dir`; `None` once it is gone.
+    pub(crate) async fn read_holder(
+        &self,
+        client: &zk::Client,
+        dir: &str,
+        head: &str,
+    ) -> Result<Option<LockInfo>, LockError> {
+        let read = client.get_data(&format!("{dir}/{head}"));
+        let (data, stat) = match self.op("read holder", async { Ok(read.await) }).await? {
+            Ok(read) => read,
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(from_zk("read holder", e)),
+        };
+        Ok(Some(LockInfo {
+            owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
+            token: crate::tickets::token_of(&data, &stat)?,
+            remaining: client.session_timeout(),
+        }))
+    }
+
     #[allow(clippy::too_many_arguments)] // one call site per acquire path, all named
     pub(crate) fn lease(
         &self,
@@ -273,6 +298,7 @@ impl ZkLock {
         .with_backend_data(Arc::new(NodeLease {
             path,
             slot: Arc::clone(slot),
+            handed_over: false,
         })))
     }
 }

@@ -7,10 +7,9 @@ use dlock_core::{LockError, LockName, Ticket};
 use super::{LONG_TTL, take, unique};
 use crate::Harness;
 
-/// The backends whose lease cannot leave the process that took it: a ZooKeeper lock
-/// ends with its session (and its client library cannot hand a session on), a memory
-/// lock is the process's own.
-const NO_TICKETS: [&str; 2] = ["zookeeper", "memory"];
+/// The backends whose lease cannot leave the process that took it: a memory lock is
+/// the process's own.
+const NO_TICKETS: [&str; 1] = ["memory"];
 
 /// A ticket handed over by one client is taken up by another, which can renew (past
 /// the TTL) and release the lease; a ticket whose lease is gone, or of another
@@ -46,7 +45,10 @@ pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
     );
     assert!(resumed.is_valid() && resumed.remaining() <= LONG_TTL);
     let renewed = b.renew(&resumed).await.expect("the taker renews");
-    assert!(renewed.remaining() > LONG_TTL / 2);
+    // the lease's TTL: LONG_TTL, or what the backend made of it (a ZooKeeper client
+    // pinned to one session has leases of 3/5 of its timeout)
+    assert_eq!(renewed.ttl(), lease.ttl());
+    assert!(renewed.remaining() > renewed.ttl() / 2);
     // a ticket naming another backend, or another token, is refused
     let foreign = Ticket::new(
         "elsewhere",

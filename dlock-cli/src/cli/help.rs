@@ -56,9 +56,9 @@ pub(super) const TICKET_HELP: &str = "\
 A ticket is one line: the backend's name, the lock name, the acquisition's owner id \
 (128 random bits), the fencing token and the TTL. It grants renewing and releasing \
 that one lease while it lasts — keep it like a password — and holds no URL or \
-password: each command connects with its own --url / DLOCK_URL. SQL databases, Redis, \
-Redlock and etcd take tickets; on ZooKeeper a lock ends with the session of the \
-process that took it.
+password: each command connects with its own --url / DLOCK_URL. Every server backend \
+takes tickets (ZooKeeper's servers need -Dzookeeper.extendedTypesEnabled=true: the \
+lock moves to a TTL node).
 
 Exit codes: 0 done; 73 busy (--wait 0); 74 the wait ran out; 75 the ticket's lease is \
 gone (expired, released, taken over); 2 not a ticket, or one for another backend; \

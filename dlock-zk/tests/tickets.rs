@@ -1,0 +1,237 @@
+//! Tickets on ZooKeeper: a handed-over lock node outlives the session that made it,
+//! lives as long as the ticket's taker renews it, and keeps its place in the queue.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, LockError, LockName, random_u64};
+use dlock_zk::ZkLock;
+use tokio::time::{Instant, sleep};
+
+fn unique() -> LockName {
+    LockName::new(&format!("tickets/{:016x}", random_u64())).unwrap()
+}
+
+/// Sessions of 3 s: leases (and handed-over nodes) of 1.8 s.
+async fn client() -> ZkLock {
+    ZkLock::builder(&common::single())
+        .session_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// The giver hands its lock over and goes away (its session closed, its ephemeral
+/// nodes gone): the name stays held by the ticket's taker, past several TTLs, ahead of
+/// a waiter that queued before the hand-over. When the taker stops renewing, the waiter
+/// gets the lock with a higher token.
+#[tokio::test]
+async fn a_handed_over_node_outlives_its_giver_and_keeps_its_place() {
+    let name = unique();
+    let giver = client().await;
+    let lease = giver
+        .try_acquire(&name, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("free");
+    let ttl = lease.ttl();
+    let waiter = client().await;
+    let waiting = {
+        let name = name.clone();
+        // queued before the hand-over: its node's zxid is below the swap's, and the
+        // token it is granted must still be above the ticket's
+        tokio::spawn(async move {
+            let lease = waiter.acquire(&name, ttl, Duration::from_secs(60)).await;
+            (waiter, lease)
+        })
+    };
+    sleep(Duration::from_millis(300)).await; // the waiter queues behind the holder
+
+    let ticket = giver.hand_over(&lease).await.expect("handed over");
+    assert_eq!(ticket.token(), lease.token(), "the lease keeps its token");
+    assert!(
+        matches!(giver.renew(&lease).await, Err(LockError::LeaseLost { .. })),
+        "the giver let go of it"
+    );
+    drop(giver);
+
+    let taker = client().await;
+    let mut taken = taker.resume(&ticket).await.expect("taken up");
+    assert_eq!(
+        (taken.token(), taken.owner()),
+        (ticket.token(), ticket.owner())
+    );
+    let until = Instant::now() + ttl * 4;
+    while Instant::now() < until {
+        sleep(ttl / 3).await;
+        taken = taker.renew(&taken).await.expect("the taker renews");
+    }
+    assert!(
+        !waiting.is_finished(),
+        "the waiter is still behind the ticket"
+    );
+    let held = taker.inspect(&name).await.unwrap().expect("held");
+    assert_eq!(held.token, ticket.token());
+
+    // the taker stops: the node expires (its TTL, then the server's next look)
+    let stopped = Instant::now();
+    let (waiter, next) = waiting.await.unwrap();
+    let next = next.expect("the waiter gets the lock once the ticket's node runs out");
+    assert!(stopped.elapsed() >= ttl.saturating_sub(Duration::from_millis(200)));
+    assert!(next.token() > ticket.token());
+    assert!(matches!(
+        taker.renew(&taken).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    assert!(waiter.release(&next).await.unwrap());
+}
+
+/// A ticket's taker renews with a longer TTL (the node is swapped for one with that
+/// TTL, keeping its place and token; taking the ticket up again adopts it) and
+/// releases: the name is free at once and the ticket is dead.
+#[tokio::test]
+async fn a_taker_changes_the_ttl_and_releases() {
+    let name = unique();
+    let giver = client().await;
+    let lease = giver
+        .try_acquire(&name, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("free");
+    let ticket = giver.hand_over(&lease).await.expect("handed over");
+    let taker = client().await;
+    let taken = taker.resume(&ticket).await.expect("taken up");
+    let longer = taker
+        .renew(&taken.renewed(taken.ttl() * 2, Instant::now()))
+        .await
+        .expect("renewed with a longer TTL");
+    assert_eq!(
+        (longer.token(), longer.ttl()),
+        (ticket.token(), ticket.ttl() * 2)
+    );
+    let again = taker.resume(&ticket).await.expect("taken up again");
+    assert_eq!(
+        again.ttl(),
+        ticket.ttl() * 2,
+        "the node's TTL, not the ticket's"
+    );
+    let held = giver.inspect(&name).await.unwrap().expect("held");
+    assert_eq!(held.token, ticket.token());
+    assert!(taker.release(&again).await.unwrap());
+    assert!(taker.inspect(&name).await.unwrap().is_none());
+    assert!(matches!(
+        taker.resume(&ticket).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    let next = giver
+        .try_acquire(&name, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(next.token() > ticket.token());
+    assert!(giver.release(&next).await.unwrap());
+}
+
+/// A ticket for a node that was never handed over (still an ephemeral of a live
+/// session) is refused as such: taking it up could not keep it alive.
+#[tokio::test]
+async fn a_ticket_not_handed_over_is_refused() {
+    let name = unique();
+    let giver = client().await;
+    let lease = giver
+        .try_acquire(&name, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("free");
+    let written = dlock_core::Ticket::of("zookeeper", &lease).unwrap();
+    let taker = client().await;
+    assert!(matches!(
+        taker.resume(&written).await,
+        Err(LockError::InvalidArgument(_))
+    ));
+    assert!(
+        giver.renew(&lease).await.is_ok(),
+        "the giver still holds it"
+    );
+    assert!(giver.release(&lease).await.unwrap());
+}
+
+/// On servers without TTL nodes (ZooKeeper's default) a hand-over is refused as
+/// unsupported, naming the server flag, and the lock stays with its holder.
+#[tokio::test]
+async fn servers_without_ttl_nodes_refuse_and_the_holder_keeps_the_lock() {
+    let dir = std::env::temp_dir().join(format!("dlock-zk-no-ttl-{:016x}", random_u64()));
+    let (_server, addr) = dlock_conformance::standalone_zk(&dir, &[]);
+    let giver = ZkLock::builder(&addr)
+        .session_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .unwrap();
+    let name = unique();
+    let lease = giver
+        .try_acquire(&name, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("free");
+    match giver.hand_over(&lease).await {
+        Err(LockError::Unsupported { what, .. }) => {
+            assert!(
+                what.contains("zookeeper.extendedTypesEnabled=true"),
+                "{what}"
+            );
+        }
+        other => panic!("a hand-over without TTL nodes: {other:?}"),
+    }
+    let renewed = giver.renew(&lease).await.expect("still held");
+    assert_eq!(renewed.token(), lease.token());
+    assert!(giver.release(&lease).await.unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A handed-over node past its TTL that the server has not deleted yet (its container
+/// manager looks once a minute by default) is not renewed — its delete may already be
+/// decided, and would not look at a renewal — but deleted, and the name is free.
+#[tokio::test]
+async fn a_node_past_its_ttl_is_deleted_not_renewed() {
+    let dir = std::env::temp_dir().join(format!("dlock-zk-slow-ttl-{:016x}", random_u64()));
+    let (_server, addr) =
+        dlock_conformance::standalone_zk(&dir, &["-Dzookeeper.extendedTypesEnabled=true"]);
+    let connect = || async {
+        ZkLock::builder(&addr)
+            .session_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .unwrap()
+    };
+    let (giver, taker) = (connect().await, connect().await);
+    let name = unique();
+    let lease = giver
+        .try_acquire(&name, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .expect("free");
+    let ticket = giver.hand_over(&lease).await.expect("handed over");
+    drop(giver);
+    sleep(ticket.ttl() + Duration::from_millis(500)).await;
+    assert!(
+        taker.inspect(&name).await.unwrap().is_some(),
+        "the server has not deleted it yet"
+    );
+    assert!(matches!(
+        taker.resume(&ticket).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    let next = taker
+        .try_acquire(&name, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .expect("free at once");
+    assert!(next.token() > ticket.token());
+    assert!(taker.release(&next).await.unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
