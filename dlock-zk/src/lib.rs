@@ -28,7 +28,8 @@
 //!   acquire` prints) leaves its session: its node is swapped, in one transaction, for
 //!   a persistent node with a TTL at the same path, which keeps its place in the queue
 //!   and the lease's token, and lives as long as the ticket's taker renews it (a
-//!   conditional write whose server timestamps show the node had not run out). TTL
+//!   conditional write whose server timestamps show the node had not run out; its
+//!   TTL stays the one it was handed over with). TTL
 //!   nodes need `zookeeper.extendedTypesEnabled=true` on every server (without it a
 //!   hand-over is refused as unsupported and the lock stays held), and the server
 //!   deletes an expired one on its container manager's next look
@@ -70,6 +71,7 @@ mod renewals;
 mod session;
 mod sessions;
 mod shared;
+mod ticket_node;
 mod tickets;
 mod url;
 

@@ -40,7 +40,7 @@ impl ZkLock {
         if held.handed_over {
             // a TTL node lives its TTL (never shorter than the linger) past a renewal:
             // should this process die while it lingers, the name stays blocked anyway
-            match self.renew_handed_over(lease).await {
+            match self.renew_handed_over(lease, false).await {
                 Ok(_) => {}
                 Err(LockError::LeaseLost { .. }) => return Ok(false),
                 Err(e) => return Err(e),
@@ -95,7 +95,7 @@ impl ZkLock {
             Err(zk::Error::NoNode) => return Ok(()),
             Err(e) => return Err(crate::errors::from_zk("watch holder", e)),
         };
-        if crate::tickets::token_of(&data, &stat)? != holder.token {
+        if crate::ticket_node::token_of(&data, &stat)? != holder.token {
             return Ok(());
         }
         tokio::select! {

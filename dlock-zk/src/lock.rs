@@ -39,7 +39,7 @@ impl Backend for ZkLock {
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let held = lease.renewable_data::<NodeLease>()?;
         if held.handed_over {
-            return self.renew_handed_over(lease).await;
+            return self.renew_handed_over(lease, false).await;
         }
         // batched with the other renewals due now: one multi-read per tick
         // Through the session the node lives on if it is one of ours; another client's
@@ -82,7 +82,8 @@ impl Backend for ZkLock {
                 }),
             Err(e) => Err(e),
         };
-        if deleted.is_err() {
+        // (a ticket's node ends with its TTL: nothing to retry)
+        if deleted.is_err() && !held.handed_over {
             // the node lives as long as the session, which this client keeps alive:
             // it must not stay behind, so the delete goes on in the background
             if let Some((dir, node)) = held.path.rsplit_once('/') {
@@ -270,10 +271,12 @@ impl ZkLock {
             Err(zk::Error::NoNode) => return Ok(None),
             Err(e) => return Err(from_zk("read holder", e)),
         };
+        // a handed-over node lives its TTL past its last renewal, at most
+        let handed_over = crate::ticket_node::HandedOver::read(&data, &stat);
         Ok(Some(LockInfo {
             owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
-            token: crate::tickets::token_of(&data, &stat)?,
-            remaining: client.session_timeout(),
+            token: crate::ticket_node::token_of(&data, &stat)?,
+            remaining: handed_over.map_or(client.session_timeout(), |h| h.ttl),
         }))
     }
 

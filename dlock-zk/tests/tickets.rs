@@ -89,38 +89,44 @@ async fn a_handed_over_node_outlives_its_giver_and_keeps_its_place() {
     assert!(waiter.release(&next).await.unwrap());
 }
 
-/// A ticket's taker renews with a longer TTL (the node is swapped for one with that
-/// TTL, keeping its place and token; taking the ticket up again adopts it) and
-/// releases: the name is free at once and the ticket is dead.
+/// A ticket's taker cannot renew with another TTL (a handed-over node keeps its own),
+/// and releases: the name is free at once and the ticket is dead. A lease whose TTL
+/// has a fraction of a millisecond (a session of 2001 ms: 1200.6 ms) hands over with
+/// the TTL cut to whole milliseconds, as the server keeps it.
 #[tokio::test]
-async fn a_taker_changes_the_ttl_and_releases() {
+async fn a_taker_keeps_the_ttl_and_releases() {
     let name = unique();
-    let giver = client().await;
+    let giver = ZkLock::builder(&common::single())
+        .session_timeout(Duration::from_millis(2001))
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap();
     let lease = giver
         .try_acquire(&name, Duration::from_secs(2))
         .await
         .unwrap()
         .expect("free");
+    assert!(
+        lease.ttl().subsec_nanos() % 1_000_000 != 0,
+        "{:?}",
+        lease.ttl()
+    );
     let ticket = giver.hand_over(&lease).await.expect("handed over");
+    assert_eq!(ticket.ttl(), Duration::from_millis(1200));
     let taker = client().await;
     let taken = taker.resume(&ticket).await.expect("taken up");
-    let longer = taker
-        .renew(&taken.renewed(taken.ttl() * 2, Instant::now()))
-        .await
-        .expect("renewed with a longer TTL");
-    assert_eq!(
-        (longer.token(), longer.ttl()),
-        (ticket.token(), ticket.ttl() * 2)
-    );
-    let again = taker.resume(&ticket).await.expect("taken up again");
-    assert_eq!(
-        again.ttl(),
-        ticket.ttl() * 2,
-        "the node's TTL, not the ticket's"
-    );
+    assert_eq!(taken.ttl(), ticket.ttl());
+    let taken = taker.renew(&taken).await.expect("renewed");
+    let longer = taken.renewed(taken.ttl() * 2, Instant::now());
+    assert!(matches!(
+        taker.renew(&longer).await,
+        Err(LockError::InvalidArgument(_))
+    ));
     let held = giver.inspect(&name).await.unwrap().expect("held");
     assert_eq!(held.token, ticket.token());
-    assert!(taker.release(&again).await.unwrap());
+    assert!(held.remaining <= ticket.ttl());
+    assert!(taker.release(&taken).await.unwrap());
     assert!(taker.inspect(&name).await.unwrap().is_none());
     assert!(matches!(
         taker.resume(&ticket).await,
@@ -186,6 +192,18 @@ async fn servers_without_ttl_nodes_refuse_and_the_holder_keeps_the_lock() {
         }
         other => panic!("a hand-over without TTL nodes: {other:?}"),
     }
+    // taking up any ticket is refused the same way (`dlock acquire` asks first)
+    let probe = dlock_core::Ticket::new(
+        "zookeeper",
+        unique(),
+        dlock_core::OwnerId::from_stored("probe"),
+        dlock_core::FencingToken::new(0),
+        Duration::from_secs(2),
+    );
+    assert!(matches!(
+        giver.resume(&probe).await,
+        Err(LockError::Unsupported { .. })
+    ));
     let renewed = giver.renew(&lease).await.expect("still held");
     assert_eq!(renewed.token(), lease.token());
     assert!(giver.release(&lease).await.unwrap());
