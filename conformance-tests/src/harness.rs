@@ -208,6 +208,13 @@ impl DistributedLock for Crashable {
     async fn hand_over(&self, lease: &Lease) -> Result<dlock_core::Ticket, LockError> {
         self.viewed_lock()?.hand_over(lease).await
     }
+    async fn proclaim(
+        &self,
+        lease: &Lease,
+        value: &dlock_core::HolderValue,
+    ) -> Result<(), LockError> {
+        self.live()?.proclaim(lease, value).await
+    }
     async fn resume(&self, ticket: &dlock_core::Ticket) -> Result<Lease, LockError> {
         self.viewed_lock()?.resume(ticket).await
     }

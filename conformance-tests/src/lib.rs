@@ -190,6 +190,7 @@ macro_rules! conformance_suite {
             leadership_is_lost_before_the_next_leader_wins,
             campaign_refuses_bad_values,
             requeued_elections_survive_leader_kills,
+            proclaimed_values_are_seen_without_a_new_epoch,
             multi_lock_never_deadlocks,
             min_hold_blocks_after_release,
             min_hold_outlives_a_crash,

@@ -53,6 +53,13 @@ impl DistributedLock for MutexOnly {
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
         self.0.hand_over(lease).await
     }
+    async fn proclaim(
+        &self,
+        lease: &Lease,
+        value: &dlock_core::HolderValue,
+    ) -> Result<(), LockError> {
+        self.0.proclaim(lease, value).await
+    }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.0.resume(ticket).await
     }

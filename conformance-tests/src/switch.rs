@@ -115,6 +115,14 @@ impl DistributedLock for Switched {
         self.check()?;
         self.inner.hand_over(lease).await
     }
+    async fn proclaim(
+        &self,
+        lease: &Lease,
+        value: &dlock_core::HolderValue,
+    ) -> Result<(), LockError> {
+        self.check()?;
+        self.inner.proclaim(lease, value).await
+    }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.check()?;
         self.inner.resume(ticket).await

@@ -4,7 +4,7 @@
 //! keeps a row per name after its release — the row carries the name's fencing token.
 //! So on SQL a run's locks live in a table of the run's own (`table=dlock_bench_…`
 //! added to the URL, unless the URL names one), dropped with its companions (the
-//! semaphores', read-write locks', fences' and results' tables) and the floors' table
+//! semaphores', read-write locks', fences', results' and proclaimed values' tables) and the floors' table
 //! when the run ends.
 //! Elsewhere a released name leaves at most its fencing counter, which the backend
 //! expires or deletes by itself.
@@ -38,8 +38,10 @@ impl Scratch {
         let url = if own_table {
             let table = format!("dlock_bench_{:08x}", dlock_any::random_u64() & 0xffff_ffff);
             tables.push(table.clone());
-            tables
-                .extend(["shared", "holders", "fences", "results"].map(|t| format!("{table}_{t}")));
+            tables.extend(
+                ["shared", "holders", "fences", "results", "values"]
+                    .map(|t| format!("{table}_{t}")),
+            );
             let sep = match (url.contains('?'), url.ends_with(['?', '&'])) {
                 (false, _) => "?",
                 (true, true) => "",
@@ -147,7 +149,7 @@ mod tests {
         assert!(s.url().starts_with("postgres://h/db?table=dlock_bench_"));
         let (plain, tables) = s.sql.as_ref().unwrap();
         assert_eq!(plain, "postgres://h/db");
-        assert_eq!(tables.len(), 5, "{tables:?}");
+        assert_eq!(tables.len(), 6, "{tables:?}");
         assert!(
             tables.iter().all(|t| t.starts_with("dlock_bench_")),
             "{tables:?}"

@@ -2,9 +2,6 @@
 //! limits: real processes, real signals, real servers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::sync::mpsc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -13,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 mod common;
-use common::{dlock, output, scratch, spawn, unique, wait_exit, wait_for_file};
+use common::{output, scratch, spawn, unique, wait_exit, wait_for_file, watch_leader};
 
 const BUSY: i32 = 73;
 const MAX_HOLD: i32 = 76;
@@ -112,22 +109,7 @@ fn elect_standby_takes_over_after_kill(url: &str) {
 /// one after the first resigns; SIGTERM ends it cleanly.
 fn leader_watch_follows_changes(url: &str) {
     let name = unique("watch");
-    let mut watcher = dlock(url)
-        .args(["leader", "--watch", "--json", &name])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stdout = watcher.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut watcher, rx) = watch_leader(url, &name);
     let next = || {
         rx.recv_timeout(Duration::from_secs(15))
             .expect("a line from the watcher")

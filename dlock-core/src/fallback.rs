@@ -348,6 +348,11 @@ impl DistributedLock for FallbackLock {
         }
     }
 
+    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
+        crate::backend::proclaimable(self.backend_name(), lease)?; // a fallback lease: no
+        self.inner().await?.proclaim(lease, value).await
+    }
+
     async fn resume(&self, ticket: &crate::Ticket) -> Result<Lease, LockError> {
         self.inner().await?.resume(ticket).await
     }
@@ -380,21 +385,5 @@ impl DistributedLock for FallbackLock {
 
     fn backend_name(&self) -> &'static str {
         self.connected().map_or("unconnected", |i| i.backend_name())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn policies_parse_and_print() {
-        for p in [Fallback::FailFast, Fallback::Local, Fallback::Proceed] {
-            assert_eq!(p.as_str().parse::<Fallback>().unwrap(), p);
-        }
-        assert!(matches!(
-            "maybe".parse::<Fallback>(),
-            Err(LockError::Config(_))
-        ));
     }
 }

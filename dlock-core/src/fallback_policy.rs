@@ -56,3 +56,20 @@ impl FromStr for Fallback {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LockError;
+
+    #[test]
+    fn policies_parse_and_print() {
+        for p in [Fallback::FailFast, Fallback::Local, Fallback::Proceed] {
+            assert_eq!(p.as_str().parse::<Fallback>().unwrap(), p);
+        }
+        assert!(matches!(
+            "maybe".parse::<Fallback>(),
+            Err(LockError::Config(_))
+        ));
+    }
+}

@@ -202,6 +202,15 @@ impl LockGuard {
         self.shared.lease().token()
     }
 
+    /// Proclaims `value` for the guard's lease
+    /// ([`DistributedLock::proclaim`]).
+    pub(crate) async fn proclaim(&self, value: &crate::HolderValue) -> Result<(), LockError> {
+        if self.shared.state().is_final() {
+            return Err(LockError::lease_lost(self.shared.lease().name()));
+        }
+        self.lock.proclaim(&self.shared.lease(), value).await
+    }
+
     /// The current lease (as last renewed).
     #[must_use]
     pub fn lease(&self) -> Lease {

@@ -17,6 +17,9 @@ pub const MAX_HOLDER_VALUE: usize = 128;
 /// stays within 255 bytes, the narrowest owner column (MySQL's `VARCHAR(255)`).
 const MAX_ENCODED: usize = 200;
 
+/// What a proclaimed value's stored text starts with.
+const PROCLAIMED: &str = "dlock:value=";
+
 /// Separates the random part of an owner id from the encoded holder value.
 const SEPARATOR: char = '.';
 
@@ -66,6 +69,23 @@ impl HolderValue {
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The value as a backend stores it once proclaimed
+    /// ([`crate::DistributedLock::proclaim`]) in a place of its own that may also hold
+    /// other things — an etcd key's value, a ZooKeeper node's data: `dlock:value=`
+    /// and the value.
+    #[must_use]
+    pub fn proclaimed_text(&self) -> String {
+        format!("{PROCLAIMED}{}", self.0)
+    }
+
+    /// The value in what [`HolderValue::proclaimed_text`] wrote; `None` for anything
+    /// else stored there (nothing proclaimed, another program's data).
+    #[must_use]
+    pub fn from_proclaimed(stored: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(stored).ok()?.strip_prefix(PROCLAIMED)?;
+        Self::new(text).ok()
     }
 
     /// `random` (an owner id's hex digits) with this value appended, encoded.
@@ -148,6 +168,15 @@ mod tests {
             HolderValue::from_owner_text("0123456789abcdef0123456789abcdef"),
             None
         );
+    }
+
+    #[test]
+    fn proclaimed_values_read_back_and_nothing_else() {
+        let v = HolderValue::new("10.0.0.7:80").unwrap();
+        let text = v.proclaimed_text();
+        assert_eq!(HolderValue::from_proclaimed(text.as_bytes()), Some(v));
+        assert_eq!(HolderValue::from_proclaimed(b"10.0.0.7:80"), None);
+        assert_eq!(HolderValue::from_proclaimed(b"dlock:value="), None);
     }
 
     #[test]

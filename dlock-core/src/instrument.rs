@@ -310,6 +310,9 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.inner.resume(ticket).await
     }
+    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
+        self.inner.proclaim(lease, value).await
+    }
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         self.inner.list(prefix).await
     }

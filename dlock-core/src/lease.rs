@@ -204,6 +204,9 @@ pub struct LockInfo {
     /// lasts as long as its holder's session, whose timeout other clients cannot read:
     /// this is the observing client's own session timeout, not the holder's.
     pub remaining: Duration,
+    /// The value the holder proclaimed last ([`crate::DistributedLock::proclaim`]),
+    /// if it did; [`LockInfo::value`] reads it first.
+    pub proclaimed: Option<crate::HolderValue>,
 }
 
 /// A held lock, as [`crate::DistributedLock::list`] reports it.
@@ -232,11 +235,14 @@ impl Held {
 }
 
 impl LockInfo {
-    /// The holder value the holder acquired with, if any
-    /// ([`crate::DistributedLock::acquire_with_value`]).
+    /// What the holder says about itself: the value it proclaimed last
+    /// ([`crate::DistributedLock::proclaim`]), else the one it acquired with
+    /// ([`crate::DistributedLock::acquire_with_value`]), if any.
     #[must_use]
     pub fn value(&self) -> Option<crate::HolderValue> {
-        self.owner.holder_value()
+        self.proclaimed
+            .clone()
+            .or_else(|| self.owner.holder_value())
     }
 }
 

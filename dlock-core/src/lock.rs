@@ -6,29 +6,8 @@ use async_trait::async_trait;
 
 use crate::{
     Access, Acquisition, Capabilities, Finding, Held, HolderValue, Holding, Lease, LockError,
-    LockInfo, LockName, Ticket,
+    LockInfo, LockName, MIN_TTL, Ticket, poll_until, waited,
 };
-
-/// What a wait answered, as a lease: `Ok(None)` — which a wait never answers — is read
-/// as the wait running out.
-///
-/// # Errors
-/// The acquisition's error, or [`LockError::Timeout`].
-pub fn waited(
-    answer: Result<Option<Lease>, LockError>,
-    name: &LockName,
-    wait: Duration,
-) -> Result<Lease, LockError> {
-    answer?.ok_or_else(|| LockError::Timeout {
-        name: name.to_string(),
-        waited: wait,
-    })
-}
-
-/// The shortest TTL accepted: below this the drift margin would eat the lease.
-pub const MIN_TTL: Duration = Duration::from_millis(10);
-/// The longest TTL accepted (7 days). Longer work should renew (see [`crate::Locker`]).
-pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A distributed lock with leases, renewal and fencing tokens.
 ///
@@ -329,6 +308,31 @@ pub trait DistributedLock: Send + Sync {
         })
     }
 
+    /// Stores `value` with `lease` as what its holder now says about itself — a
+    /// leader's new address, say ([`crate::Leadership::proclaim`], etcd's `Proclaim`):
+    /// the lease, its token and its owner id stay as they are, and
+    /// [`DistributedLock::inspect`] reports `value` ([`LockInfo::value`]) until the
+    /// lease ends or the holder proclaims again. Written with the lease on the server,
+    /// in the same key, row or node (never a record that could outlive it), and only
+    /// while the lease holds.
+    ///
+    /// # Errors
+    /// [`LockError::LeaseLost`] when the lease is no longer held;
+    /// [`LockError::Unsupported`] for a semaphore's permit or a side of a read-write
+    /// lock, a fallback lease, a lease handed over for a ticket (etcd, ZooKeeper: the
+    /// key or node carries the ticket), or where the backend cannot store a value; a
+    /// backend error (the value then is the old one or the new one).
+    ///
+    /// # Cancel safety
+    /// Dropped once sent, the value is the old one or the new one.
+    async fn proclaim(&self, lease: &Lease, value: &HolderValue) -> Result<(), LockError> {
+        let _ = (lease, value);
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "proclaiming a holder value",
+        ))
+    }
+
     /// The locks held now whose names start with `prefix` (all with `""`), by name:
     /// each holder and, where the backend can tell, how many wait for it.
     ///
@@ -367,36 +371,4 @@ pub trait DistributedLock: Send + Sync {
     fn backend_name(&self) -> &'static str {
         "unknown"
     }
-}
-
-/// How long to sleep before looking at a holder again when nothing will wake us: at
-/// most [`HOLDER_POLL`], and not past the holder's expiry or `until`.
-#[must_use]
-pub fn poll_until(seen: Option<&LockInfo>, until: tokio::time::Instant) -> tokio::time::Instant {
-    let mut next = tokio::time::Instant::now() + HOLDER_POLL;
-    if let Some(info) = seen {
-        next = next.min(tokio::time::Instant::now() + info.remaining);
-    }
-    next.min(until)
-}
-
-/// The longest pause between two looks at a holder on a backend without notifications.
-pub const HOLDER_POLL: Duration = Duration::from_millis(100);
-
-/// Checks a requested TTL against [`MIN_TTL`] and [`MAX_TTL`].
-///
-/// # Errors
-/// [`LockError::InvalidArgument`] when it is out of range.
-pub fn validate_ttl(ttl: Duration) -> Result<(), LockError> {
-    if ttl < MIN_TTL {
-        return Err(LockError::InvalidArgument(format!(
-            "ttl {ttl:?} is shorter than the minimum {MIN_TTL:?}"
-        )));
-    }
-    if ttl > MAX_TTL {
-        return Err(LockError::InvalidArgument(format!(
-            "ttl {ttl:?} is longer than the maximum {MAX_TTL:?}; renew instead"
-        )));
-    }
-    Ok(())
 }

@@ -46,6 +46,9 @@ impl<T: DistributedLock + ?Sized> DistributedLock for std::sync::Arc<T> {
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         (**self).resume(ticket).await
     }
+    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
+        (**self).proclaim(lease, value).await
+    }
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
         (**self).list(prefix).await
     }

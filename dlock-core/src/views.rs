@@ -150,6 +150,7 @@ impl DistributedLock for SharedLock {
             owner: h.owner,
             token: h.token,
             remaining: h.remaining,
+            proclaimed: None,
         }))
     }
 
@@ -159,6 +160,10 @@ impl DistributedLock for SharedLock {
 
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         self.backend.resume(ticket).await
+    }
+
+    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
+        self.backend.proclaim(lease, value).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use dlock_core::{
     Access, Acquisition, Capabilities, DistributedLock, Fallback, FallbackLock, Finding, Held,
-    Holding, Instrumented, Lease, LockError, LockInfo, LockName, MemoryLock, SharedLock, Ticket,
-    async_trait,
+    HolderValue, Holding, Instrumented, Lease, LockError, LockInfo, LockName, MemoryLock,
+    SharedLock, Ticket, async_trait,
 };
 
 /// A backend whose every answer is recognisable, counting the calls that return
@@ -57,6 +57,9 @@ impl DistributedLock for Probe {
     }
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         Err(LockError::lease_lost(ticket.name()))
+    }
+    async fn proclaim(&self, lease: &Lease, _: &HolderValue) -> Result<(), LockError> {
+        Err(LockError::lease_lost(lease.name()))
     }
     async fn list(&self, _: &str) -> Result<Vec<Held>, LockError> {
         Ok(Vec::new())
@@ -138,6 +141,16 @@ async fn wrappers_forward_every_method() {
                 Err(LockError::LeaseLost { .. })
             ),
             "{label}: hand_over"
+        );
+        // the default refuses as unsupported; the probe answers lost, and so must
+        // every wrapper
+        let value = HolderValue::new("10.0.0.9:80").unwrap();
+        assert!(
+            matches!(
+                lock.proclaim(&plain, &value).await,
+                Err(LockError::LeaseLost { .. })
+            ),
+            "{label}: proclaim"
         );
         let before = probe.calls.load(Ordering::SeqCst);
         lock.holder_changed(&name, None, tokio::time::Instant::now())

@@ -68,6 +68,7 @@ mod guarded;
 mod keys;
 mod linger;
 mod lock;
+mod proclaim;
 mod queue;
 mod queue_driver;
 mod reads;

@@ -84,7 +84,9 @@ impl EtcdLock {
     }
 
     /// Waits until `holder`'s key in `name`'s queue is deleted (released, or its lease
-    /// expired), or `until`.
+    /// expired) or written again (a proclaimed value: the queue's watch wakes its
+    /// observers), or `until`. A value proclaimed before the watch was in place is
+    /// found by a read before it, or one each [`HOLDER_REREAD`].
     pub(crate) async fn wait_holder_gone(
         &self,
         name: &LockName,
@@ -92,9 +94,41 @@ impl EtcdLock {
         until: Instant,
     ) -> Result<(), LockError> {
         let key = format!("{}{}", queue_dir(&self.opts.prefix, name), holder.owner);
+        if self.holder_moved(&key, holder).await? {
+            return Ok(());
+        }
         // no read to start from: 0 makes it read the key again once watched
-        self.wait_for_delete(key.as_bytes(), 0, HOLDER_REREAD, || async { Ok(()) }, until)
-            .await
-            .map(|_| ())
+        let watched =
+            self.wait_for_delete(key.as_bytes(), 0, HOLDER_REREAD, || async { Ok(()) }, until);
+        let reread = async {
+            loop {
+                tokio::time::sleep(HOLDER_REREAD).await;
+                if self.holder_moved(&key, holder).await? {
+                    return Ok::<(), LockError>(());
+                }
+            }
+        };
+        tokio::select! {
+            r = watched => r.map(|_| ()),
+            r = reread => r,
+        }
+    }
+
+    /// Whether `key` is no longer `holder`'s as seen: gone, recreated, or carrying
+    /// another proclaimed value.
+    async fn holder_moved(&self, key: &str, holder: &LockInfo) -> Result<bool, LockError> {
+        let read = self
+            .rpc("read key", |mut c| {
+                let key = key.to_owned();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        Ok(match read.kvs().first() {
+            Some(kv) => {
+                u64::try_from(kv.create_revision()).ok() != Some(holder.token.get())
+                    || dlock_core::HolderValue::from_proclaimed(kv.value()) != holder.proclaimed
+            }
+            None => true,
+        })
     }
 }

@@ -149,6 +149,14 @@ impl Backend for EtcdLock {
         self.resume_ticket(ticket).await
     }
 
+    async fn proclaim(
+        &self,
+        lease: &Lease,
+        value: &dlock_core::HolderValue,
+    ) -> Result<(), LockError> {
+        self.proclaim_value(lease, value).await
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let dir = queue_dir(&self.opts.prefix, name);
         let Some(head) = self.first_in_queue(&dir).await? else {
@@ -169,6 +177,7 @@ impl Backend for EtcdLock {
             owner: OwnerId::from_stored(&owner_of(head.key())),
             token: FencingToken::from_signed(head.create_revision(), "create revision")?,
             remaining: Duration::from_secs(u64::try_from(ttl).unwrap_or(0)),
+            proclaimed: dlock_core::HolderValue::from_proclaimed(head.value()),
         }))
     }
 

@@ -238,12 +238,16 @@ async fn run_watch(
                         let _ = created.send(State::Created);
                     }
                     for e in resp.events() {
-                        if e.event_type() == EventType::Delete
-                            && let Some(kv) = e.kv()
-                        {
+                        let Some(kv) = e.kv() else { continue };
+                        if e.event_type() == EventType::Delete {
                             me.with_queue(queue, id, |q| q.recent.record(kv.key(), kv.mod_revision()));
                             // everyone waiting on that key: a queue's successor,
                             // and observers of the holder
+                            hub.wake_each(&String::from_utf8_lossy(kv.key()));
+                        } else if kv.version() > 1 {
+                            // a key written again (a proclaimed value, a hand-over):
+                            // its observers look again; a successor woken too reads
+                            // the queue again, as the delete is not recorded
                             hub.wake_each(&String::from_utf8_lossy(kv.key()));
                         }
                     }

@@ -17,6 +17,9 @@ pub(crate) struct Keys {
     pub fence: String,
     /// `PREFIX{name}:released` — pub/sub channel a release publishes on.
     pub channel: String,
+    /// `PREFIX{name}:value` — the holder's proclaimed value, with its owner id
+    /// (`proclaim.rs`).
+    pub value: String,
 }
 
 impl Keys {
@@ -29,6 +32,7 @@ impl Keys {
                     lock: format!("{prefix}{{{tag}}}:lock"),
                     fence: format!("{prefix}{{{tag}}}:fence"),
                     channel: format!("{prefix}{{{tag}}}:released"),
+                    value: format!("{prefix}{{{tag}}}:value"),
                 }
             }
             // in the lock key's cluster slot: after its own hash tag if it has one,
@@ -47,6 +51,7 @@ impl Keys {
                 Self {
                     fence: format!("{base}:token"),
                     channel: format!("{base}:released"),
+                    value: format!("{base}:value"),
                     lock,
                 }
             }
@@ -58,19 +63,20 @@ impl Keys {
     /// [`Keys::new`] for a new acquisition, refusing a plain-layout name whose lock key
     /// is another name's counter or channel key: `{a}:token` would take the counter of
     /// `a` for a lock (and `a`'s next token would count from its owner id). Every such
-    /// key carries a hash tag and ends in `:token` or `:released`.
+    /// key carries a hash tag and ends in `:token`, `:released` or `:value`.
     pub(crate) fn for_acquire(opts: &Options, name: &LockName) -> Result<Self, LockError> {
         let keys = Self::new(opts, name);
         if opts.layout == KeyLayout::Plain {
             let base = keys
                 .lock
                 .strip_suffix(":token")
-                .or_else(|| keys.lock.strip_suffix(":released"));
+                .or_else(|| keys.lock.strip_suffix(":released"))
+                .or_else(|| keys.lock.strip_suffix(":value"));
             if base.is_some_and(has_hash_tag) {
                 return Err(LockError::InvalidName {
                     name: name.as_str().chars().take(64).collect(),
-                    reason: "in the plain key layout, its key is another name's fencing counter \
-                             or release channel (a hash tag, then :token or :released)",
+                    reason: "in the plain key layout, its key is another name's fencing counter, \
+                             release channel or value (a hash tag, then :token, :released or :value)",
                 });
             }
         }

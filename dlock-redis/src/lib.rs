@@ -50,6 +50,7 @@ mod fence;
 mod keys;
 mod node;
 mod options;
+mod proclaim;
 mod quorum;
 mod redlock;
 mod renewals;

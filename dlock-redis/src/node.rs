@@ -16,6 +16,15 @@ use crate::renewals::{self, Renewal, Renewals};
 use crate::scripts;
 use crate::wakeups::Wakeups;
 
+/// A lock's holder as one node reads it.
+pub(crate) struct Inspected {
+    pub(crate) owner: String,
+    pub(crate) pttl: Duration,
+    pub(crate) token: u64,
+    /// The value this holder proclaimed, if any.
+    pub(crate) proclaimed: Option<dlock_core::HolderValue>,
+}
+
 pub(crate) struct Node {
     pub(crate) conn: Conn,
     wakeups: Arc<Wakeups>,
@@ -257,18 +266,16 @@ impl Node {
         Ok(n == 1)
     }
 
-    /// The holder's owner, remaining time and token, if the lock key exists.
-    pub(crate) async fn inspect(
-        &self,
-        keys: &Keys,
-    ) -> Result<Option<(String, Duration, u64)>, LockError> {
+    /// The holder, if the lock key exists.
+    pub(crate) async fn inspect(&self, keys: &Keys) -> Result<Option<Inspected>, LockError> {
         let mut conn = self.conn.clone();
-        let (owner, pttl, token): (Value, i64, Option<u64>) = self
+        let (owner, pttl, token, value): (Value, i64, Option<u64>, Option<Vec<u8>>) = self
             .run(
                 "inspect",
                 scripts::INSPECT
                     .key(&keys.lock)
                     .key(&keys.fence)
+                    .key(&keys.value)
                     .invoke_async(&mut conn),
             )
             .await?;
@@ -283,7 +290,13 @@ impl Node {
                     0
                 };
                 let pttl = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
-                Some((owner, pttl, token))
+                let proclaimed = crate::proclaim::proclaimed_by(&owner, value.as_deref());
+                Some(Inspected {
+                    owner,
+                    pttl,
+                    token,
+                    proclaimed,
+                })
             }
             _ => None,
         })

@@ -8,7 +8,7 @@ use dlock_core::backend::{
     Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed, resume_held,
 };
 use dlock_core::{
-    Access, Capabilities, FencingToken, Lease, LockError, LockInfo, LockName, OwnerId,
+    Access, Capabilities, FencingToken, HolderValue, Lease, LockError, LockInfo, LockName, OwnerId,
 };
 use tokio::time::Instant;
 
@@ -152,6 +152,10 @@ impl Backend for Redlock {
         Ok(!round.ok.is_empty())
     }
 
+    async fn proclaim(&self, lease: &Lease, value: &HolderValue) -> Result<(), LockError> {
+        self.proclaim_on_quorum(lease, value).await
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let keys = Keys::new(&self.opts, name);
         let results = self
@@ -162,17 +166,19 @@ impl Backend for Redlock {
             .await;
         let mut failures = 0;
         let mut last = None;
-        // owner -> (nodes holding it, highest counter among them, least time left)
-        let mut seen: Vec<(String, usize, u64, Duration)> = Vec::new();
+        // owner -> (nodes holding it, highest counter among them, least time left, the
+        // values they hold for it)
+        let mut seen: Vec<(String, usize, u64, Duration, Vec<HolderValue>)> = Vec::new();
         for r in results {
             match r {
-                Ok(Some((owner, pttl, token))) => match seen.iter_mut().find(|s| s.0 == owner) {
+                Ok(Some(h)) => match seen.iter_mut().find(|s| s.0 == h.owner) {
                     Some(s) => {
                         s.1 += 1;
-                        s.2 = s.2.max(token);
-                        s.3 = s.3.min(pttl);
+                        s.2 = s.2.max(h.token);
+                        s.3 = s.3.min(h.pttl);
+                        s.4.extend(h.proclaimed);
                     }
-                    None => seen.push((owner, 1, token, pttl)),
+                    None => seen.push((h.owner, 1, h.token, h.pttl, Vec::from_iter(h.proclaimed))),
                 },
                 Ok(None) => {}
                 Err(e) => {
@@ -181,12 +187,14 @@ impl Backend for Redlock {
                 }
             }
         }
-        if let Some((owner, _, token, remaining)) = seen.into_iter().find(|s| s.1 >= self.quorum())
+        if let Some((owner, _, token, remaining, values)) =
+            seen.into_iter().find(|s| s.1 >= self.quorum())
         {
             return Ok(Some(LockInfo {
                 owner: OwnerId::from_stored(&owner),
                 token: FencingToken::new(token),
                 remaining,
+                proclaimed: Self::agreed(values),
             }));
         }
         if failures > self.nodes.len() - self.quorum() {

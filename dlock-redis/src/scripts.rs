@@ -165,12 +165,13 @@ return out
     )
 });
 
-/// KEYS: lock, fence. Returns `{owner, pttl, token}` (`false` owner when free): one
-/// round trip for `inspect`.
+/// KEYS: lock, fence, value. Returns `{owner, pttl, token, value}` (`false` owner when
+/// free): one round trip for `inspect`.
 pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]),
+  redis.call('GET', KEYS[3])}
 ",
     )
 });

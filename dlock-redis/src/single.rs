@@ -178,15 +178,30 @@ impl Backend for RedisLock {
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let keys = Keys::new(&self.opts, name);
-        Ok(self
+        Ok(self.node.inspect(&keys).await?.map(|h| LockInfo {
+            owner: OwnerId::from_stored(&h.owner),
+            token: FencingToken::new(h.token),
+            remaining: h.pttl,
+            proclaimed: h.proclaimed,
+        }))
+    }
+
+    async fn proclaim(
+        &self,
+        lease: &Lease,
+        value: &dlock_core::HolderValue,
+    ) -> Result<(), LockError> {
+        dlock_core::backend::proclaimable(self.backend_name(), lease)?;
+        let keys = Keys::new(&self.opts, lease.name());
+        if self
             .node
-            .inspect(&keys)
+            .proclaim(&keys, lease.owner().as_str(), value)
             .await?
-            .map(|(owner, remaining, token)| LockInfo {
-                owner: OwnerId::from_stored(&owner),
-                token: FencingToken::new(token),
-                remaining,
-            }))
+        {
+            Ok(())
+        } else {
+            Err(LockError::lease_lost(lease.name()))
+        }
     }
 
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {

@@ -70,6 +70,8 @@ mod errors;
 pub mod fence;
 mod hot;
 #[macro_use]
+mod values;
+#[macro_use]
 pub mod results;
 #[macro_use]
 mod shared;
@@ -97,8 +99,8 @@ use dlock_core::backend::{
     resume_held,
 };
 use dlock_core::{
-    Access, Capabilities, FencingToken, Held, Holding, Lease, LockError, LockInfo, LockName,
-    OwnerId, Ticket,
+    Access, Capabilities, FencingToken, Held, HolderValue, Holding, Lease, LockError, LockInfo,
+    LockName, OwnerId, Ticket,
 };
 use tokio::time::Instant;
 
@@ -310,9 +312,36 @@ impl Backend for SqlLock {
                     owner: OwnerId::from_stored(&h.owner),
                     token: FencingToken::from_signed(h.token, "token in the lock table")?,
                     remaining: h.remaining,
+                    proclaimed: h.proclaimed.and_then(|v| HolderValue::new(&v).ok()),
                 })
             })
             .transpose()
+    }
+
+    async fn proclaim(&self, lease: &Lease, value: &HolderValue) -> Result<(), LockError> {
+        dlock_core::backend::proclaimable(self.backend_name(), lease)?;
+        let lost = || LockError::lease_lost(lease.name());
+        let token = i64::try_from(lease.token().get()).map_err(|_| lost())?;
+        let (name, owner) = (lease.name().as_str(), lease.owner().as_str());
+        let written = self
+            .op("proclaim", || {
+                self.store.proclaim(name, owner, token, value.as_str())
+            })
+            .await?;
+        if written {
+            return Ok(());
+        }
+        // nothing changed: not the holder — or (MySQL) the row had this value already
+        match Backend::inspect(self, lease.name()).await? {
+            Some(h)
+                if h.owner == *lease.owner()
+                    && h.token == lease.token()
+                    && h.proclaimed.as_ref() == Some(value) =>
+            {
+                Ok(())
+            }
+            _ => Err(lost()),
+        }
     }
 
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
@@ -353,6 +382,7 @@ impl Backend for SqlLock {
                 owner: OwnerId::from_stored(&h.owner),
                 token: FencingToken::from_signed(h.token, "token in the lock table")?,
                 remaining: h.remaining,
+                proclaimed: None,
             };
             // waiters poll; they leave no trace in the table
             held.push(Held::new(name, holder, None));

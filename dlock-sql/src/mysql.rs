@@ -98,8 +98,9 @@ impl MySql {
                  WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
             ),
             holder: format!(
-                "SELECT owner, token, {remaining_ms} FROM {table}
-                 WHERE name = ? AND expires_at > {now}"
+                "SELECT l.owner, l.token, {remaining_ms}, v.value FROM {joined}
+                 WHERE l.name = ? AND l.expires_at > {now}",
+                joined = crate::values::joined(table)
             ),
             held: format!(
                 "SELECT name, owner, token, {remaining_ms} FROM {table}
@@ -264,6 +265,7 @@ impl Store for MySql {
                 owner: r.try_get(0)?,
                 token: r.try_get(1)?,
                 remaining: from_millis(r.try_get::<Option<i64>, _>(2)?).unwrap_or_default(),
+                proclaimed: r.try_get(3)?,
             })
         })
         .transpose()
@@ -288,6 +290,7 @@ impl Store for MySql {
                         owner: r.try_get(1)?,
                         token: r.try_get(2)?,
                         remaining: from_millis(r.try_get::<Option<i64>, _>(3)?).unwrap_or_default(),
+                        proclaimed: None,
                     },
                 ))
             })
@@ -310,3 +313,4 @@ impl Store for MySql {
 shared_store!(MySql, sqlx::mysql::MySqlPool, |_this| None);
 
 result_rows!(MySql);
+value_rows!(MySql);

@@ -108,8 +108,9 @@ impl Postgres {
                      SELECT pg_notify($4, name) FROM r"
                 ),
                 holder: format!(
-                    "SELECT owner, token, {remaining} AS remaining_ms FROM {table}
-                     WHERE name = $1 AND expires_at > clock_timestamp()"
+                    "SELECT l.owner, l.token, {remaining} AS remaining_ms, v.value
+                     FROM {joined} WHERE l.name = $1 AND l.expires_at > clock_timestamp()",
+                    joined = crate::values::joined(table)
                 ),
                 held: format!(
                     "SELECT name, owner, token, {remaining} AS remaining_ms FROM {table}
@@ -215,6 +216,7 @@ impl Store for Postgres {
                 owner: r.try_get(0)?,
                 token: r.try_get(1)?,
                 remaining: from_millis(r.try_get(2)?).unwrap_or_default(),
+                proclaimed: r.try_get(3)?,
             })
         })
         .transpose()
@@ -235,6 +237,7 @@ impl Store for Postgres {
                         owner: r.try_get(1)?,
                         token: r.try_get(2)?,
                         remaining: from_millis(r.try_get(3)?).unwrap_or_default(),
+                        proclaimed: None,
                     },
                 ))
             })
@@ -328,3 +331,4 @@ shared_store!(Postgres, sqlx::postgres::PgPool, |this| Some(
 ));
 
 result_rows!(Postgres);
+value_rows!(Postgres);

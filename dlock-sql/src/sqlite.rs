@@ -73,8 +73,9 @@ impl Sqlite {
                  WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}"
             ),
             holder: format!(
-                "SELECT owner, token, expires_at - {now} FROM {table}
-                 WHERE name = ?1 AND expires_at > {now}"
+                "SELECT l.owner, l.token, l.expires_at - {now}, v.value FROM {joined}
+                 WHERE l.name = ?1 AND l.expires_at > {now}",
+                joined = crate::values::joined(table)
             ),
             held: format!(
                 "SELECT name, owner, token, expires_at - {now} FROM {table}
@@ -149,6 +150,7 @@ impl Store for Sqlite {
                 owner: r.try_get(0)?,
                 token: r.try_get(1)?,
                 remaining: from_millis(r.try_get(2)?).unwrap_or_default(),
+                proclaimed: r.try_get(3)?,
             })
         })
         .transpose()
@@ -171,6 +173,7 @@ impl Store for Sqlite {
                         owner: r.try_get(1)?,
                         token: r.try_get(2)?,
                         remaining: from_millis(r.try_get(3)?).unwrap_or_default(),
+                        proclaimed: None,
                     },
                 ))
             })
@@ -193,3 +196,4 @@ impl Store for Sqlite {
 shared_store!(Sqlite, sqlx::sqlite::SqlitePool, |_this| None);
 
 result_rows!(Sqlite);
+value_rows!(Sqlite);

@@ -42,6 +42,8 @@ pub(crate) struct Holder {
     pub owner: String,
     pub token: i64,
     pub remaining: Duration,
+    /// The value it proclaimed, if any (`crate::values`).
+    pub proclaimed: Option<String>,
 }
 
 /// Semaphores and read-write locks (see [`crate::shared`]), implemented for each
@@ -72,7 +74,7 @@ pub(crate) trait SharedStore: Send + Sync {
 /// and works through a transaction-mode connection pooler (run in a transaction of its
 /// own there: see `crate::hot`).
 #[async_trait]
-pub(crate) trait Store: SharedStore + ResultRows {
+pub(crate) trait Store: SharedStore + ResultRows + ValueRows {
     /// Creates the tables (the lock table and the shared ones) if they are missing;
     /// safe when several processes start at once.
     async fn migrate(&self) -> Result<(), sqlx::Error>;
@@ -124,4 +126,19 @@ pub(crate) trait ResultRows: Send + Sync {
     ) -> Result<(bool, Option<i64>), sqlx::Error>;
     /// A request's retained result.
     async fn request_result(&self, request: &str) -> Result<Option<Vec<u8>>, sqlx::Error>;
+}
+
+/// Proclaimed values (`crate::values`), implemented for each dialect by the
+/// `value_rows!` macro.
+#[async_trait]
+pub(crate) trait ValueRows: Send + Sync {
+    /// Stores `value` for the holder `owner` with `token` of `name`, if it still holds
+    /// it: whether a row changed.
+    async fn proclaim(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        value: &str,
+    ) -> Result<bool, sqlx::Error>;
 }

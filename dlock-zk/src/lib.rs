@@ -65,6 +65,7 @@ mod guarded;
 mod linger;
 mod lock;
 mod path;
+mod proclaim;
 mod queue;
 mod queue_driver;
 mod renewals;

@@ -95,7 +95,10 @@ impl ZkLock {
             Err(zk::Error::NoNode) => return Ok(()),
             Err(e) => return Err(crate::errors::from_zk("watch holder", e)),
         };
-        if crate::ticket_node::token_of(&data, &stat)? != holder.token {
+        // another holder, or a value proclaimed since: the caller looks again
+        if crate::ticket_node::token_of(&data, &stat)? != holder.token
+            || dlock_core::HolderValue::from_proclaimed(&data) != holder.proclaimed
+        {
             return Ok(());
         }
         tokio::select! {

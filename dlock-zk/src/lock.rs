@@ -135,6 +135,14 @@ impl Backend for ZkLock {
         self.resume_node(ticket).await
     }
 
+    async fn proclaim(
+        &self,
+        lease: &Lease,
+        value: &dlock_core::HolderValue,
+    ) -> Result<(), LockError> {
+        self.proclaim_value(lease, value).await
+    }
+
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
         let client = self.sessions.first().session.get().await?;
         let (hosts, asked) = self.sessions.asked();
@@ -277,6 +285,7 @@ impl ZkLock {
             owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
             token: crate::ticket_node::token_of(&data, &stat)?,
             remaining: handed_over.map_or(client.session_timeout(), |h| h.ttl),
+            proclaimed: dlock_core::HolderValue::from_proclaimed(&data),
         }))
     }
 

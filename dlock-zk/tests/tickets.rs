@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use dlock_core::{DistributedLock, LockError, LockName, random_u64};
+use dlock_core::{DistributedLock, LockError, LockName, Ticket, random_u64};
 use dlock_zk::ZkLock;
 use tokio::time::{Instant, sleep};
 
@@ -128,17 +128,7 @@ async fn a_taker_keeps_the_ttl_and_releases() {
     assert!(held.remaining <= ticket.ttl());
     assert!(taker.release(&taken).await.unwrap());
     assert!(taker.inspect(&name).await.unwrap().is_none());
-    assert!(matches!(
-        taker.resume(&ticket).await,
-        Err(LockError::LeaseLost { .. })
-    ));
-    let next = giver
-        .try_acquire(&name, Duration::from_secs(2))
-        .await
-        .unwrap()
-        .expect("free");
-    assert!(next.token() > ticket.token());
-    assert!(giver.release(&next).await.unwrap());
+    the_ticket_is_dead_and_the_name_free(&giver, &name, &ticket).await;
 }
 
 /// A ticket for a node that was never handed over (still an ephemeral of a live
@@ -240,16 +230,21 @@ async fn a_node_past_its_ttl_is_deleted_not_renewed() {
         taker.inspect(&name).await.unwrap().is_some(),
         "the server has not deleted it yet"
     );
+    the_ticket_is_dead_and_the_name_free(&taker, &name, &ticket).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ticket` is refused, and `name` is free at once, for a holder with a higher token.
+async fn the_ticket_is_dead_and_the_name_free(client: &ZkLock, name: &LockName, ticket: &Ticket) {
     assert!(matches!(
-        taker.resume(&ticket).await,
+        client.resume(ticket).await,
         Err(LockError::LeaseLost { .. })
     ));
-    let next = taker
-        .try_acquire(&name, Duration::from_secs(1))
+    let next = client
+        .try_acquire(name, Duration::from_secs(1))
         .await
         .unwrap()
         .expect("free at once");
     assert!(next.token() > ticket.token());
-    assert!(taker.release(&next).await.unwrap());
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(client.release(&next).await.unwrap());
 }

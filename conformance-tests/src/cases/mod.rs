@@ -11,7 +11,7 @@
 //! | 6. a dropped `acquire` leaks nothing beyond its TTL | `cancelled_acquires_leak_nothing` |
 //! | 7. waiting uses notifications and is bounded by `wait` | `acquire_waits_for_release`, `acquire_times_out`, `acquire_with_zero_wait`, `waiters_are_served_fairly` (where `Capabilities::fair`) |
 //! | 8. a release wakes one waiter, not all | `a_release_wakes_one_waiter` (the other waiters send no request, where `fair` and the links count them; with `notify`, the hand-off is faster than any poll) |
-//! | built on the rules, in core: holder values, election, multi-lock, hold limits | `holder_value_is_readable`, `one_leader_at_a_time`, `observe_sees_the_next_leader`, `leadership_is_lost_before_the_next_leader_wins`, `campaign_refuses_bad_values`, `requeued_elections_survive_leader_kills`, `multi_lock_never_deadlocks`, `min_hold_blocks_after_release`, `min_hold_outlives_a_crash`, `max_hold_ends_the_hold`, `reentrant_scope_nests_and_excludes`, `fallback_serves_an_outage` |
+//! | built on the rules, in core: holder values, election, multi-lock, hold limits | `holder_value_is_readable`, `one_leader_at_a_time`, `observe_sees_the_next_leader`, `leadership_is_lost_before_the_next_leader_wins`, `campaign_refuses_bad_values`, `requeued_elections_survive_leader_kills`, `proclaimed_values_are_seen_without_a_new_epoch`, `multi_lock_never_deadlocks`, `min_hold_blocks_after_release`, `min_hold_outlives_a_crash`, `max_hold_ends_the_hold`, `reentrant_scope_nests_and_excludes`, `fallback_serves_an_outage` |
 //! | operators' reads and hand-overs: tickets, listing, who holds, breaking a holder | `tickets_carry_a_lease_between_clients` (SQL, Redis, Redlock, etcd, ZooKeeper; refused as unsupported by memory), `list_shows_held_locks` (every server backend but Redis's plain layout), `process_holder_is_readable`, `break_holder_hands_the_lock_on` |
 //! | transient errors within `wait`; arguments | `unreachable_server_then_recovery`, `acquire_rides_out_a_short_outage`, `invalid_arguments`, `inspect_reports_holder` |
 
@@ -24,6 +24,7 @@ mod holds;
 mod names;
 mod network;
 mod operators;
+mod proclaim;
 mod reentrancy;
 mod requeue;
 mod rwlock;
@@ -41,6 +42,7 @@ pub use holds::*;
 pub use names::*;
 pub use network::*;
 pub use operators::*;
+pub use proclaim::*;
 pub use reentrancy::*;
 pub use requeue::*;
 pub use rwlock::*;

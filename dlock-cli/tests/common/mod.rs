@@ -41,6 +41,28 @@ pub fn spawn(url: &str, args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// `dlock leader --watch --json NAME` running, and its stdout's lines as they come.
+pub fn watch_leader(url: &str, name: &str) -> (Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut watcher = dlock(url)
+        .args(["leader", "--watch", "--json", name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (watcher, rx)
+}
+
 pub fn wait_for_file(p: &Path, within: Duration) -> String {
     let end = Instant::now() + within;
     loop {

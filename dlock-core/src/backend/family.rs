@@ -110,6 +110,18 @@ pub trait Backend: Send + Sync {
         })
     }
 
+    /// As [`DistributedLock::proclaim`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
+    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
+        let _ = (lease, value);
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "proclaiming a holder value",
+        ))
+    }
+
     /// As [`DistributedLock::diagnose`].
     ///
     /// # Cancel safety
@@ -211,8 +223,12 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
             tokio::time::sleep_until(crate::poll_until(seen, until)).await;
             return Ok(());
         };
+        // another holder, or a value proclaimed since: the caller looks again (a
+        // proclaim is not announced: seen at the fallback's pace)
         let now = Backend::inspect(backend, name).await?;
-        let Some(now) = now.filter(|h| Some(&h.owner) == seen.map(|s| &s.owner)) else {
+        let Some(now) = now
+            .filter(|h| seen.is_some_and(|s| s.owner == h.owner && s.proclaimed == h.proclaimed))
+        else {
             return Ok(());
         };
         let fallback = backend.wait_policy().notify_fallback;
@@ -313,6 +329,10 @@ impl<B: Backend> DistributedLock for B {
 
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         Backend::resume(self, ticket).await
+    }
+
+    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
+        Backend::proclaim(self, lease, value).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {

@@ -81,3 +81,25 @@ pub async fn resume_held<B: Backend + ?Sized>(
         _ => Err(LockError::lease_lost(ticket.name())),
     }
 }
+
+/// Refuses, as [`crate::DistributedLock::proclaim`] says, what no backend proclaims
+/// for: a semaphore's permit or a side of a read-write lock (only a mutex's holder is
+/// read back by `inspect`), and a fallback lease (it holds nothing on the server).
+///
+/// # Errors
+/// [`LockError::Unsupported`] for those.
+pub fn proclaimable(backend: &'static str, lease: &Lease) -> Result<(), LockError> {
+    if lease.fallback().is_some() {
+        return Err(LockError::unsupported_feature(
+            backend,
+            "proclaiming a value for a fallback lease (it holds no lock on the server)",
+        ));
+    }
+    if lease.access() != crate::Access::Exclusive {
+        return Err(LockError::unsupported_feature(
+            backend,
+            "proclaiming a value for a shared lock's lease",
+        ));
+    }
+    Ok(())
+}

@@ -24,10 +24,28 @@ impl Leadership {
         self.guard.token()
     }
 
-    /// The value this leader campaigned with.
+    /// The value this leader campaigned with, or proclaimed last.
     #[must_use]
     pub fn value(&self) -> &str {
         self.value.as_str()
+    }
+
+    /// Changes the value readers see for this leader — a new address, say — without
+    /// a new epoch (etcd's `Proclaim`): [`super::Election::leader`] and every
+    /// [`super::Observer`] report it next.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidArgument`] for a bad value; [`LockError::LeaseLost`] when
+    /// the leadership is lost; those of [`crate::DistributedLock::proclaim`].
+    ///
+    /// # Cancel safety
+    /// Dropped once sent, readers see the old value or the new one (and
+    /// [`Leadership::value`] stays the old one).
+    pub async fn proclaim(&mut self, value: &str) -> Result<(), LockError> {
+        let value = HolderValue::new(value)?;
+        self.guard.proclaim(&value).await?;
+        self.value = value;
+        Ok(())
     }
 
     /// `true` while the leadership is certainly held.

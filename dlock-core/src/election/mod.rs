@@ -9,7 +9,9 @@
 //! - a leader whose lease is lost learns it ([`Leadership::lost`]) before the server
 //!   can let anyone else lead (the guard's `valid_until` rule);
 //! - an [`Observer`] never reports an epoch older than one it already reported (a
-//!   read served by a lagging member is skipped, not reported as a change back).
+//!   read served by a lagging member is skipped, not reported as a change back);
+//! - a value the leader proclaims ([`Leadership::proclaim`]) is its own: written only
+//!   while its lease holds, never reported for another leader.
 //!
 //! ```
 //! use std::{sync::Arc, time::Duration};

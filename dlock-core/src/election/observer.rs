@@ -9,7 +9,8 @@ use super::Leader;
 use crate::{DistributedLock, FencingToken, LockError, LockInfo, LockName};
 
 /// A stream of leadership changes (see [`super::Election::observe`]): `Some(leader)`
-/// when a new leader is seen, `None` when the leadership falls vacant.
+/// when a new leader is seen or the leader proclaims a new value
+/// ([`super::Leadership::proclaim`]), `None` when the leadership falls vacant.
 ///
 /// Woken by the backend's notifications where it has them
 /// ([`DistributedLock::holder_changed`]); while the leadership is vacant it looks
@@ -94,10 +95,14 @@ impl Observer {
                 // a stale read of an older leader is never reported; the newest one
                 // again only after a vacancy was reported (a read that missed it)
                 if self.newest.is_some() && (h.token < newest || (h.token == newest && same)) {
-                    if same {
-                        self.last = Some(h);
+                    if !same {
+                        return None;
                     }
-                    return None;
+                    // the same leader: a value proclaimed since is a change
+                    let proclaimed = self.last.as_ref().is_some_and(|l| l.value() != h.value());
+                    let leader = Leader::from_info(&h);
+                    self.last = Some(h);
+                    return proclaimed.then_some(Some(leader));
                 }
                 self.newest = Some(h.token);
                 self.vacant_pause = FIRST_VACANT_PAUSE;

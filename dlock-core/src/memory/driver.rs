@@ -90,6 +90,7 @@ impl QueueDriver for MemoryLock {
                 access,
                 held: None,
                 wake: Arc::new(Notify::new()),
+                proclaimed: None,
             });
             let token = q
                 .grant(index, ttl, now)
@@ -115,6 +116,7 @@ impl QueueDriver for MemoryLock {
                 access,
                 held: None,
                 wake: Arc::clone(&wake),
+                proclaimed: None,
             })
         });
         let entry = MemoryEntry {

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Queues};
-use crate::{Access, Capabilities, Holding, Lease, LockError, LockInfo, LockName};
+use crate::{Access, Capabilities, HolderValue, Holding, Lease, LockError, LockInfo, LockName};
 
 use queue::Queue;
 
@@ -137,6 +137,7 @@ impl Backend for MemoryLock {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         Ok(self.with_queue(name, Access::Exclusive, |q, now| {
             q.holders(now).into_iter().next().map(|h| LockInfo {
+                proclaimed: q.proclaimed(h.token),
                 owner: h.owner,
                 token: h.token,
                 remaining: h.remaining,
@@ -146,6 +147,17 @@ impl Backend for MemoryLock {
 
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
         Ok(self.with_queue(name, of, |q, now| q.holders(now)))
+    }
+
+    async fn proclaim(&self, lease: &Lease, value: &HolderValue) -> Result<(), LockError> {
+        crate::backend::proclaimable(self.backend_name(), lease)?;
+        self.with_queue(lease.name(), lease.access(), |q, now| {
+            let entry = q
+                .holder_of(lease, now)
+                .ok_or_else(|| LockError::lease_lost(lease.name()))?;
+            entry.proclaimed = Some(value.clone());
+            Ok(())
+        })
     }
 
     async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::{Standing, standing};
-use crate::{Access, FencingToken, Holding, Lease, LockError, LockName, OwnerId};
+use crate::{Access, FencingToken, HolderValue, Holding, Lease, LockError, LockName, OwnerId};
 
 /// Holders and waiters of one name (of one primitive), oldest first, and the name's
 /// fencing counter, which never goes back.
@@ -25,6 +25,8 @@ pub(super) struct Entry {
     pub access: Access,
     pub held: Option<Hold>,
     pub wake: Arc<Notify>,
+    /// What the holder proclaimed last.
+    pub proclaimed: Option<HolderValue>,
 }
 
 #[derive(Clone, Copy)]
@@ -139,6 +141,14 @@ impl Queue {
                 && e.held
                     .is_some_and(|h| h.token == lease.token() && h.expires_at > now)
         })
+    }
+
+    /// What the holder of `token` proclaimed last, if anything.
+    pub fn proclaimed(&self, token: FencingToken) -> Option<HolderValue> {
+        self.entries
+            .iter()
+            .find(|e| e.held.is_some_and(|h| h.token == token))
+            .and_then(|e| e.proclaimed.clone())
     }
 
     /// When the earliest lease among the first `ahead` entries runs out.

@@ -51,6 +51,8 @@ pub(crate) struct SharedSql {
     pub table: String,
     /// The idempotency records' statements.
     pub results: crate::results::ResultSql,
+    /// The proclaimed values' statements.
+    pub values: crate::values::ValueSql,
     pub create: Vec<String>,
     /// Run on the connection before `BEGIN` (MySQL: READ COMMITTED, so the holder
     /// table's deletes and inserts take no gap locks that could deadlock acquisitions of
@@ -124,6 +126,8 @@ impl SharedSql {
         create.push(crate::fence::create(dialect, table));
         let results = crate::results::ResultSql::new(dialect, table);
         create.push(results.create.clone());
+        let values = crate::values::ValueSql::new(dialect, table);
+        create.push(values.create.clone());
         // A write first, so the row lock (SQLite: the write lock) is taken before
         // anything is read: no upgrade from a read snapshot can fail later.
         let head = match dialect {
@@ -154,6 +158,7 @@ impl SharedSql {
             persistent: true,
             table: table.to_owned(),
             results,
+            values,
             create,
             before_begin: (dialect == Dialect::MySql)
                 .then(|| "SET TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned()),

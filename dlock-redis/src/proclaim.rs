@@ -1,0 +1,135 @@
+//! A holder's proclaimed value (`DistributedLock::proclaim`): a key beside the lock
+//! key, `…:value`, holding the proclaiming owner id and the value, written only while
+//! the lock key holds that owner id and read back only while it still does — so a
+//! value never passes to the next holder, whatever its key's own expiry.
+
+use std::sync::LazyLock;
+
+use dlock_core::HolderValue;
+use dlock_core::LockError;
+use dlock_core::backend::millis_u64;
+use redis::Script;
+
+use crate::keys::Keys;
+use crate::node::Node;
+
+/// KEYS: lock, value. ARGV: owner, value, retention (ms). The value key expires a
+/// counter retention after the last proclaim (a crashed holder's goes by itself; a
+/// later holder's owner id never matches it). Returns 1, or 0 when not the holder.
+static PROCLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[1] .. '\n' .. ARGV[2], 'PX', ARGV[3])
+return 1
+",
+    )
+});
+
+/// The value in a value key's text, if `owner` proclaimed it.
+pub(crate) fn proclaimed_by(owner: &str, text: Option<&[u8]>) -> Option<HolderValue> {
+    let text = std::str::from_utf8(text?).ok()?;
+    let (by, value) = text.split_once('\n')?;
+    (by == owner).then(|| HolderValue::new(value).ok())?
+}
+
+impl Node {
+    /// Writes `value` for the holder `owner` of `keys`: whether it still held.
+    pub(crate) async fn proclaim(
+        &self,
+        keys: &Keys,
+        owner: &str,
+        value: &HolderValue,
+    ) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        let n: i64 = self
+            .run(
+                "proclaim",
+                PROCLAIM
+                    .key(&keys.lock)
+                    .key(&keys.value)
+                    .arg(owner)
+                    .arg(value.as_str())
+                    .arg(millis_u64(self.counter_retention))
+                    .invoke_async(&mut conn),
+            )
+            .await?;
+        Ok(n == 1)
+    }
+}
+
+impl crate::Redlock {
+    /// Writes `value` on every node that still holds `lease`: proclaimed once a
+    /// quorum has it.
+    pub(crate) async fn proclaim_on_quorum(
+        &self,
+        lease: &dlock_core::Lease,
+        value: &HolderValue,
+    ) -> Result<(), LockError> {
+        dlock_core::backend::proclaimable("redlock", lease)?;
+        let keys = Keys::new(&self.opts, lease.name());
+        let (owner, value) = (lease.owner().as_str().to_owned(), value.clone());
+        let round = self
+            .tally_bool(move |n| {
+                let (k, o, v) = (keys.clone(), owner.clone(), value.clone());
+                async move { n.proclaim(&k, &o, &v).await }
+            })
+            .await;
+        if round.ok.len() >= self.quorum() {
+            return Ok(());
+        }
+        if round.failures > self.nodes.len() - self.quorum() {
+            return Err(self.quorum_unreachable(round.failures, round.failed));
+        }
+        Err(LockError::lease_lost(lease.name()))
+    }
+
+    /// The value most of the holder's nodes hold for it (none when they hold none,
+    /// or two values as many): a proclaim that reached too few nodes failed, and the
+    /// value before it is still the one most nodes hold.
+    pub(crate) fn agreed(values: Vec<HolderValue>) -> Option<HolderValue> {
+        let mut counts: Vec<(HolderValue, usize)> = Vec::new();
+        for v in values {
+            match counts.iter_mut().find(|(c, _)| *c == v) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((v, 1)),
+            }
+        }
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        match counts.as_slice() {
+            [(v, _)] => Some(v.clone()),
+            [(v, n), (_, m), ..] if n > m => Some(v.clone()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_belongs_to_its_owner_only() {
+        let text = b"0123abcd\n10.0.0.7:80".as_slice();
+        assert_eq!(
+            proclaimed_by("0123abcd", Some(text)).map(|v| v.as_str().to_owned()),
+            Some("10.0.0.7:80".to_owned())
+        );
+        assert_eq!(proclaimed_by("ffff0000", Some(text)), None);
+        assert_eq!(proclaimed_by("0123abcd", None), None);
+        assert_eq!(
+            proclaimed_by("0123abcd", Some(b"0123abcd".as_slice())),
+            None
+        );
+    }
+
+    #[test]
+    fn redlock_reports_the_value_most_nodes_hold() {
+        let v = |s: &str| HolderValue::new(s).unwrap();
+        let agreed = crate::Redlock::agreed;
+        assert_eq!(agreed(vec![v("a"), v("b"), v("a")]), Some(v("a")));
+        assert_eq!(agreed(vec![v("b")]), Some(v("b")));
+        assert_eq!(agreed(vec![v("a"), v("b")]), None);
+        assert_eq!(agreed(Vec::new()), None);
+    }
+}
