@@ -312,16 +312,20 @@ pub trait DistributedLock: Send + Sync {
     /// leader's new address, say ([`crate::Leadership::proclaim`], etcd's `Proclaim`):
     /// the lease, its token and its owner id stay as they are, and
     /// [`DistributedLock::inspect`] reports `value` ([`LockInfo::value`]) until the
-    /// lease ends or the holder proclaims again. Written with the lease on the server,
-    /// in the same key, row or node (never a record that could outlive it), and only
-    /// while the lease holds.
+    /// lease ends or the holder proclaims again. Written on the server only while the
+    /// lease holds, in its key, node or row or beside it (a Redis `…:value` key, an SQL
+    /// `<table>_values` row, both naming the holder's owner id), and read back only
+    /// with that holder, so a value never passes to the next one. A hand-over for a
+    /// ticket (etcd, ZooKeeper) drops the value: the key or node then carries the
+    /// ticket.
     ///
     /// # Errors
-    /// [`LockError::LeaseLost`] when the lease is no longer held;
+    /// [`LockError::LeaseLost`] when the lease is no longer held (or past its
+    /// `valid_until`, or handed over from this lease);
     /// [`LockError::Unsupported`] for a semaphore's permit or a side of a read-write
-    /// lock, a fallback lease, a lease handed over for a ticket (etcd, ZooKeeper: the
-    /// key or node carries the ticket), or where the backend cannot store a value; a
-    /// backend error (the value then is the old one or the new one).
+    /// lock, a fallback lease, a lease taken up from a ticket (etcd, ZooKeeper), or
+    /// where the backend cannot store a value; a backend error (the value then is the
+    /// old one or the new one).
     ///
     /// # Cancel safety
     /// Dropped once sent, the value is the old one or the new one.

@@ -84,9 +84,9 @@ impl EtcdLock {
     }
 
     /// Waits until `holder`'s key in `name`'s queue is deleted (released, or its lease
-    /// expired) or written again (a proclaimed value: the queue's watch wakes its
-    /// observers), or `until`. A value proclaimed before the watch was in place is
-    /// found by a read before it, or one each [`HOLDER_REREAD`].
+    /// expired) or written again (a proclaimed value), or `until`: on the queue's
+    /// watch, in place before the key is read, so nothing after that read is missed;
+    /// read again each [`HOLDER_REREAD`] in case the watch went quiet.
     pub(crate) async fn wait_holder_gone(
         &self,
         name: &LockName,
@@ -94,23 +94,21 @@ impl EtcdLock {
         until: Instant,
     ) -> Result<(), LockError> {
         let key = format!("{}{}", queue_dir(&self.opts.prefix, name), holder.owner);
-        if self.holder_moved(&key, holder).await? {
+        let Ok(watched) = self.watches.on_delete(&key, self.opts.timeout).await else {
+            // no watch: the caller looks again, after a pause so that is not a spin
+            tokio::time::sleep(HOLDER_REREAD.min(until.saturating_duration_since(Instant::now())))
+                .await;
             return Ok(());
-        }
-        // no read to start from: 0 makes it read the key again once watched
-        let watched =
-            self.wait_for_delete(key.as_bytes(), 0, HOLDER_REREAD, || async { Ok(()) }, until);
-        let reread = async {
-            loop {
-                tokio::time::sleep(HOLDER_REREAD).await;
-                if self.holder_moved(&key, holder).await? {
-                    return Ok::<(), LockError>(());
-                }
-            }
         };
-        tokio::select! {
-            r = watched => r.map(|_| ()),
-            r = reread => r,
+        loop {
+            if self.holder_moved(&key, holder).await? {
+                return Ok(());
+            }
+            tokio::select! {
+                () = watched.subscription.notified() => return Ok(()),
+                () = tokio::time::sleep(HOLDER_REREAD) => {}
+                () = tokio::time::sleep_until(until) => return Ok(()),
+            }
         }
     }
 

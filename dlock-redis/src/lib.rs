@@ -47,6 +47,7 @@ mod conn;
 mod doctor;
 mod errors;
 mod fence;
+mod inspect;
 mod keys;
 mod node;
 mod options;

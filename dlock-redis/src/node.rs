@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use dlock_core::backend::{Claim, Pending, Subscription, millis_u64, within};
 use dlock_core::{FencingToken, LockError, redact_url};
-use redis::{IntoConnectionInfo, ProtocolVersion, Value};
+use redis::{IntoConnectionInfo, ProtocolVersion};
 
 use crate::conn::{Conn, manager_config};
 use crate::errors::from_redis;
@@ -15,15 +15,6 @@ use crate::quorum::Grant;
 use crate::renewals::{self, Renewal, Renewals};
 use crate::scripts;
 use crate::wakeups::Wakeups;
-
-/// A lock's holder as one node reads it.
-pub(crate) struct Inspected {
-    pub(crate) owner: String,
-    pub(crate) pttl: Duration,
-    pub(crate) token: u64,
-    /// The value this holder proclaimed, if any.
-    pub(crate) proclaimed: Option<dlock_core::HolderValue>,
-}
 
 pub(crate) struct Node {
     pub(crate) conn: Conn,
@@ -266,42 +257,6 @@ impl Node {
         Ok(n == 1)
     }
 
-    /// The holder, if the lock key exists.
-    pub(crate) async fn inspect(&self, keys: &Keys) -> Result<Option<Inspected>, LockError> {
-        let mut conn = self.conn.clone();
-        let (owner, pttl, token, value): (Value, i64, Option<u64>, Option<Vec<u8>>) = self
-            .run(
-                "inspect",
-                scripts::INSPECT
-                    .key(&keys.lock)
-                    .key(&keys.fence)
-                    .key(&keys.value)
-                    .invoke_async(&mut conn),
-            )
-            .await?;
-        Ok(match owner {
-            Value::BulkString(v) => {
-                let owner = String::from_utf8_lossy(&v).into_owned();
-                // another client's SET NX (the plain layout) holds no token of ours: the
-                // counter is the last dlock holder's — report none (0) rather than it
-                let token = if minted_by_dlock(&owner) {
-                    token.unwrap_or(0)
-                } else {
-                    0
-                };
-                let pttl = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
-                let proclaimed = crate::proclaim::proclaimed_by(&owner, value.as_deref());
-                Some(Inspected {
-                    owner,
-                    pttl,
-                    token,
-                    proclaimed,
-                })
-            }
-            _ => None,
-        })
-    }
-
     /// Every key matching `pattern` (`SCAN`, a page at a time, so the server is never
     /// blocked by a `KEYS`); on a cluster, on each of its masters.
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
@@ -370,30 +325,4 @@ fn open_client(
     _tls_ca: Option<&[u8]>,
 ) -> redis::RedisResult<redis::Client> {
     redis::Client::open(info)
-}
-
-/// Whether a lock key's value is a dlock owner id: 32 lowercase hex digits, alone or
-/// followed by `.` and the holder's value.
-fn minted_by_dlock(owner: &str) -> bool {
-    let (id, rest) = owner.split_at(owner.len().min(32));
-    id.len() == 32
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        && (rest.is_empty() || rest.starts_with('.'))
-}
-
-#[cfg(test)]
-mod owner_tests {
-    use super::minted_by_dlock;
-
-    #[test]
-    fn only_dlock_owner_ids_carry_our_token() {
-        let id = "0123456789abcdef0123456789abcdef";
-        assert!(minted_by_dlock(id));
-        assert!(minted_by_dlock(&format!("{id}.web-7")));
-        assert!(!minted_by_dlock("a3f9c2-rslock-random"));
-        assert!(!minted_by_dlock(&format!("{id}x")));
-        assert!(!minted_by_dlock(""));
-    }
 }

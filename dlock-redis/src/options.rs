@@ -76,10 +76,11 @@ pub enum KeyLayout {
     /// `Lock` and node-redlock, so that their `SET NX` and dlock's exclude each other
     /// (with the prefix empty, as theirs is) — and the counter `{PREFIXname}:token` in
     /// the lock key's cluster slot (after the name's own hash tag if it has one; the
-    /// release channel likewise `…:released`). Their holders get no fencing token
-    /// (`inspect` reports token 0 for them). The namespace is shared with dlock's other
-    /// keys: a name whose key is another lock's counter or channel (`{x}:token`,
-    /// `{x}:released`) is refused with [`LockError::InvalidName`]; do not lock names of
+    /// release channel likewise `…:released`, a proclaimed value `…:value`). Their
+    /// holders get no fencing token (`inspect` reports token 0 for them). The
+    /// namespace is shared with dlock's other keys: a name whose key is another lock's
+    /// counter, channel or value (`{x}:token`, `{x}:released`, `{x}:value`) is refused
+    /// with [`LockError::InvalidName`]; do not lock names of
     /// the form `fence:{…}` or `result:{…}` (fences and idempotency records), or
     /// `{x}:sem…` / `{x}:rw…` (semaphores and read-write locks) either.
     Plain,

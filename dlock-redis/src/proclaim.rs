@@ -1,26 +1,25 @@
 //! A holder's proclaimed value (`DistributedLock::proclaim`): a key beside the lock
 //! key, `…:value`, holding the proclaiming owner id and the value, written only while
 //! the lock key holds that owner id and read back only while it still does — so a
-//! value never passes to the next holder, whatever its key's own expiry.
+//! value never passes to the next holder. The key has no expiry (a leader may lead for
+//! longer than any retention): one per name that ever proclaimed, overwritten by its
+//! next proclaim.
 
 use std::sync::LazyLock;
 
 use dlock_core::HolderValue;
 use dlock_core::LockError;
-use dlock_core::backend::millis_u64;
 use redis::Script;
 
 use crate::keys::Keys;
 use crate::node::Node;
 
-/// KEYS: lock, value. ARGV: owner, value, retention (ms). The value key expires a
-/// counter retention after the last proclaim (a crashed holder's goes by itself; a
-/// later holder's owner id never matches it). Returns 1, or 0 when not the holder.
+/// KEYS: lock, value. ARGV: owner, value. Returns 1, or 0 when not the holder.
 static PROCLAIM: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[2], ARGV[1] .. '\n' .. ARGV[2], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1] .. '\n' .. ARGV[2])
 return 1
 ",
     )
@@ -50,7 +49,6 @@ impl Node {
                     .key(&keys.value)
                     .arg(owner)
                     .arg(value.as_str())
-                    .arg(millis_u64(self.counter_retention))
                     .invoke_async(&mut conn),
             )
             .await?;
@@ -84,24 +82,28 @@ impl crate::Redlock {
         Err(LockError::lease_lost(lease.name()))
     }
 
-    /// The value most of the holder's nodes hold for it (none when they hold none,
-    /// or two values as many): a proclaim that reached too few nodes failed, and the
-    /// value before it is still the one most nodes hold.
-    pub(crate) fn agreed(values: Vec<HolderValue>) -> Option<HolderValue> {
-        let mut counts: Vec<(HolderValue, usize)> = Vec::new();
-        for v in values {
-            match counts.iter_mut().find(|(c, _)| *c == v) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((v, 1)),
-            }
-        }
-        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
-        match counts.as_slice() {
-            [(v, _)] => Some(v.clone()),
-            [(v, n), (_, m), ..] if n > m => Some(v.clone()),
-            _ => None,
+    /// The value a quorum of nodes hold for the holder (`values`: one entry per node
+    /// that holds the lock for it, `None` where it holds no value): a proclaim is one
+    /// once a quorum has it, so a value fewer nodes hold — a proclaim that failed — is
+    /// never reported.
+    pub(crate) fn agreed(&self, values: Vec<Option<HolderValue>>) -> Option<HolderValue> {
+        agreed_by(values, self.quorum())
+    }
+}
+
+/// The value at least `quorum` of `values` are.
+fn agreed_by(values: Vec<Option<HolderValue>>, quorum: usize) -> Option<HolderValue> {
+    let mut counts: Vec<(HolderValue, usize)> = Vec::new();
+    for v in values.into_iter().flatten() {
+        match counts.iter_mut().find(|(c, _)| *c == v) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((v, 1)),
         }
     }
+    counts
+        .into_iter()
+        .find(|(_, n)| *n >= quorum)
+        .map(|(v, _)| v)
 }
 
 #[cfg(test)]
@@ -124,12 +126,12 @@ mod tests {
     }
 
     #[test]
-    fn redlock_reports_the_value_most_nodes_hold() {
-        let v = |s: &str| HolderValue::new(s).unwrap();
-        let agreed = crate::Redlock::agreed;
-        assert_eq!(agreed(vec![v("a"), v("b"), v("a")]), Some(v("a")));
-        assert_eq!(agreed(vec![v("b")]), Some(v("b")));
-        assert_eq!(agreed(vec![v("a"), v("b")]), None);
-        assert_eq!(agreed(Vec::new()), None);
+    fn redlock_reports_a_value_a_quorum_holds() {
+        let v = |s: &str| Some(HolderValue::new(s).unwrap());
+        assert_eq!(agreed_by(vec![v("a"), v("b"), v("a"), v("a")], 3), v("a"));
+        // a first proclaim that reached one node of the holder's three failed
+        assert_eq!(agreed_by(vec![v("b"), None, None], 3), None);
+        assert_eq!(agreed_by(vec![v("a"), v("b"), v("a")], 3), None);
+        assert_eq!(agreed_by(Vec::new(), 3), None);
     }
 }

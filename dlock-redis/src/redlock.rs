@@ -168,7 +168,7 @@ impl Backend for Redlock {
         let mut last = None;
         // owner -> (nodes holding it, highest counter among them, least time left, the
         // values they hold for it)
-        let mut seen: Vec<(String, usize, u64, Duration, Vec<HolderValue>)> = Vec::new();
+        let mut seen: Vec<(String, usize, u64, Duration, Vec<Option<HolderValue>>)> = Vec::new();
         for r in results {
             match r {
                 Ok(Some(h)) => match seen.iter_mut().find(|s| s.0 == h.owner) {
@@ -176,9 +176,9 @@ impl Backend for Redlock {
                         s.1 += 1;
                         s.2 = s.2.max(h.token);
                         s.3 = s.3.min(h.pttl);
-                        s.4.extend(h.proclaimed);
+                        s.4.push(h.proclaimed);
                     }
-                    None => seen.push((h.owner, 1, h.token, h.pttl, Vec::from_iter(h.proclaimed))),
+                    None => seen.push((h.owner, 1, h.token, h.pttl, vec![h.proclaimed])),
                 },
                 Ok(None) => {}
                 Err(e) => {
@@ -194,7 +194,7 @@ impl Backend for Redlock {
                 owner: OwnerId::from_stored(&owner),
                 token: FencingToken::new(token),
                 remaining,
-                proclaimed: Self::agreed(values),
+                proclaimed: self.agreed(values),
             }));
         }
         if failures > self.nodes.len() - self.quorum() {

@@ -165,13 +165,14 @@ return out
     )
 });
 
-/// KEYS: lock, fence, value. Returns `{owner, pttl, token, value}` (`false` owner when
-/// free): one round trip for `inspect`.
+/// KEYS: lock, fence. Returns `{owner, pttl, token}` (`false` owner when free): one
+/// round trip for `inspect`. (Not the value key: a script declaring a key that does
+/// not exist is refused with TRYAGAIN while its slot migrates; `inspect` reads it
+/// beside the script.)
 pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]),
-  redis.call('GET', KEYS[3])}
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
 ",
     )
 });

@@ -382,7 +382,7 @@ impl Backend for SqlLock {
                 owner: OwnerId::from_stored(&h.owner),
                 token: FencingToken::from_signed(h.token, "token in the lock table")?,
                 remaining: h.remaining,
-                proclaimed: None,
+                proclaimed: h.proclaimed.and_then(|v| HolderValue::new(&v).ok()),
             };
             // waiters poll; they leave no trace in the table
             held.push(Held::new(name, holder, None));

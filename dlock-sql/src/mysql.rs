@@ -103,9 +103,10 @@ impl MySql {
                 joined = crate::values::joined(table)
             ),
             held: format!(
-                "SELECT name, owner, token, {remaining_ms} FROM {table}
-                 WHERE expires_at > {now} AND LEFT(name, LENGTH(?)) = ?
-                 ORDER BY name"
+                "SELECT l.name, l.owner, l.token, {remaining_ms}, v.value FROM {joined}
+                 WHERE l.expires_at > {now} AND LEFT(l.name, LENGTH(?)) = ?
+                 ORDER BY l.name",
+                joined = crate::values::joined(table)
             ),
         }
     }
@@ -290,7 +291,7 @@ impl Store for MySql {
                         owner: r.try_get(1)?,
                         token: r.try_get(2)?,
                         remaining: from_millis(r.try_get::<Option<i64>, _>(3)?).unwrap_or_default(),
-                        proclaimed: None,
+                        proclaimed: r.try_get(4)?,
                     },
                 ))
             })

@@ -113,9 +113,10 @@ impl Postgres {
                     joined = crate::values::joined(table)
                 ),
                 held: format!(
-                    "SELECT name, owner, token, {remaining} AS remaining_ms FROM {table}
-                     WHERE expires_at > clock_timestamp() AND starts_with(name, $1)
-                     ORDER BY name"
+                    "SELECT l.name, l.owner, l.token, {remaining} AS remaining_ms, v.value
+                     FROM {joined} WHERE l.expires_at > clock_timestamp()
+                     AND starts_with(l.name, $1) ORDER BY l.name",
+                    joined = crate::values::joined(table)
                 ),
             },
         }
@@ -237,7 +238,7 @@ impl Store for Postgres {
                         owner: r.try_get(1)?,
                         token: r.try_get(2)?,
                         remaining: from_millis(r.try_get(3)?).unwrap_or_default(),
-                        proclaimed: None,
+                        proclaimed: r.try_get(4)?,
                     },
                 ))
             })

@@ -78,9 +78,10 @@ impl Sqlite {
                 joined = crate::values::joined(table)
             ),
             held: format!(
-                "SELECT name, owner, token, expires_at - {now} FROM {table}
-                 WHERE expires_at > {now} AND substr(name, 1, length(?1)) = ?1
-                 ORDER BY name"
+                "SELECT l.name, l.owner, l.token, l.expires_at - {now}, v.value FROM {joined}
+                 WHERE l.expires_at > {now} AND substr(l.name, 1, length(?1)) = ?1
+                 ORDER BY l.name",
+                joined = crate::values::joined(table)
             ),
         }
     }
@@ -173,7 +174,7 @@ impl Store for Sqlite {
                         owner: r.try_get(1)?,
                         token: r.try_get(2)?,
                         remaining: from_millis(r.try_get(3)?).unwrap_or_default(),
-                        proclaimed: None,
+                        proclaimed: r.try_get(4)?,
                     },
                 ))
             })

@@ -53,13 +53,22 @@ impl ValueSql {
                 "?",
             ),
         };
+        // the lock row read as it stands when the row is written — PostgreSQL: FOR
+        // SHARE, so a statement that read it before a takeover committed reads it again
+        // (and finds another owner); InnoDB's INSERT … SELECT share-locks what it reads;
+        // SQLite writes one at a time
+        let lock = if dialect == Dialect::Postgres {
+            " FOR SHARE"
+        } else {
+            ""
+        };
         let select = format!(
             "INSERT INTO {v} (name, owner, value) SELECT name, owner, {value} FROM {t}
-             WHERE name = ? AND owner = ? AND token = ? AND {held}"
+             WHERE name = ? AND owner = ? AND token = ? AND {held}{lock}"
         );
         let proclaim = match dialect {
             Dialect::MySql => format!(
-                "{select} ON DUPLICATE KEY UPDATE owner = VALUES(owner), value = VALUES(value)"
+                "{select} ON DUPLICATE KEY UPDATE {v}.owner = VALUES(owner), {v}.value = VALUES(value)"
             ),
             _ => dialect.number(&format!(
                 "{select} ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, value = excluded.value"

@@ -26,6 +26,10 @@ pub(crate) struct NodeLease {
     pub(crate) slot: Arc<Slot>,
     /// A TTL node a ticket carries (`tickets.rs`), not an ephemeral node of `slot`'s.
     pub(crate) handed_over: bool,
+    /// Held by the writes that read the node's version first (a proclaim, a
+    /// hand-over): a hand-over recreates the node at version 0, so one write's version
+    /// could otherwise be another node's.
+    pub(crate) writes: tokio::sync::Mutex<()>,
 }
 
 /// A renewal confirms, in one multi-read per tick, that the node still exists on a live
@@ -311,6 +315,7 @@ impl ZkLock {
             path,
             slot: Arc::clone(slot),
             handed_over: false,
+            writes: tokio::sync::Mutex::new(()),
         })))
     }
 }

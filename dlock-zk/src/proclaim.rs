@@ -10,7 +10,7 @@ use crate::lock::NodeLease;
 
 impl ZkLock {
     /// The node, read and still the lease's (its session's, created at the token),
-    /// written at the version read.
+    /// written at the version read, under the lease's write lock.
     pub(crate) async fn proclaim_value(
         &self,
         lease: &Lease,
@@ -26,23 +26,32 @@ impl ZkLock {
         }
         let lost = || LockError::lease_lost(lease.name());
         let client = held.slot.session.get().await?;
-        let read = client.check_stat(&held.path);
-        let version = match self.op("read node", read).await? {
-            Some(s)
-                if s.ephemeral_owner == client.session_id().0
-                    && FencingToken::from_signed(s.czxid, "czxid")? == lease.token() =>
-            {
-                s.version
-            }
-            _ => return Err(lost()),
+        let ours = |s: &zk::Stat| -> Result<bool, LockError> {
+            Ok(s.ephemeral_owner == client.session_id().0
+                && FencingToken::from_signed(s.czxid, "czxid")? == lease.token())
         };
         let data = value.proclaimed_text();
-        let written = client.set_data(&held.path, data.as_bytes(), Some(version));
-        match self.op("proclaim", async { Ok(written.await) }).await? {
-            Ok(_) => Ok(()),
-            // changed since the read: handed over, or proclaimed by another call
-            Err(zk::Error::BadVersion | zk::Error::NoNode) => Err(lost()),
-            Err(e) => Err(from_zk("proclaim", e)),
+        let _writing = held.writes.lock().await;
+        // another write of the node's data in between (never a hand-over: it holds
+        // `writes` too) only makes us read again
+        for _ in 0..5 {
+            let read = client.check_stat(&held.path);
+            let version = match self.op("read node", read).await? {
+                Some(s) if ours(&s)? => s.version,
+                _ => return Err(lost()),
+            };
+            let written = client.set_data(&held.path, data.as_bytes(), Some(version));
+            match self.op("proclaim", async { Ok(written.await) }).await? {
+                Ok(after) if ours(&after)? => return Ok(()),
+                Ok(_) => return Err(lost()),
+                Err(zk::Error::BadVersion) => {}
+                Err(zk::Error::NoNode) => return Err(lost()),
+                Err(e) => return Err(from_zk("proclaim", e)),
+            }
         }
+        Err(LockError::transient(format!(
+            "proclaiming for {}: its node kept changing",
+            lease.name()
+        )))
     }
 }

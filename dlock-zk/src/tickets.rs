@@ -85,6 +85,7 @@ impl ZkLock {
             return Err(lost());
         }
         let client = held.slot.session.get().await?;
+        let _writing = held.writes.lock().await;
         let stat = self.op("read node", client.check_stat(&held.path)).await?;
         let version = match stat {
             Some(s)
@@ -176,6 +177,7 @@ impl ZkLock {
             path,
             slot,
             handed_over: true,
+            writes: tokio::sync::Mutex::new(()),
         }));
         self.renew_handed_over(&lease, true).await
     }

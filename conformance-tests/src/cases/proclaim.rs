@@ -49,6 +49,28 @@ pub async fn proclaimed_values_are_seen_without_a_new_epoch(h: &impl Harness) {
         leadership.proclaim("bad\nvalue").await,
         Err(LockError::InvalidArgument(_))
     ));
+    // again: the stored value is replaced, not added to
+    leadership
+        .proclaim("10.0.0.4:80")
+        .await
+        .expect("proclaims again");
+    let read = watching.leader().await.expect("read").expect("a leader");
+    assert_eq!(
+        (read.value.as_deref(), read.epoch),
+        (Some("10.0.0.4:80"), epoch)
+    );
+    // and in the list of held locks, where the backend lists them
+    match b.list(name.as_str()).await {
+        Ok(held) => {
+            let listed = held.iter().find(|h| h.name == name).expect("listed");
+            assert_eq!(
+                listed.holder.value().as_ref().map(HolderValue::as_str),
+                Some("10.0.0.4:80")
+            );
+        }
+        Err(LockError::Unsupported { .. }) => {}
+        Err(e) => panic!("list: {e}"),
+    }
 
     // the value is this leadership's: gone with it, never the next leader's
     let lease = leadership.guard().lease();

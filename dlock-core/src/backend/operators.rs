@@ -84,10 +84,11 @@ pub async fn resume_held<B: Backend + ?Sized>(
 
 /// Refuses, as [`crate::DistributedLock::proclaim`] says, what no backend proclaims
 /// for: a semaphore's permit or a side of a read-write lock (only a mutex's holder is
-/// read back by `inspect`), and a fallback lease (it holds nothing on the server).
+/// read back by `inspect`), a fallback lease (it holds nothing on the server), and a
+/// lease past its `valid_until` (this client no longer counts on it).
 ///
 /// # Errors
-/// [`LockError::Unsupported`] for those.
+/// [`LockError::Unsupported`] for the first two, [`LockError::LeaseLost`] for the last.
 pub fn proclaimable(backend: &'static str, lease: &Lease) -> Result<(), LockError> {
     if lease.fallback().is_some() {
         return Err(LockError::unsupported_feature(
@@ -100,6 +101,9 @@ pub fn proclaimable(backend: &'static str, lease: &Lease) -> Result<(), LockErro
             backend,
             "proclaiming a value for a shared lock's lease",
         ));
+    }
+    if !lease.is_valid() {
+        return Err(LockError::lease_lost(lease.name()));
     }
     Ok(())
 }
