@@ -34,8 +34,14 @@ fn owner() -> String {
     )
 }
 
+/// A floor's lock name: the run's (`crate::scratch::run_id`), so that what a floor
+/// leaves (a Redis fencing counter) goes with the run's own names at its end.
 fn key() -> String {
-    format!("bench-floor-{:016x}", dlock_any::random_u64())
+    format!(
+        "dlock-bench-{}-floor-{:016x}",
+        crate::scratch::run_id(),
+        dlock_any::random_u64()
+    )
 }
 
 /// The URL's scheme (lower case) and the URL without its query (dlock's own options).

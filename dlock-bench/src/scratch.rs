@@ -1,65 +1,109 @@
 //! What a run leaves on the server, and taking it away at the end.
 //!
-//! A run takes thousands of names (the held and scale scenarios), and a SQL backend
-//! keeps a row per name after its release — the row carries the name's fencing token.
-//! So on SQL a run's locks live in a table of the run's own (`table=dlock_bench_…`
-//! added to the URL, unless the URL names one), dropped with its companions (the
-//! semaphores', read-write locks', fences', results' and proclaimed values' tables) and the floors' table
-//! when the run ends.
-//! Elsewhere a released name leaves at most its fencing counter, which the backend
-//! expires or deletes by itself.
+//! A run takes thousands of names (the held and scale scenarios), and a backend may
+//! keep something per name after its release: a SQL row, a Redis fencing counter —
+//! each carries the name's token, so dlock itself never deletes them.
+//! - On SQL a run's locks live in a table of the run's own (`table=dlock_bench_…`
+//!   added to the URL, unless the URL names one), dropped with its companions (the
+//!   semaphores', read-write locks', fences', results' and proclaimed values' tables)
+//!   and the floors' table when the run ends.
+//! - On Redis (one server, Sentinel, Cluster, Redlock) its keys carry a prefix of the
+//!   run's own (`prefix=dlock-bench-…:` added, unless the URL names one), as do the
+//!   floors' names: every key with the run's id is deleted at the end, on every server.
+//! - etcd and ZooKeeper delete what a run made by themselves (keys on leases; queue
+//!   nodes and the floors' directories are containers).
+
+#[cfg(feature = "redis")]
+mod redis_keys;
+
+use std::sync::OnceLock;
+
+/// This process's run id (8 hex digits): in its table, key prefix and floor names.
+pub fn run_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| format!("{:08x}", dlock_any::random_u64() & 0xffff_ffff))
+}
 
 /// The URL a run connects to, and what to remove when it ends.
 pub struct Scratch {
     url: String,
     /// The plain SQL URL (no dlock options) and the tables to drop; `None` off SQL.
     sql: Option<(String, Vec<String>)>,
+    /// On Redis, the `SCAN MATCH` pattern of the run's keys.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    redis: Option<String>,
+}
+
+/// Whether `url`'s query sets `key`.
+fn has_param(url: &str, key: &str) -> bool {
+    let url = url.split('#').next().unwrap_or(url);
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    query.split('&').any(|p| p.split('=').next() == Some(key))
+}
+
+/// `url` with `key=value` added to its query (before a fragment).
+fn with_param(url: &str, key: &str, value: &str) -> String {
+    let (url, fragment) = url.split_once('#').map_or((url, ""), |(u, f)| (u, f));
+    let sep = match (url.contains('?'), url.ends_with(['?', '&'])) {
+        (false, _) => "?",
+        (true, true) => "",
+        (true, false) => "&",
+    };
+    let url = format!("{url}{sep}{key}={value}");
+    if fragment.is_empty() {
+        url
+    } else {
+        format!("{url}#{fragment}")
+    }
 }
 
 impl Scratch {
-    /// The run's URL for `url`: on SQL, with a table of the run's own.
+    /// The run's URL for `url`: on SQL, with a table of the run's own; on Redis, with
+    /// a key prefix of the run's own.
     #[must_use]
     pub fn for_url(url: &str) -> Self {
         let (scheme, plain) = crate::floor::scheme_and_base(url);
-        let sql = matches!(
-            scheme.as_str(),
-            "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb"
-        );
-        if !sql {
-            return Self {
+        match scheme.as_str() {
+            "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => Self::sql(url, plain),
+            "redis" | "rediss" | "redis-sentinel" | "redis-cluster" | "redlock" => {
+                // a prefix the URL names is the user's: only the floors' keys go then
+                let url = if has_param(url, "prefix") {
+                    url.to_owned()
+                } else {
+                    with_param(url, "prefix", &format!("dlock-bench-{}:", run_id()))
+                };
+                Self {
+                    url,
+                    sql: None,
+                    redis: Some(format!("*dlock-bench-{}*", run_id())),
+                }
+            }
+            _ => Self {
                 url: url.to_owned(),
                 sql: None,
-            };
+                redis: None,
+            },
         }
-        let (url, fragment) = url.split_once('#').map_or((url, ""), |(u, f)| (u, f));
-        let query = url.split_once('?').map_or("", |(_, q)| q);
-        let own_table = !query.split('&').any(|p| p.starts_with("table="));
+    }
+
+    fn sql(url: &str, plain: &str) -> Self {
         let mut tables = Vec::new();
-        let url = if own_table {
-            let table = format!("dlock_bench_{:08x}", dlock_any::random_u64() & 0xffff_ffff);
+        let url = if has_param(url, "table") {
+            url.to_owned()
+        } else {
+            let table = format!("dlock_bench_{}", run_id());
             tables.push(table.clone());
             tables.extend(
                 ["shared", "holders", "fences", "results", "values"]
                     .map(|t| format!("{table}_{t}")),
             );
-            let sep = match (url.contains('?'), url.ends_with(['?', '&'])) {
-                (false, _) => "?",
-                (true, true) => "",
-                (true, false) => "&",
-            };
-            format!("{url}{sep}table={table}")
-        } else {
-            url.to_owned()
-        };
-        let url = if fragment.is_empty() {
-            url
-        } else {
-            format!("{url}#{fragment}")
+            with_param(url, "table", &table)
         };
         let plain = plain.replacen("mariadb:", "mysql:", 1);
         Self {
             url,
             sql: Some((plain, tables)),
+            redis: None,
         }
     }
 
@@ -69,19 +113,26 @@ impl Scratch {
         &self.url
     }
 
-    /// Drops what the run created — with `floors`, the floors' table `dlock_floor` too
-    /// (a run with floors creates it). Call it once the run's locks are released.
+    /// Removes what the run created — on SQL its tables and, with `floors`, the
+    /// floors' table `dlock_floor` too (a run with floors creates it); on Redis every
+    /// key with the run's id. Call it once the run's locks are released.
     ///
     /// The tables are dropped over the URL without its query, as the floors connect:
     /// where a query option decides the server or database, they may be left behind
     /// (the run's own table has a name of its own; nothing of the user's is dropped).
     ///
     /// # Errors
-    /// The database's, as text.
+    /// The database's or server's, as text.
     ///
     /// # Cancel safety
-    /// Dropping it leaves what was not dropped yet.
+    /// Dropping it leaves what was not removed yet.
     pub async fn clean(&self, floors: bool) -> Result<(), String> {
+        #[cfg(feature = "redis")]
+        if let Some(pattern) = &self.redis {
+            return redis_keys::delete_matching(&self.url, pattern)
+                .await
+                .map_err(|e| format!("could not delete the run's keys ({pattern}): {e}"));
+        }
         let Some((url, own)) = &self.sql else {
             return Ok(());
         };
@@ -177,9 +228,32 @@ mod tests {
                 .starts_with("sqlite:///x.db?mode=rwc&table=dlock_bench_")
         );
         assert!(s.url().ends_with("#f"), "{}", s.url());
-        // not SQL: as given
-        let s = Scratch::for_url("redis://h:6379");
-        assert_eq!(s.url(), "redis://h:6379");
-        assert!(s.sql.is_none());
+        // etcd: as given
+        let s = Scratch::for_url("etcd://h:2379");
+        assert_eq!(s.url(), "etcd://h:2379");
+        assert!(s.sql.is_none() && s.redis.is_none());
+    }
+
+    #[test]
+    fn redis_runs_get_a_prefix_of_their_own() {
+        let id = run_id();
+        let s = Scratch::for_url("redis://h:6379/7");
+        assert_eq!(
+            s.url(),
+            format!("redis://h:6379/7?prefix=dlock-bench-{id}:")
+        );
+        assert_eq!(
+            s.redis.as_deref(),
+            Some(format!("*dlock-bench-{id}*").as_str())
+        );
+        let s = Scratch::for_url("redlock://a:1,b:2?restart-delay=0s");
+        assert_eq!(
+            s.url(),
+            format!("redlock://a:1,b:2?restart-delay=0s&prefix=dlock-bench-{id}:")
+        );
+        // a prefix the URL names is kept (only the floors' keys carry the run's id)
+        let s = Scratch::for_url("redis-cluster://a:1?prefix=app:");
+        assert_eq!(s.url(), "redis-cluster://a:1?prefix=app:");
+        assert!(s.redis.is_some());
     }
 }

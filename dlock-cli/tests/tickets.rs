@@ -177,6 +177,14 @@ with_tickets!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
 with_tickets!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
 with_tickets!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
 with_tickets!(
+    redis_sentinel,
+    super::required_env("DLOCK_TEST_REDIS_SENTINEL_URL")
+);
+with_tickets!(
+    redis_cluster,
+    super::required_env("DLOCK_TEST_REDIS_CLUSTER_URL")
+);
+with_tickets!(
     redlock,
     format!(
         // shared test servers, started with the run and restarted by other tests:

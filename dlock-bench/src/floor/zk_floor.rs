@@ -23,11 +23,13 @@ pub async fn connect(url: &str) -> Result<Box<dyn Floor>, String> {
 
 impl ZkFloor {
     async fn new(client: zk::Client) -> Result<Self, String> {
+        // a container: the server deletes it once the run's last lock node is gone
         let dir = format!("/bench-floor-{}", key());
         client
-            .mkdir(
+            .create(
                 &dir,
-                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                b"",
+                &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
             )
             .await
             .map_err(|e| e.to_string())?;
