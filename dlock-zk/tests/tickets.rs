@@ -14,6 +14,15 @@ fn unique() -> LockName {
     LockName::new(&format!("tickets/{:016x}", random_u64())).unwrap()
 }
 
+/// `name`, free, taken by `client` for 2 s (its lease's TTL is its session's).
+async fn take(client: &ZkLock, name: &LockName) -> dlock_core::Lease {
+    client
+        .try_acquire(name, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("free")
+}
+
 /// Sessions of 3 s: leases (and handed-over nodes) of 1.8 s.
 async fn client() -> ZkLock {
     ZkLock::builder(&common::single())
@@ -32,11 +41,7 @@ async fn client() -> ZkLock {
 async fn a_handed_over_node_outlives_its_giver_and_keeps_its_place() {
     let name = unique();
     let giver = client().await;
-    let lease = giver
-        .try_acquire(&name, Duration::from_secs(2))
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &name).await;
     let ttl = lease.ttl();
     let waiter = client().await;
     let waiting = {
@@ -102,11 +107,7 @@ async fn a_taker_keeps_the_ttl_and_releases() {
         .connect()
         .await
         .unwrap();
-    let lease = giver
-        .try_acquire(&name, Duration::from_secs(2))
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &name).await;
     assert!(
         lease.ttl().subsec_nanos() % 1_000_000 != 0,
         "{:?}",
@@ -137,11 +138,7 @@ async fn a_taker_keeps_the_ttl_and_releases() {
 async fn a_ticket_not_handed_over_is_refused() {
     let name = unique();
     let giver = client().await;
-    let lease = giver
-        .try_acquire(&name, Duration::from_secs(2))
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &name).await;
     let written = dlock_core::Ticket::of("zookeeper", &lease).unwrap();
     let taker = client().await;
     assert!(matches!(
@@ -168,11 +165,7 @@ async fn servers_without_ttl_nodes_refuse_and_the_holder_keeps_the_lock() {
         .await
         .unwrap();
     let name = unique();
-    let lease = giver
-        .try_acquire(&name, Duration::from_secs(2))
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &name).await;
     match giver.hand_over(&lease).await {
         Err(LockError::Unsupported { what, .. }) => {
             assert!(
