@@ -9,8 +9,8 @@ use dlock_core::LockError;
 
 use crate::node::Node;
 use crate::options::{
-    KeyLayout, Options, take_url_options, validate_counter_retention, validate_prefix,
-    validate_restart_delay,
+    KeyLayout, Options, QUEUED_FALLBACK, take_url_options, validate_counter_retention,
+    validate_prefix, validate_restart_delay,
 };
 use crate::{RedisLock, Redlock};
 
@@ -107,6 +107,8 @@ impl<L> Builder<L> {
         if opts.layout == KeyLayout::Plain {
             // the SET NX family releases without a message: look again every 100 ms
             opts.policy.notify_fallback = opts.policy.notify_fallback.min(opts.policy.poll_max);
+        } else if !redlock {
+            opts.policy.notify_fallback = QUEUED_FALLBACK;
         }
         let mut nodes = Vec::new();
         for u in &plain {

@@ -15,11 +15,17 @@ pub(crate) struct Keys {
     /// while a lock is held it equals the holder's token; it expires a retention after
     /// a release (see `scripts::RELEASE`).
     pub fence: String,
-    /// `PREFIX{name}:released` — pub/sub channel a release publishes on.
+    /// `PREFIX{name}:released` — pub/sub channel a release publishes on when nobody is
+    /// queued (Redlock's waiters listen there); `…:released:<owner id>` is a queued
+    /// waiter's own channel, where a release tells it the lock is its (`queue.rs`).
     pub channel: String,
     /// `PREFIX{name}:value` — the holder's proclaimed value, with its owner id
     /// (`proclaim.rs`).
     pub value: String,
+    /// `PREFIX{name}:queue` — the waiters' owner ids, oldest first (`queue.rs`).
+    pub queue: String,
+    /// `PREFIX{name}:waiters` — hash: a waiter's owner id → its deadline and TTL.
+    pub waiters: String,
 }
 
 impl Keys {
@@ -33,6 +39,8 @@ impl Keys {
                     fence: format!("{prefix}{{{tag}}}:fence"),
                     channel: format!("{prefix}{{{tag}}}:released"),
                     value: format!("{prefix}{{{tag}}}:value"),
+                    queue: format!("{prefix}{{{tag}}}:queue"),
+                    waiters: format!("{prefix}{{{tag}}}:waiters"),
                 }
             }
             // in the lock key's cluster slot: after its own hash tag if it has one,
@@ -52,6 +60,8 @@ impl Keys {
                     fence: format!("{base}:token"),
                     channel: format!("{base}:released"),
                     value: format!("{base}:value"),
+                    queue: format!("{base}:queue"),
+                    waiters: format!("{base}:waiters"),
                     lock,
                 }
             }
@@ -60,29 +70,36 @@ impl Keys {
 }
 
 impl Keys {
+    /// The channel on which `owner`, queued for this lock, hears that it was granted.
+    pub(crate) fn grant_channel(&self, owner: &str) -> String {
+        format!("{}:{owner}", self.channel)
+    }
+
     /// [`Keys::new`] for a new acquisition, refusing a plain-layout name whose lock key
     /// is another name's counter or channel key: `{a}:token` would take the counter of
     /// `a` for a lock (and `a`'s next token would count from its owner id). Every such
-    /// key carries a hash tag and ends in `:token`, `:released` or `:value`.
+    /// key carries a hash tag and ends in one of [`COMPANIONS`].
     pub(crate) fn for_acquire(opts: &Options, name: &LockName) -> Result<Self, LockError> {
         let keys = Self::new(opts, name);
         if opts.layout == KeyLayout::Plain {
-            let base = keys
-                .lock
-                .strip_suffix(":token")
-                .or_else(|| keys.lock.strip_suffix(":released"))
-                .or_else(|| keys.lock.strip_suffix(":value"));
+            let base = COMPANIONS
+                .iter()
+                .find_map(|suffix| keys.lock.strip_suffix(suffix));
             if base.is_some_and(has_hash_tag) {
                 return Err(LockError::InvalidName {
                     name: name.as_str().chars().take(64).collect(),
                     reason: "in the plain key layout, its key is another name's fencing counter, \
-                             release channel or value (a hash tag, then :token, :released or :value)",
+                             release channel, value or queue (a hash tag, then :token, \
+                             :released, :value, :queue or :waiters)",
                 });
             }
         }
         Ok(keys)
     }
 }
+
+/// The suffixes of a plain-layout lock's companion keys and channel.
+const COMPANIONS: [&str; 5] = [":token", ":released", ":value", ":queue", ":waiters"];
 
 /// The `SCAN MATCH` pattern of the lock keys whose names start with `prefix`; `None` in
 /// the plain layout, whose keys cannot be told from other programs' keys.

@@ -3,14 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::backend::{Claim, Pending, Subscription, millis_u64, within};
+use dlock_core::backend::{Pending, Subscription, millis_u64, within};
 use dlock_core::{FencingToken, LockError, redact_url};
 use redis::{IntoConnectionInfo, ProtocolVersion};
 
 use crate::conn::{Conn, manager_config};
 use crate::errors::from_redis;
+use crate::grants::{Answer, GrantSlots};
 use crate::keys::Keys;
 use crate::options::Options;
+use crate::queue::Queueing;
 use crate::quorum::Grant;
 use crate::renewals::{self, Renewal, Renewals};
 use crate::scripts;
@@ -156,29 +158,40 @@ impl Node {
         self.run(what, call.invoke_async(&mut conn)).await
     }
 
-    /// Takes the lock for `owner` at the node's next token.
+    /// Takes the lock for `owner` at the node's next token; with `queueing`, a caller
+    /// that will wait is queued when it is held (`crate::queue`).
     pub(crate) async fn claim(
         &self,
         keys: &Keys,
         owner: &str,
         ttl: Duration,
-    ) -> Result<Claim, LockError> {
+        queueing: Option<Queueing>,
+    ) -> Result<Answer, LockError> {
         let mut conn = self.conn.clone();
-        let (taken, n): (i64, i64) = self
+        let (taken, n, counter): (i64, i64, i64) = self
             .run(
                 "acquire",
                 scripts::ACQUIRE
                     .key(&keys.lock)
                     .key(&keys.fence)
+                    .key(&keys.queue)
+                    .key(&keys.waiters)
                     .arg(owner)
                     .arg(millis_u64(ttl))
+                    .arg(Queueing::mode(queueing))
+                    .arg(Queueing::live_ms(queueing))
+                    .arg(&keys.channel)
+                    .arg(self.conn.publish_command())
                     .invoke_async(&mut conn),
             )
             .await?;
         Ok(if taken == 1 {
-            Claim::Taken(self.token(n)?)
+            Answer::taken(self.token(n)?)
         } else {
-            Claim::Held(u64::try_from(n).ok().map(Duration::from_millis))
+            Answer::held(
+                u64::try_from(n).ok().map(Duration::from_millis),
+                u64::try_from(counter).unwrap_or(0),
+            )
         })
     }
 
@@ -239,6 +252,8 @@ impl Node {
         })
     }
 
+    /// Releases `owner`'s hold, handing the lock to the oldest live waiter; for an owner
+    /// that does not hold it, leaves the queue (`scripts::RELEASE`). Whether it held.
     pub(crate) async fn release(&self, keys: &Keys, owner: &str) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
         let n: i64 = self
@@ -247,6 +262,8 @@ impl Node {
                 scripts::RELEASE
                     .key(&keys.lock)
                     .key(&keys.fence)
+                    .key(&keys.queue)
+                    .key(&keys.waiters)
                     .arg(owner)
                     .arg(&keys.channel)
                     .arg(millis_u64(self.counter_retention))
@@ -298,7 +315,25 @@ impl Node {
 
     /// Registers for the next release of `keys`' lock.
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription, LockError> {
-        self.run("subscribe", self.wakeups.subscribe(channel)).await
+        self.run("subscribe", self.wakeups.subscribe(channel, None))
+            .await
+    }
+
+    /// Registers a queued waiter for its grant on `channel` (its own); `leave` runs when
+    /// the subscription is dropped, after the grant slot is closed.
+    pub(crate) async fn subscribe_grant(
+        &self,
+        channel: &str,
+        leave: Box<dyn FnOnce() + Send + Sync>,
+    ) -> Result<Subscription, LockError> {
+        self.wakeups.grants.open(channel);
+        let subscribed = self.wakeups.subscribe(channel, Some(leave));
+        self.run("subscribe", subscribed).await
+    }
+
+    /// The grant slots of this node's queued waiters.
+    pub(crate) fn grants(&self) -> &GrantSlots {
+        &self.wakeups.grants
     }
 }
 

@@ -100,6 +100,13 @@ impl std::str::FromStr for KeyLayout {
     }
 }
 
+/// How long a waiter queued on one server (`queue.rs`) sleeps at most between its
+/// attempts: its grant comes as a message, so an attempt is only its heartbeat in the
+/// queue and a look in case a message was lost (a dropped connection wakes every
+/// waiter at once anyway). Long, so a thousand waiters cost the server 200 scripts/s,
+/// not a thousand; an entry lives three of these without one.
+pub(crate) const QUEUED_FALLBACK: Duration = Duration::from_secs(5);
+
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
     pub prefix: String,

@@ -14,12 +14,16 @@ use redis::Script;
 use crate::keys::Keys;
 use crate::node::Node;
 
-/// KEYS: lock, value. ARGV: owner, value. Returns 1, or 0 when not the holder.
+/// KEYS: lock, value. ARGV: owner, value, release channel, `PUBLISH` (`SPUBLISH` on a
+/// cluster). Returns 1, or 0 when not the holder. Announced on the release channel, so
+/// leader watches see it at once.
 static PROCLAIM: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[2], ARGV[1] .. '\n' .. ARGV[2])
+-- pcall: proclaimed already; a refused publish leaves watches to look at their pace
+redis.pcall(ARGV[4], ARGV[3], 'proclaimed')
 return 1
 ",
     )
@@ -49,6 +53,8 @@ impl Node {
                     .key(&keys.value)
                     .arg(owner)
                     .arg(value.as_str())
+                    .arg(&keys.channel)
+                    .arg(self.conn.publish_command())
                     .invoke_async(&mut conn),
             )
             .await?;

@@ -295,8 +295,14 @@ impl ClaimDriver for Redlock {
         outcome
     }
 
-    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
-        let _ = access;
+    async fn subscribe(
+        &self,
+        name: &LockName,
+        access: Access,
+        owner: &OwnerId,
+    ) -> Option<Subscription> {
+        // wake-up and attempt: see `quorum.rs` for why Redlock keeps no queue
+        let _ = (access, owner);
         self.subscribe_all(&Keys::new(&self.opts, name)).await
     }
 

@@ -4,41 +4,98 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms. Returns `{1, token}` when taken, else
-/// `{0, pttl}` of the holder.
+use crate::queue::QUEUE_LUA;
+
+/// The exclusive lock's hand-off (Lua), after [`QUEUE_LUA`]: KEYS[1] is the lock,
+/// KEYS[2] its fencing counter.
+///
+/// - `next_token(us)` → the next token, a hybrid clock: `max(counter + 1, server TIME
+///   in µs)`, written back to the counter (see [`ACQUIRE`]);
+/// - `hand_over(now, us, caller)` → gives the free lock to the oldest
+///   live waiter with its TTL and the next token and tells it (unless it is `caller`,
+///   who hears it in the script's answer); the new holder and token, or `nil` when no
+///   one waits.
+const HAND_OVER: &str = r"
+local function next_token(us)
+  local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if c >= us then us = c + 1 end
+  redis.call('SET', KEYS[2], string.format('%d', us))
+  return us
+end
+local function hand_over(now, us, caller)
+  local head, ttl = q_head(now)
+  if not head then return nil end
+  q_pop(head)
+  redis.call('SET', KEYS[1], head, 'PX', ttl)
+  local t = next_token(us)
+  if head ~= caller then q_tell(head, t) end
+  return head, t
+end
+";
+
+/// KEYS: lock, fence, queue, waiters. ARGV: owner, ttl ms, waits (0: no, 1: yes, 2:
+/// yes and listening on its channel already), liveness ms,
+/// release channel, `PUBLISH` (`SPUBLISH` on a cluster). Returns `{1, token, 0}` when
+/// taken, else `{0, pttl of the holder, counter}` — and, when the caller waits, it is
+/// queued (`queue.rs`) until its next attempt plus the liveness window. The counter is
+/// the token of the holder as the server saw it then: a grant message with a token not
+/// above it is older than this answer.
 ///
 /// The token is a hybrid clock: `max(counter + 1, server TIME in µs)`, written back to
-/// the counter (without expiry while held; see `RELEASE`). While a lock is held its counter is its holder's
-/// token. A counter that comes back *older* — a restore from an RDB/AOF snapshot,
-/// `appendfsync everysec`, a failover to a lagging replica, a restart without
-/// persistence — cannot make a token repeat: the next one is at least the server's
-/// clock, which is above every token handed out before as long as fewer than one
-/// acquisition per microsecond happened on average and the server clock did not step
-/// back by more than the tokens issued since (the one assumption left).
+/// the counter (without expiry while held; see `RELEASE`). While a lock is held its
+/// counter is its holder's token. A counter that comes back *older* — a restore from an
+/// RDB/AOF snapshot, `appendfsync everysec`, a failover to a lagging replica, a restart
+/// without persistence — cannot make a token repeat: the next one is at least the
+/// server's clock, which is above every token handed out before as long as fewer than
+/// one acquisition per microsecond happened on average and the server clock did not
+/// step back by more than the tokens issued since (the one assumption left).
 ///
-/// A key that already holds our owner id is taken again (TTL refreshed, same token):
-/// an earlier attempt of this acquisition committed after its reply was given up on.
-/// `SET … NX GET` (Redis 7) returns the value it found, so this costs nothing on the
-/// uncontended path.
+/// With nobody queued the lock is one `SET … NX PX … GET` (Redis 7), as cheap as it
+/// gets. A key that already holds our owner id is taken again (TTL refreshed, same
+/// token): an earlier attempt of this acquisition committed after its reply was given
+/// up on, or a release granted it to us while we queued. With others queued the lock is
+/// never taken past them: a free lock goes to the queue's head (which may be us).
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[5], ARGV[6]\n{QUEUE_LUA}{HAND_OVER}{}",
         r"
-local found = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
-if found then
-  if found ~= ARGV[1] then
-    return {0, redis.call('PTTL', KEYS[1])}
+local owner = ARGV[1]
+local function held(now)
+  if ARGV[3] ~= '0' then
+    q_join(owner, now or q_clock(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[2]), 'x', 0)
   end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]))}
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
-local now = redis.call('TIME')
-local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-if c >= t then t = c + 1 end
-redis.call('SET', KEYS[2], string.format('%d', t))
-return {1, t}
-",
-    )
+if redis.call('EXISTS', QK) == 0 then
+  local found = redis.call('SET', KEYS[1], owner, 'NX', 'PX', ARGV[2], 'GET')
+  if not found then
+    local _, us = q_clock()
+    return {1, next_token(us), 0}
+  end
+  if found == owner then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tonumber(redis.call('GET', KEYS[2])), 0}
+  end
+  return held(nil)
+end
+local holder = redis.call('GET', KEYS[1])
+if holder == owner then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  q_leave(owner)
+  return {1, tonumber(redis.call('GET', KEYS[2])), 0}
+end
+local now, us = q_clock()
+if not holder then
+  local head, t = hand_over(now, us, owner)
+  if head == owner then return {1, t, 0} end
+  if not head then
+    redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
+    return {1, next_token(us), 0}
+  end
+end
+return held(now)
+"
+    ))
 });
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms, proposed token, restart delay s, how far
@@ -115,35 +172,52 @@ return {1, p, 0}
     )
 });
 
-/// KEYS: lock, fence. ARGV: owner, channel, counter retention ms, `PUBLISH` (`SPUBLISH`
-/// on a cluster: the channel shares the keys' slot). Deletes the key if our owner id
-/// (unique per acquisition) still holds it, and wakes waiters.
+/// KEYS: lock, fence, queue, waiters. ARGV: owner, release channel, counter retention
+/// ms, `PUBLISH` (`SPUBLISH` on a cluster: the channel shares the keys' slot). Deletes
+/// the key if our owner id (unique per acquisition) still holds it and hands the lock
+/// to the oldest live waiter (`queue.rs`), and publishes on the release channel, where
+/// observers (leader watches) and Redlock's waiters listen. Returns 1 when it held.
 ///
-/// The fencing counter then expires after the retention (plus however far it runs
-/// ahead of the server clock), unless a new holder takes the name first (its `SET`
-/// clears the expiry): a name nobody uses leaves no key behind. Its next token is at
-/// least the server clock, so above every token the counter gave as long as the clock
-/// does not step back by more than the retention. A crashed holder's counter, never
-/// released, keeps no expiry.
+/// With another holder or none, the owner is a waiter that stops waiting: it leaves
+/// the queue (and a lock found free while others queue goes to the head). Returns 0.
+///
+/// The fencing counter of a name nobody takes next expires after the retention (plus
+/// however far it runs ahead of the server clock), unless a new holder takes the name
+/// first (its `SET` clears the expiry): a name nobody uses leaves no key behind. Its
+/// next token is at least the server clock, so above every token the counter gave as
+/// long as the clock does not step back by more than the retention. A crashed holder's
+/// counter, never released, keeps no expiry.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[2], ARGV[4]\n{QUEUE_LUA}{HAND_OVER}{}",
         r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if c > 0 then
-    local now = redis.call('TIME')
-    local ahead = c - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
-    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
+local holder = redis.call('GET', KEYS[1])
+if holder ~= ARGV[1] then
+  q_leave(ARGV[1])
+  if not holder and redis.call('EXISTS', QK) == 1 then
+    local now, us = q_clock()
+    hand_over(now, us, ARGV[1])
   end
-  redis.call('DEL', KEYS[1])
-  -- pcall: the release is done; a publish refused (no SPUBLISH before Redis 7, an
-  -- ACL without it) must not report it failed — waiters then find out by polling
-  redis.pcall(ARGV[4], ARGV[2], 'released')
-  return 1
+  return 0
 end
-return 0
-",
-    )
+redis.call('DEL', KEYS[1])
+local granted
+if redis.call('EXISTS', QK) == 1 then
+  local now, us = q_clock()
+  granted = hand_over(now, us, ARGV[1])
+end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c > 0 and not granted then
+  local now = redis.call('TIME')
+  local ahead = c - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
+end
+-- pcall: the release is done; a publish refused (no SPUBLISH before Redis 7, an ACL
+-- without it) must not report it failed — waiters then find out by polling
+redis.pcall(ARGV[4], ARGV[2], 'released')
+return 1
+"
+    ))
 });
 
 /// KEYS: lock₁…lockₙ. ARGV: owner₁, ttl ms₁, …, ownerₙ, ttl msₙ. Extends each key whose

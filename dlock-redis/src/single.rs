@@ -16,12 +16,13 @@ use tokio::time::Instant;
 use crate::builder::RedisLockBuilder;
 use crate::keys::Keys;
 use crate::node::Node;
-use crate::options::{CAPABILITIES, Options};
-use crate::shared::{SharedAttempt, SharedKeys};
+use crate::options::{CAPABILITIES, KeyLayout, Options};
+use crate::shared::SharedKeys;
 
 /// A lock on one Redis server: one Lua script per operation (acquire, renew, release
-/// each one round trip), a fencing counter per name that never expires, and waiters
-/// woken by a pub/sub message from the release.
+/// each one round trip), a fencing counter per name, and waiters served in order: they
+/// queue on the server, and a release hands the lock to the oldest and tells it alone
+/// with a pub/sub message on its own channel.
 ///
 /// Safety: as safe as the one server. If it fails over to a replica that missed the
 /// last writes, or restarts without persistence, a lock can be granted twice; the
@@ -86,8 +87,9 @@ impl RedisLock {
 
 /// One round trip each way (the uncontended path in the fewest): acquire is
 /// one script (`SET NX PX … GET` and the fencing clock), release one script (compare
-/// owner, `DEL`, `PUBLISH`), a renewal one script call shared with every renewal due
-/// on the same tick.
+/// owner, `DEL`, hand the lock to the oldest waiter and tell it), a renewal one script
+/// call shared with every renewal due on the same tick. Waiters queue on the server and
+/// the release grants: FIFO, one message per hand-off (`waiting.rs`, `queue.rs`).
 #[async_trait]
 impl ClaimDriver for RedisLock {
     async fn claim(
@@ -98,28 +100,23 @@ impl ClaimDriver for RedisLock {
         ttl: Duration,
         waits: bool,
     ) -> Result<Claim, LockError> {
-        if access == Access::Exclusive {
-            let keys = Keys::for_acquire(&self.opts, name)?;
-            return self.node.claim(&keys, owner.as_str(), ttl).await;
-        }
-        let keys = SharedKeys::new(&self.opts.prefix, name, access);
-        let attempt = SharedAttempt {
-            name,
-            access,
-            owner: owner.as_str(),
-            ttl,
-            waits,
-            intent: self.opts.policy.writer_intent(),
-        };
-        self.node.claim_shared(&keys, &attempt).await
+        self.attempt(name, access, owner, ttl, waits).await
     }
 
-    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
-        let channel = if access == Access::Exclusive {
-            Keys::new(&self.opts, name).channel
-        } else {
-            SharedKeys::new(&self.opts.prefix, name, access).channel
-        };
+    async fn subscribe(
+        &self,
+        name: &LockName,
+        access: Access,
+        owner: &OwnerId,
+    ) -> Option<Subscription> {
+        self.listen_for_grant(name, access, owner)
+            .await
+            .inspect_err(|e| tracing::debug!(error = %e, "subscribe failed; polling instead"))
+            .ok()
+    }
+
+    async fn watch(&self, name: &LockName) -> Option<Subscription> {
+        let channel = Keys::new(&self.opts, name).channel;
         self.node
             .subscribe(&channel)
             .await
@@ -237,7 +234,11 @@ impl Backend for RedisLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES.with_shared(true)
+        // FIFO among dlock's clients; in the plain layout other clients take the key
+        // without queueing
+        CAPABILITIES
+            .with_shared(true)
+            .with_fair(self.opts.layout == KeyLayout::Tagged)
     }
 
     fn backend_name(&self) -> &'static str {

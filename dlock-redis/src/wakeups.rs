@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use crate::conn::Conn;
+use crate::grants::GrantSlots;
 use dlock_core::backend::{OwnedTask, Subscription, WakeupHub};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -16,6 +17,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 pub(crate) struct Wakeups {
     conn: Conn,
     hub: Arc<WakeupHub>,
+    /// The grants releases sent to this client's queued waiters (`grants.rs`).
+    pub(crate) grants: Arc<GrantSlots>,
     /// Serialises SUBSCRIBE/UNSUBSCRIBE so a late unsubscribe cannot undo a new
     /// subscribe of the same channel.
     ops: tokio::sync::Mutex<()>,
@@ -29,9 +32,11 @@ pub(crate) struct Wakeups {
 impl Wakeups {
     pub(crate) fn start(conn: Conn, mut pushes: UnboundedReceiver<PushInfo>) -> Arc<Self> {
         let hub = WakeupHub::new();
+        let grants = Arc::new(GrantSlots::default());
         Arc::new_cyclic(|me: &Weak<Self>| {
             let me = me.clone();
             let fan_out = Arc::clone(&hub);
+            let mailbox = Arc::clone(&grants);
             let listener = OwnedTask::spawn(async move {
                 let hub = fan_out;
                 while let Some(push) = pushes.recv().await {
@@ -50,10 +55,15 @@ impl Wakeups {
                                 }
                             }
                         }
-                        // SMessage: sharded pub/sub, on a cluster
+                        // SMessage: sharded pub/sub, on a cluster. A grant carries the
+                        // token (a waiter's own channel), a release message `released`
                         PushKind::Message | PushKind::SMessage => {
                             if let Some(Value::BulkString(ch)) = push.data.first() {
-                                hub.wake_one(&String::from_utf8_lossy(ch));
+                                let ch = String::from_utf8_lossy(ch);
+                                if let Some(token) = push.data.get(1).and_then(granted_token) {
+                                    mailbox.deliver(&ch, token);
+                                }
+                                hub.wake_one(&ch);
                             }
                         }
                         // Messages may have been lost while reconnecting: everyone looks
@@ -78,6 +88,7 @@ impl Wakeups {
             Self {
                 conn,
                 hub,
+                grants,
                 ops: tokio::sync::Mutex::new(()),
                 resubscribing: Mutex::new(BTreeSet::new()),
                 retrying: AtomicBool::new(false),
@@ -86,14 +97,21 @@ impl Wakeups {
         })
     }
 
-    /// Registers a waiter on `channel`, subscribing on the server if it is the first.
+    /// Registers a waiter on `channel`, subscribing on the server if it is the first;
+    /// `also` runs when the waiter leaves.
     pub(crate) async fn subscribe(
         self: &Arc<Self>,
         channel: &str,
+        also: Option<Box<dyn FnOnce() + Send + Sync>>,
     ) -> redis::RedisResult<Subscription> {
         let _serial = self.ops.lock().await;
         let (me, ch) = (Arc::downgrade(self), channel.to_owned());
-        let on_leave = move || unsubscribe_if_idle(&me, ch);
+        let on_leave = move || {
+            unsubscribe_if_idle(&me, ch);
+            if let Some(also) = also {
+                also();
+            }
+        };
         let (subscription, first) = self.hub.join(channel, Some(Box::new(on_leave)));
         if first {
             self.conn.subscribe(channel).await?;
@@ -153,6 +171,14 @@ fn resubscribe(me: &Weak<Wakeups>, channels: Vec<String>) {
             }
         }
     });
+}
+
+/// The token of a grant message (a release's `released` is none).
+fn granted_token(payload: &Value) -> Option<u64> {
+    match payload {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
 }
 
 /// The first pause before a failed resubscription is tried again.

@@ -245,7 +245,12 @@ impl ClaimDriver for SqlLock {
         })
     }
 
-    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
+    async fn subscribe(
+        &self,
+        name: &LockName,
+        access: Access,
+        _owner: &OwnerId,
+    ) -> Option<Subscription> {
         if !self.opts.listen {
             return None;
         }

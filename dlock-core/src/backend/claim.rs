@@ -23,11 +23,24 @@ use crate::{Access, FencingToken, Lease, LockError, LockName, OwnerId};
 
 /// What one claim found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Claim {
     /// Taken for the owner, with this fencing token.
     Taken(FencingToken),
     /// Someone else holds it, for this long more as the server sees it (if it said).
     Held(Option<Duration>),
+    /// Handed to the owner by a release while it waited in the server's queue (a
+    /// backend whose release grants, [`crate::Capabilities::fair`]): the lock is ours
+    /// with `token`, and no attempt was sent for it. `since` is when the waiter sent
+    /// its last attempt that the server answered with "queued" — the grant came after
+    /// the server read that attempt, so the lease counts from `since` (the trait's rule
+    /// 5: a lease's validity starts no later than the server's grant).
+    Granted {
+        /// The fencing token the release gave.
+        token: FencingToken,
+        /// A moment no later than the grant, on this client's clock.
+        since: Instant,
+    },
 }
 
 /// A claim backend's protocol (see the [module](self)); releasing is the
@@ -57,15 +70,36 @@ pub trait ClaimDriver: Backend {
         waits: bool,
     ) -> Result<Claim, LockError>;
 
-    /// Registers for a wake-up when `name` (of `access`'s primitive) is released
-    /// (`None`: poll instead).
+    /// Registers `owner`'s acquisition for a wake-up when `name` (of `access`'s
+    /// primitive) is released — or, on a backend whose release grants, when the lock is
+    /// handed to `owner` (`None`: poll instead). The subscription lives as long as the
+    /// acquisition waits; dropping it without having acquired is the place to leave a
+    /// server-side queue.
     ///
     /// # Cancel safety
     /// Dropping it changes nothing a caller sees: the subscription, if made, ends with
     /// it.
-    async fn subscribe(&self, name: &LockName, access: Access) -> Option<Subscription> {
-        let _ = (name, access);
+    async fn subscribe(
+        &self,
+        name: &LockName,
+        access: Access,
+        owner: &OwnerId,
+    ) -> Option<Subscription> {
+        let _ = (name, access, owner);
         None
+    }
+
+    /// Registers an observer (no acquisition: a leader watch) for a wake-up at the
+    /// next release of `name`'s exclusive lock (`None`: poll instead). The default is
+    /// [`ClaimDriver::subscribe`] with a placeholder owner, right for a backend whose
+    /// wake-ups do not depend on who waits; one whose waiters hear only their own grant
+    /// says here where releases are announced.
+    ///
+    /// # Cancel safety
+    /// As [`ClaimDriver::subscribe`].
+    async fn watch(&self, name: &LockName) -> Option<Subscription> {
+        let observer = OwnerId::from_stored("observer");
+        self.subscribe(name, Access::Exclusive, &observer).await
     }
 
     /// How to wait when the lock is busy.
@@ -90,20 +124,19 @@ pub async fn attempt<D: ClaimDriver + ?Sized>(
     waits: bool,
 ) -> Result<Attempt, LockError> {
     let sent = Instant::now();
-    match driver.claim(name, access, owner, ttl, waits).await? {
-        Claim::Taken(token) => {
-            let lease =
-                Lease::new(name.clone(), owner.clone(), token, ttl, sent).with_access(access);
-            if lease.is_valid() {
-                Ok(Attempt::Acquired(lease))
-            } else {
-                let _ = Backend::release(driver, &lease).await;
-                Ok(Attempt::Held {
-                    remaining: Some(Duration::ZERO),
-                })
-            }
-        }
-        Claim::Held(remaining) => Ok(Attempt::Held { remaining }),
+    let (token, sent) = match driver.claim(name, access, owner, ttl, waits).await? {
+        Claim::Taken(token) => (token, sent),
+        Claim::Granted { token, since } => (token, since),
+        Claim::Held(remaining) => return Ok(Attempt::Held { remaining }),
+    };
+    let lease = Lease::new(name.clone(), owner.clone(), token, ttl, sent).with_access(access);
+    if lease.is_valid() {
+        Ok(Attempt::Acquired(lease))
+    } else {
+        let _ = Backend::release(driver, &lease).await;
+        Ok(Attempt::Held {
+            remaining: Some(Duration::ZERO),
+        })
     }
 }
 
@@ -154,7 +187,7 @@ pub async fn claim<D: ClaimDriver + ?Sized>(
         wait,
         &driver.wait_policy(),
         || attempt(driver, name, access, &owner, ttl, waits),
-        || driver.subscribe(name, access),
+        || driver.subscribe(name, access, &owner),
     )
     .await
 }

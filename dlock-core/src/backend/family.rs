@@ -216,7 +216,7 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
         until: Instant,
     ) -> Result<(), LockError> {
         let subscription = match seen {
-            Some(_) => backend.subscribe(name, Access::Exclusive).await,
+            Some(_) => backend.watch(name).await,
             None => None,
         };
         let Some(subscription) = subscription else {
@@ -224,7 +224,7 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
             return Ok(());
         };
         // another holder, or a value proclaimed since: the caller looks again (a
-        // proclaim is not announced: seen at the fallback's pace)
+        // proclaim is announced on Redis only: elsewhere seen at the fallback's pace)
         let now = Backend::inspect(backend, name).await?;
         let Some(now) = now
             .filter(|h| seen.is_some_and(|s| s.owner == h.owner && s.proclaimed == h.proclaimed))
