@@ -52,10 +52,8 @@ pub(crate) struct GrantSlots {
 struct Slot {
     /// When the last attempt answered "queued" was sent, and the counter it carried.
     queued: Option<(Instant, u64)>,
-    /// The highest token a grant message brought.
-    granted: Option<u64>,
-    /// The acquisition got the lock (its subscription's drop must not leave).
-    acquired: bool,
+    /// The highest token a grant message brought, and when it arrived.
+    granted: Option<(u64, Instant)>,
 }
 
 impl GrantSlots {
@@ -63,59 +61,66 @@ impl GrantSlots {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Opens the slot of a waiter that listens on `channel`.
+    /// Opens the slot of a waiter whose subscription to `channel` the server confirmed.
     pub(crate) fn open(&self, channel: &str) {
         self.slots().entry(channel.to_owned()).or_default();
     }
 
     /// Whether a waiter listens on `channel` (its slot is open once its subscription
-    /// is confirmed).
+    /// is confirmed, until the subscription ends).
     pub(crate) fn is_open(&self, channel: &str) -> bool {
         self.slots().contains_key(channel)
     }
 
-    /// Closes it; whether its acquisition got the lock (`false` also when no slot was
-    /// open).
-    pub(crate) fn close(&self, channel: &str) -> bool {
-        self.slots().remove(channel).is_some_and(|s| s.acquired)
+    /// Closes it.
+    pub(crate) fn close(&self, channel: &str) {
+        self.slots().remove(channel);
     }
 
     /// A grant message: `token` on `channel`. Kept only for an open slot.
     pub(crate) fn deliver(&self, channel: &str, token: u64) {
-        if let Some(slot) = self.slots().get_mut(channel) {
-            slot.granted = Some(slot.granted.map_or(token, |t| t.max(token)));
+        if let Some(slot) = self.slots().get_mut(channel)
+            && slot.granted.is_none_or(|(t, _)| t < token)
+        {
+            slot.granted = Some((token, Instant::now()));
+        }
+    }
+
+    /// The connection dropped: a message may have been lost, and what arrived before
+    /// is not trusted (the next attempt asks the server).
+    pub(crate) fn forget_grants(&self) {
+        for slot in self.slots().values_mut() {
+            slot.granted = None;
         }
     }
 
     /// Records an attempt's answer: `sent` is when it went out.
     pub(crate) fn answered(&self, channel: &str, sent: Instant, answer: &Answer) {
-        let mut slots = self.slots();
-        let Some(slot) = slots.get_mut(channel) else {
+        if !matches!(answer.claim, Claim::Held(_)) {
             return;
-        };
-        match answer.claim {
-            Claim::Held(_) => {
-                slot.queued = Some((sent, answer.counter));
-                // a grant at or below the counter came before this answer: not ours now
-                slot.granted = slot.granted.filter(|&t| t > answer.counter);
-            }
-            _ => slot.acquired = true,
+        }
+        if let Some(slot) = self.slots().get_mut(channel) {
+            slot.queued = Some((sent, answer.counter));
+            // a grant that arrived before this attempt went out, or whose token is not
+            // above what the server had when it ran it, came before: not ours now
+            slot.granted = slot
+                .granted
+                .filter(|&(t, arrived)| t > answer.counter && arrived >= sent);
         }
     }
 
     /// The grant a release sent this waiter, as a claim, when it may be taken without
     /// asking the server: its token is above the last "queued" answer's counter, and
-    /// that attempt went out less than `fresh_for` ago. Marks the slot acquired.
+    /// that attempt went out less than `fresh_for` ago.
     pub(crate) fn take(&self, channel: &str, fresh_for: Duration) -> Option<Claim> {
         let mut slots = self.slots();
         let slot = slots.get_mut(channel)?;
         let (since, counter) = slot.queued?;
-        let token = slot.granted.filter(|&t| t > counter)?;
+        let (token, _) = slot.granted.filter(|&(t, _)| t > counter)?;
         if since.elapsed() >= fresh_for {
             return None;
         }
         slot.granted = None;
-        slot.acquired = true;
         Some(Claim::Granted {
             token: FencingToken::new(token),
             since,
@@ -149,7 +154,7 @@ mod tests {
                 since: sent
             })
         );
-        assert!(slots.close(CH), "taken: the drop must not leave the queue");
+        assert_eq!(slots.take(CH, FRESH), None, "taken once");
     }
 
     #[test]
@@ -162,7 +167,26 @@ mod tests {
         queued(&slots, 12);
         slots.deliver(CH, 11); // late, and below what the server had since
         assert_eq!(slots.take(CH, FRESH), None);
-        assert!(!slots.close(CH));
+    }
+
+    #[test]
+    fn a_grant_that_arrived_before_a_queued_attempt_went_out_is_an_old_one() {
+        let slots = GrantSlots::default();
+        slots.open(CH);
+        slots.deliver(CH, 50);
+        std::thread::sleep(Duration::from_millis(2));
+        queued(&slots, 10); // the counter went back (a restart): the token alone passes
+        assert_eq!(slots.take(CH, FRESH), None);
+    }
+
+    #[test]
+    fn a_dropped_connection_forgets_the_grants() {
+        let slots = GrantSlots::default();
+        slots.open(CH);
+        queued(&slots, 1);
+        slots.deliver(CH, 5);
+        slots.forget_grants();
+        assert_eq!(slots.take(CH, FRESH), None);
     }
 
     #[test]
@@ -171,7 +195,8 @@ mod tests {
         slots.open(CH);
         slots.deliver(CH, 5);
         assert_eq!(slots.take(CH, FRESH), None, "never answered queued");
-        queued(&slots, 1);
+        queued(&slots, 1); // drops the grant that came before it
+        slots.deliver(CH, 6);
         assert_eq!(
             slots.take(CH, Duration::ZERO),
             None,
@@ -190,10 +215,13 @@ mod tests {
     }
 
     #[test]
-    fn a_taken_answer_marks_the_slot_acquired() {
+    fn a_closed_slot_takes_nothing() {
         let slots = GrantSlots::default();
         slots.open(CH);
-        slots.answered(CH, Instant::now(), &Answer::taken(FencingToken::new(3)));
-        assert!(slots.close(CH));
+        queued(&slots, 1);
+        slots.deliver(CH, 5);
+        slots.close(CH);
+        assert!(!slots.is_open(CH));
+        assert_eq!(slots.take(CH, FRESH), None);
     }
 }

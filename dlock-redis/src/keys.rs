@@ -15,9 +15,10 @@ pub(crate) struct Keys {
     /// while a lock is held it equals the holder's token; it expires a retention after
     /// a release (see `scripts::RELEASE`).
     pub fence: String,
-    /// `PREFIX{name}:released` — pub/sub channel a release publishes on when nobody is
-    /// queued (Redlock's waiters listen there); `…:released:<owner id>` is a queued
-    /// waiter's own channel, where a release tells it the lock is its (`queue.rs`).
+    /// `PREFIX{name}:released` — pub/sub channel every release and proclaim publishes
+    /// on (observers and Redlock's waiters listen there); `…:released:<owner id>` is a
+    /// queued waiter's own channel, where a release tells it the lock is its
+    /// (`queue.rs`).
     pub channel: String,
     /// `PREFIX{name}:value` — the holder's proclaimed value, with its owner id
     /// (`proclaim.rs`).
@@ -26,6 +27,10 @@ pub(crate) struct Keys {
     pub queue: String,
     /// `PREFIX{name}:waiters` — hash: a waiter's owner id → its deadline and TTL.
     pub waiters: String,
+    /// Whether waiters queue (`queue.rs`): not in the plain layout, where two names can
+    /// share companion keys (`x` and `{x}` both use `{x}:…`) — one name's release must
+    /// not hand its key to the other's waiter — and where other clients do not queue.
+    pub fifo: bool,
 }
 
 impl Keys {
@@ -41,6 +46,7 @@ impl Keys {
                     value: format!("{prefix}{{{tag}}}:value"),
                     queue: format!("{prefix}{{{tag}}}:queue"),
                     waiters: format!("{prefix}{{{tag}}}:waiters"),
+                    fifo: true,
                 }
             }
             // in the lock key's cluster slot: after its own hash tag if it has one,
@@ -62,6 +68,7 @@ impl Keys {
                     value: format!("{base}:value"),
                     queue: format!("{base}:queue"),
                     waiters: format!("{base}:waiters"),
+                    fifo: false,
                     lock,
                 }
             }
@@ -89,8 +96,7 @@ impl Keys {
                 return Err(LockError::InvalidName {
                     name: name.as_str().chars().take(64).collect(),
                     reason: "in the plain key layout, its key is another name's fencing counter, \
-                             release channel, value or queue (a hash tag, then :token, \
-                             :released, :value, :queue or :waiters)",
+                             release channel or value (a hash tag, then :token, :released or :value)",
                 });
             }
         }
@@ -98,8 +104,9 @@ impl Keys {
     }
 }
 
-/// The suffixes of a plain-layout lock's companion keys and channel.
-const COMPANIONS: [&str; 5] = [":token", ":released", ":value", ":queue", ":waiters"];
+/// The suffixes of a plain-layout lock's companion keys and channel (its queue keys are
+/// named but never used: see [`Keys::fifo`]).
+const COMPANIONS: [&str; 3] = [":token", ":released", ":value"];
 
 /// The `SCAN MATCH` pattern of the lock keys whose names start with `prefix`; `None` in
 /// the plain layout, whose keys cannot be told from other programs' keys.

@@ -182,6 +182,7 @@ impl Node {
                     .arg(Queueing::live_ms(queueing))
                     .arg(&keys.channel)
                     .arg(self.conn.publish_command())
+                    .arg(u8::from(keys.fifo))
                     .invoke_async(&mut conn),
             )
             .await?;
@@ -254,22 +255,35 @@ impl Node {
 
     /// Releases `owner`'s hold, handing the lock to the oldest live waiter; for an owner
     /// that does not hold it, leaves the queue (`scripts::RELEASE`). Whether it held.
+    ///
+    /// While a cluster slot migrates, a script that names a key missing on its node is
+    /// refused (TRYAGAIN) — the queue's keys are missing whenever no one waits — so a
+    /// refused release is made again naming the lock and its counter only, leaving the
+    /// queue alone (queued waiters then find the lock free at their next look).
     pub(crate) async fn release(&self, keys: &Keys, owner: &str) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
+        let call = |queue: bool| {
+            let mut call = scripts::RELEASE.prepare_invoke();
+            call.key(&keys.lock).key(&keys.fence);
+            if queue {
+                call.key(&keys.queue).key(&keys.waiters);
+            }
+            call.arg(owner)
+                .arg(&keys.channel)
+                .arg(millis_u64(self.counter_retention))
+                .arg(self.conn.publish_command())
+                .arg(u8::from(queue));
+            call
+        };
         let n: i64 = self
-            .run(
-                "release",
-                scripts::RELEASE
-                    .key(&keys.lock)
-                    .key(&keys.fence)
-                    .key(&keys.queue)
-                    .key(&keys.waiters)
-                    .arg(owner)
-                    .arg(&keys.channel)
-                    .arg(millis_u64(self.counter_retention))
-                    .arg(self.conn.publish_command())
-                    .invoke_async(&mut conn),
-            )
+            .run("release", async {
+                match call(keys.fifo).invoke_async(&mut conn).await {
+                    Err(e) if keys.fifo && e.code() == Some("TRYAGAIN") => {
+                        call(false).invoke_async(&mut conn).await
+                    }
+                    answer => answer,
+                }
+            })
             .await?;
         Ok(n == 1)
     }
@@ -315,20 +329,17 @@ impl Node {
 
     /// Registers for the next release of `keys`' lock.
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription, LockError> {
-        self.run("subscribe", self.wakeups.subscribe(channel, None))
-            .await
+        self.run("subscribe", self.wakeups.subscribe(channel)).await
     }
 
-    /// Registers a queued waiter for its grant on `channel` (its own); `leave` runs when
-    /// the subscription is dropped, after the grant slot is closed.
-    pub(crate) async fn subscribe_grant(
-        &self,
-        channel: &str,
-        leave: Box<dyn FnOnce() + Send + Sync>,
-    ) -> Result<Subscription, LockError> {
+    /// Registers a queued waiter for its grant on `channel` (its own): its grant slot
+    /// opens once the server confirmed the subscription, and closes with it.
+    pub(crate) async fn subscribe_grant(&self, channel: &str) -> Result<Subscription, LockError> {
+        let subscription = self
+            .run("subscribe", self.wakeups.subscribe_own(channel))
+            .await?;
         self.wakeups.grants.open(channel);
-        let subscribed = self.wakeups.subscribe(channel, Some(leave));
-        self.run("subscribe", subscribed).await
+        Ok(subscription)
     }
 
     /// The grant slots of this node's queued waiters.

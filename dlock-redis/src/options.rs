@@ -57,9 +57,10 @@ pub(crate) fn validate_counter_retention(d: Duration) -> Result<(), String> {
 }
 
 /// What `RedisLock` and `Redlock` declare: leases that expire on their own, waiters
-/// woken by a release message (not in order), renewals due together sent as one script
-/// call per server. (`RedisLock` adds semaphores and read-write locks; `Redlock` does
-/// not offer them: see its docs.)
+/// told by a message, renewals due together sent as one script call per server.
+/// (`RedisLock` adds semaphores and read-write locks, and in its default key layout
+/// serves waiters in order, by grants; `Redlock` wakes its waiters to try again, and
+/// offers neither: see its docs.)
 pub(crate) const CAPABILITIES: Capabilities = Capabilities::per_lease()
     .with_notify(true)
     .with_batched_renewals(true);

@@ -3,10 +3,13 @@
 //!
 //! Two keys beside a lock's (or a semaphore's, or a read-write lock's), under its hash
 //! tag: `…:queue`, the waiting owner ids oldest first, and `…:waiters`, a hash of owner
-//! id → `"<deadline ms> <ttl ms> <kind> <permits>"`. A waiter joins with its first
-//! attempt that waits and every later attempt moves its deadline to the server clock
-//! plus the liveness window (three of the longest gaps between a waiter's attempts);
-//! both keys expire with the window, so waiters that all died leave nothing behind.
+//! id → `"<deadline ms> <ttl ms> <kind> <permits> <listens>"`. A waiter joins with its
+//! first attempt that waits and every later attempt moves its deadline to the server
+//! clock plus its liveness window (three of the longest gaps between its attempts when
+//! it listens on its channel, ten polling gaps when it polls); both keys expire with
+//! the longest window, so waiters that all died leave nothing behind. (A semaphore
+//! waiter refused for asking another count leaves instead, and joins again when it
+//! asks again.)
 //!
 //! The release — or any attempt that finds the lock free while others queue (a crashed
 //! holder's lease ran out) — hands the lock to the head, skipping heads past their
@@ -21,8 +24,9 @@
 //! "queued" — the grant came after the server ran that attempt — and a token not above
 //! the counter that answer carried is an older grant, not this one.
 //!
-//! A waiter that stops waiting leaves the queue (the drop of its subscription runs the
-//! release, which also hands on a grant the waiter never heard of). One that was killed
+//! A waiter that stops waiting — its wait ran out, it failed, its future was dropped —
+//! leaves the queue (`ClaimDriver::abandon` runs the release, which also hands on a
+//! grant the waiter never heard of). One that was killed
 //! is skipped at once: its connection closed, so its channel has no subscriber left
 //! (`PUBSUB NUMSUB`, checked for waiters that said they listen). One cut off from the
 //! server with its connection still open there is skipped once its deadline passes; a
@@ -53,8 +57,10 @@ local function q_join(owner, now, mode, live, ttl, kind, permits)
   local listens = mode == '2' and 1 or 0
   local entry = string.format('%d %d %s %d %d', now + live, ttl, kind, permits, listens)
   if redis.call('HSET', WK, owner, entry) == 1 then redis.call('RPUSH', QK, owner) end
-  redis.call('PEXPIRE', QK, live)
-  redis.call('PEXPIRE', WK, live)
+  -- the keys outlive every entry: extended, never shortened by a shorter window
+  for _, k in ipairs({QK, WK}) do
+    if redis.call('PTTL', k) < live then redis.call('PEXPIRE', k, live) end
+  end
 end
 local function q_leave(owner)
   if redis.call('HDEL', WK, owner) == 1 then redis.call('LREM', QK, 1, owner) end

@@ -138,7 +138,11 @@ impl Backend for Redlock {
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        let keys = Keys::new(&self.opts, lease.name());
+        let keys = Keys {
+            // independent masters hold no common queue: waiters wake and try again
+            fifo: false,
+            ..Keys::new(&self.opts, lease.name())
+        };
         let owner = lease.owner().as_str().to_owned();
         let round = self
             .tally_bool(move |n| {
@@ -301,7 +305,8 @@ impl ClaimDriver for Redlock {
         access: Access,
         owner: &OwnerId,
     ) -> Option<Subscription> {
-        // wake-up and attempt: see `quorum.rs` for why Redlock keeps no queue
+        // wake-up and attempt: a queue on each of independent masters would order the
+        // waiters differently on each, and no order would hold on a quorum
         let _ = (access, owner);
         self.subscribe_all(&Keys::new(&self.opts, name)).await
     }

@@ -34,8 +34,9 @@ end
 ";
 
 /// KEYS: lock, fence, queue, waiters. ARGV: owner, ttl ms, waits (0: no, 1: yes, 2:
-/// yes and listening on its channel already), liveness ms,
-/// release channel, `PUBLISH` (`SPUBLISH` on a cluster). Returns `{1, token, 0}` when
+/// yes and listening on its channel already), liveness ms, release channel, `PUBLISH`
+/// (`SPUBLISH` on a cluster), FIFO (1: the queue is used; 0: the plain key layout,
+/// whose names can share companion keys, and Redlock's nodes: it is not touched). Returns `{1, token, 0}` when
 /// taken, else `{0, pttl of the holder, counter}` — and, when the caller waits, it is
 /// queued (`queue.rs`) until its next attempt plus the liveness window. The counter is
 /// the token of the holder as the server saw it then: a grant message with a token not
@@ -59,14 +60,14 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[5], ARGV[6]\n{QUEUE_LUA}{HAND_OVER}{}",
         r"
-local owner = ARGV[1]
+local owner, FIFO = ARGV[1], ARGV[7] == '1'
 local function held(now)
-  if ARGV[3] ~= '0' then
+  if FIFO and ARGV[3] ~= '0' then
     q_join(owner, now or q_clock(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[2]), 'x', 0)
   end
   return {0, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
-if redis.call('EXISTS', QK) == 0 then
+if not FIFO or redis.call('EXISTS', QK) == 0 then
   local found = redis.call('SET', KEYS[1], owner, 'NX', 'PX', ARGV[2], 'GET')
   if not found then
     local _, us = q_clock()
@@ -173,7 +174,8 @@ return {1, p, 0}
 });
 
 /// KEYS: lock, fence, queue, waiters. ARGV: owner, release channel, counter retention
-/// ms, `PUBLISH` (`SPUBLISH` on a cluster: the channel shares the keys' slot). Deletes
+/// ms, `PUBLISH` (`SPUBLISH` on a cluster: the channel shares the keys' slot), FIFO (as
+/// [`ACQUIRE`]'s: 0 leaves the queue keys alone). Deletes
 /// the key if our owner id (unique per acquisition) still holds it and hands the lock
 /// to the oldest live waiter (`queue.rs`), and publishes on the release channel, where
 /// observers (leader watches) and Redlock's waiters listen. Returns 1 when it held.
@@ -191,8 +193,10 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[2], ARGV[4]\n{QUEUE_LUA}{HAND_OVER}{}",
         r"
+local FIFO = ARGV[5] == '1'
 local holder = redis.call('GET', KEYS[1])
 if holder ~= ARGV[1] then
+  if not FIFO then return 0 end
   q_leave(ARGV[1])
   if not holder and redis.call('EXISTS', QK) == 1 then
     local now, us = q_clock()
@@ -202,7 +206,7 @@ if holder ~= ARGV[1] then
 end
 redis.call('DEL', KEYS[1])
 local granted
-if redis.call('EXISTS', QK) == 1 then
+if FIFO and redis.call('EXISTS', QK) == 1 then
   local now, us = q_clock()
   granted = hand_over(now, us, ARGV[1])
 end

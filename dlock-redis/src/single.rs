@@ -115,6 +115,10 @@ impl ClaimDriver for RedisLock {
             .ok()
     }
 
+    fn abandon(&self, name: &LockName, access: Access, owner: &OwnerId) {
+        self.leave_queue(name, access, owner);
+    }
+
     async fn watch(&self, name: &LockName) -> Option<Subscription> {
         let channel = Keys::new(&self.opts, name).channel;
         self.node

@@ -2,7 +2,7 @@
 //! release (`queue.rs`), the grant taken from its own channel (`grants.rs`), and the
 //! queue left when the wait ends without the lock.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::backend::{Claim, Subscription};
@@ -35,6 +35,14 @@ impl Target {
         match self {
             Self::Exclusive(keys) => keys.grant_channel(owner),
             Self::Shared(keys, _) => keys.grant_channel(owner),
+        }
+    }
+
+    /// Whether its waiters queue (not an exclusive lock in the plain layout).
+    fn queues(&self) -> bool {
+        match self {
+            Self::Exclusive(keys) => keys.fifo,
+            Self::Shared(..) => true,
         }
     }
 
@@ -71,11 +79,7 @@ impl RedisLock {
         if waits && let Some(granted) = grants.take(&channel, fresh_for(ttl)) {
             return Ok(granted);
         }
-        // an entry lives three of the longest gaps between a waiter's attempts
-        let queueing = waits.then(|| Queueing {
-            live: self.opts.policy.writer_intent(),
-            listening: grants.is_open(&channel),
-        });
+        let queueing = (waits && target.queues()).then(|| self.queueing(&channel));
         let sent = Instant::now();
         let answer = match &target {
             Target::Exclusive(keys) => self.node.claim(keys, owner.as_str(), ttl, queueing).await?,
@@ -94,8 +98,24 @@ impl RedisLock {
         Ok(answer.claim)
     }
 
-    /// Listens for `owner`'s grant on its own channel; dropped without the lock, it
-    /// leaves the queue (in the background: a drop cannot wait).
+    /// How a waiter on `channel` queues. One that listens there stays queued three of
+    /// the longest gaps between its attempts; one that does not (its first attempt, or
+    /// a waiter whose subscription failed and who polls) ten of its polling gaps at the
+    /// slowest — a waiter gone without leaving is skipped that soon.
+    fn queueing(&self, channel: &str) -> Queueing {
+        let listening = self.node.grants().is_open(channel);
+        let policy = &self.opts.policy;
+        Queueing {
+            live: if listening {
+                policy.writer_intent()
+            } else {
+                policy.poll_max * 10
+            },
+            listening,
+        }
+    }
+
+    /// Listens for `owner`'s grant on its own channel.
     pub(crate) async fn listen_for_grant(
         &self,
         name: &LockName,
@@ -103,23 +123,34 @@ impl RedisLock {
         owner: &OwnerId,
     ) -> Result<Subscription, LockError> {
         let target = Target::new(self, name, access)?;
+        if !target.queues() {
+            // the plain layout: woken by releases, as Redlock's waiters are
+            return self
+                .node
+                .subscribe(&Keys::new(&self.opts, name).channel)
+                .await;
+        }
         let channel = target.grant_channel(owner.as_str());
-        let node: Weak<Node> = Arc::downgrade(&self.node);
-        let (owner, ch) = (owner.as_str().to_owned(), channel.clone());
-        let leave = move || {
-            let Some(node) = node.upgrade() else { return };
-            if node.grants().close(&ch) {
-                return; // it got the lock: nothing to leave
-            }
-            let Ok(rt) = tokio::runtime::Handle::try_current() else {
-                return; // the waiter's deadline drops it from the queue
-            };
-            rt.spawn(async move {
-                if let Err(e) = target.leave(&node, &owner).await {
-                    tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");
-                }
-            });
+        self.node.subscribe_grant(&channel).await
+    }
+
+    /// `owner` stopped waiting without the lock: leaves the queue, in the background (a
+    /// drop cannot wait), giving back a grant it never took.
+    pub(crate) fn leave_queue(&self, name: &LockName, access: Access, owner: &OwnerId) {
+        let Ok(target) = Target::new(self, name, access) else {
+            return; // a name refused before anything was queued
         };
-        self.node.subscribe_grant(&channel, Box::new(leave)).await
+        if !target.queues() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return; // the entry's deadline drops it
+        };
+        let (node, owner) = (Arc::clone(&self.node), owner.as_str().to_owned());
+        rt.spawn(async move {
+            if let Err(e) = target.leave(&node, &owner).await {
+                tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");
+            }
+        });
     }
 }

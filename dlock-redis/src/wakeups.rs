@@ -73,6 +73,7 @@ impl Wakeups {
                         // address: every channel with waiters is subscribed again,
                         // which routes it by the slot map as it is now.
                         PushKind::Disconnection => {
+                            mailbox.forget_grants();
                             if let Some(w) = me.upgrade() {
                                 w.conn.connection_dropped();
                                 if w.conn.is_cluster() {
@@ -97,25 +98,39 @@ impl Wakeups {
         })
     }
 
-    /// Registers a waiter on `channel`, subscribing on the server if it is the first;
-    /// `also` runs when the waiter leaves.
+    /// Registers a waiter on `channel`, subscribing on the server if it is the first.
     pub(crate) async fn subscribe(
         self: &Arc<Self>,
         channel: &str,
-        also: Option<Box<dyn FnOnce() + Send + Sync>>,
     ) -> redis::RedisResult<Subscription> {
         let _serial = self.ops.lock().await;
         let (me, ch) = (Arc::downgrade(self), channel.to_owned());
-        let on_leave = move || {
-            unsubscribe_if_idle(&me, ch);
-            if let Some(also) = also {
-                also();
-            }
-        };
+        let on_leave = move || unsubscribe_if_idle(&me, ch);
         let (subscription, first) = self.hub.join(channel, Some(Box::new(on_leave)));
         if first {
             self.conn.subscribe(channel).await?;
         }
+        Ok(subscription)
+    }
+}
+
+impl Wakeups {
+    /// Registers a queued waiter on its own `channel` (no other waiter shares it, so
+    /// no other subscribe or unsubscribe of it can race this one: it does not wait for
+    /// the others'); its grant slot is closed when it leaves.
+    pub(crate) async fn subscribe_own(
+        self: &Arc<Self>,
+        channel: &str,
+    ) -> redis::RedisResult<Subscription> {
+        let (me, ch) = (Arc::downgrade(self), channel.to_owned());
+        let on_leave = move || {
+            if let Some(w) = me.upgrade() {
+                w.grants.close(&ch);
+            }
+            unsubscribe_if_idle(&me, ch);
+        };
+        let (subscription, _) = self.hub.join(channel, Some(Box::new(on_leave)));
+        self.conn.subscribe(channel).await?;
         Ok(subscription)
     }
 }

@@ -128,31 +128,80 @@ async fn a_free_lock_goes_to_the_head_not_to_whoever_asks() {
     let _: () = raw().await.del(lock_key).await.unwrap();
 }
 
-/// A waiter whose wait ran out leaves the queue, so the next release grants the one
-/// behind it instead of a waiter that is gone.
+/// A waiter that stops waiting leaves the queue — its wait ran out after it listened,
+/// or before it did (a wait shorter than a round trip: it never subscribed), or its
+/// future was dropped — so the next release grants the one behind it instead of a
+/// waiter that is gone.
 #[tokio::test]
 async fn a_waiter_that_gives_up_leaves_the_queue() {
-    let n = name("gives-up");
-    let (holder, quitter, next) = (client().await, client().await, client().await);
-    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
-    let gave_up = quitter.acquire(&n, LONG, Duration::from_millis(400)).await;
-    assert!(gave_up.is_err(), "held: the wait runs out");
-    let left = async {
-        while queued(&n).await > 0 {
-            sleep(Duration::from_millis(20)).await;
+    for quit in ["times out listening", "times out at once", "is dropped"] {
+        let n = name("gives-up");
+        let (holder, quitter, next) = (client().await, client().await, client().await);
+        let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+        let wait = if quit == "times out at once" {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(400)
+        };
+        if quit == "is dropped" {
+            let waiting = quitter.acquire(&n, LONG, Duration::from_secs(20));
+            assert!(timeout(Duration::from_millis(300), waiting).await.is_err());
+        } else {
+            let gave_up = quitter.acquire(&n, LONG, wait).await;
+            assert!(gave_up.is_err(), "{quit}: held, the wait runs out");
         }
+        let left = async {
+            while queued(&n).await > 0 {
+                sleep(Duration::from_millis(20)).await;
+            }
+        };
+        timeout(Duration::from_secs(5), left)
+            .await
+            .unwrap_or_else(|_| panic!("the waiter that {quit} left the queue"));
+        let w = waiter(&next, &n, Duration::from_secs(20));
+        sleep(Duration::from_millis(200)).await;
+        assert!(holder.release(&held).await.unwrap());
+        let lease = timeout(Duration::from_secs(5), w)
+            .await
+            .unwrap_or_else(|_| panic!("{quit}: the next waiter is granted"))
+            .unwrap();
+        assert!(next.release(&lease).await.unwrap());
+    }
+}
+
+/// In the plain layout `x` and `{x}` share their companion keys (`{x}:…`): a release of
+/// one must not hand its key to a waiter of the other, who would then believe it holds
+/// a lock someone else holds. Waiters do not queue in that layout.
+#[tokio::test]
+async fn plain_names_that_share_companion_keys_do_not_share_a_queue() {
+    let plain = || async {
+        Arc::new(
+            dlock_redis::RedisLock::builder(&redis_url())
+                .prefix("")
+                .layout(dlock_redis::KeyLayout::Plain)
+                .connect()
+                .await
+                .unwrap(),
+        ) as Arc<dyn DistributedLock>
     };
-    timeout(Duration::from_secs(5), left)
-        .await
-        .expect("the waiter that gave up left the queue");
-    let w = waiter(&next, &n, Duration::from_secs(20));
-    sleep(Duration::from_millis(200)).await;
-    assert!(holder.release(&held).await.unwrap());
-    let lease = timeout(Duration::from_secs(5), w)
-        .await
-        .expect("the next waiter is granted")
-        .unwrap();
-    assert!(next.release(&lease).await.unwrap());
+    let id = format!("queue-plain-{:016x}", random_u64());
+    let (bare, tagged) = (
+        LockName::new(&id).unwrap(),
+        LockName::new(&format!("{{{id}}}")).unwrap(),
+    );
+    let (a, c, d) = (plain().await, plain().await, plain().await);
+    let held_tagged = c.try_acquire(&tagged, LONG).await.unwrap().unwrap();
+    let held_bare = a.try_acquire(&bare, LONG).await.unwrap().unwrap();
+    let w = waiter(&d, &tagged, Duration::from_secs(3));
+    sleep(Duration::from_millis(300)).await;
+    assert!(a.release(&held_bare).await.unwrap());
+    sleep(Duration::from_millis(500)).await;
+    assert!(!w.is_finished(), "a release of {bare} granted {tagged}");
+    let holder = c.inspect(&tagged).await.unwrap().expect("still held");
+    assert_eq!(holder.owner, *held_tagged.owner());
+    assert!(c.release(&held_tagged).await.unwrap());
+    let lease = timeout(Duration::from_secs(5), w).await.unwrap().unwrap();
+    assert!(d.release(&lease).await.unwrap());
 }
 
 /// Readers queued behind a writer wait for it (writers do not starve), readers queued

@@ -104,6 +104,7 @@ impl Backend {
         if self.label == REDIS_CLUSTER {
             return vec![
                 Nemesis::KillHolder,
+                Nemesis::KillWaiter,
                 Nemesis::PauseHolder,
                 Nemesis::ClusterFailover,
             ];
@@ -112,7 +113,11 @@ impl Backend {
         if self.label == PGBOUNCER {
             return vec![Nemesis::KillHolder, Nemesis::PauseHolder];
         }
-        let mut n = vec![Nemesis::KillHolder, Nemesis::PauseHolder];
+        let mut n = vec![
+            Nemesis::KillHolder,
+            Nemesis::KillWaiter,
+            Nemesis::PauseHolder,
+        ];
         if self.redis {
             n.push(Nemesis::DataLoss);
             if self.servers.len() == 1 {

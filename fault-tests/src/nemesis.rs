@@ -10,6 +10,10 @@ use tokio::net::TcpStream;
 pub enum Nemesis {
     /// `kill -9` of the worker holding the lock.
     KillHolder,
+    /// `kill -9` of a worker waiting for the lock (queued behind the holder where the
+    /// backend queues): the lock must go on to the live waiters, and no grant to the
+    /// dead one may hold it for longer than a TTL.
+    KillWaiter,
     /// `SIGSTOP` of a holder right after it read the counter, past its TTL, then
     /// `SIGCONT` (it then writes what it read, plus one).
     PauseHolder,
@@ -92,6 +96,7 @@ impl Nemesis {
     pub fn label(self) -> &'static str {
         match self {
             Self::KillHolder => "kill -9 holder",
+            Self::KillWaiter => "kill -9 queued waiter",
             Self::PauseHolder => "SIGSTOP holder > TTL",
             Self::PauseWriter => "SIGSTOP writer > TTL, then a later reader reads",
             Self::Partition => "partition holder",

@@ -89,6 +89,17 @@ pub trait ClaimDriver: Backend {
         None
     }
 
+    /// `owner`'s waiting acquisition of `name` ended without the lock — its wait ran
+    /// out, it failed, or it was dropped. A backend that queues waiters on the server
+    /// removes `owner`'s entry here, and gives back a grant made to it that it never
+    /// took. Called from a drop, so it must not block: work that needs the server goes
+    /// to a task of the current runtime (best effort; a backend's queue must also drop
+    /// a waiter that never leaves — a killed process — on its own). The default does
+    /// nothing.
+    fn abandon(&self, name: &LockName, access: Access, owner: &OwnerId) {
+        let _ = (name, access, owner);
+    }
+
     /// Registers an observer (no acquisition: a leader watch) for a wake-up at the
     /// next release of `name`'s exclusive lock (`None`: poll instead). The default is
     /// [`ClaimDriver::subscribe`] with a placeholder owner, right for a backend whose
@@ -169,8 +180,9 @@ pub async fn try_claim<D: ClaimDriver + ?Sized>(
 /// error when the wait ended on one; any permanent error at once.
 ///
 /// # Cancel safety
-/// Dropping it between attempts leaves nothing behind; during one, the record may stay
-/// taken until its TTL.
+/// Dropping it between attempts leaves nothing behind (a queued entry is left through
+/// [`ClaimDriver::abandon`], in the background); during one, the record may stay taken
+/// until its TTL — or until that background leave gives it back.
 pub async fn claim<D: ClaimDriver + ?Sized>(
     driver: &D,
     name: &LockName,
@@ -182,12 +194,40 @@ pub async fn claim<D: ClaimDriver + ?Sized>(
     let access = access.validate()?;
     let owner = super::new_acquisition(ttl, value)?;
     let waits = !wait.is_zero();
-    wait_for_lock(
+    let mut abandoned = Abandoned {
+        driver,
+        name,
+        access,
+        owner: &owner,
+        armed: waits,
+    };
+    let taken = wait_for_lock(
         name,
         wait,
         &driver.wait_policy(),
         || attempt(driver, name, access, &owner, ttl, waits),
         || driver.subscribe(name, access, &owner),
     )
-    .await
+    .await;
+    abandoned.armed &= taken.is_err();
+    taken
+}
+
+/// Tells the driver a waiting acquisition ended without the lock
+/// ([`ClaimDriver::abandon`]) when dropped armed: on an error, and when the
+/// acquisition's future is dropped mid-wait.
+struct Abandoned<'a, D: ClaimDriver + ?Sized> {
+    driver: &'a D,
+    name: &'a LockName,
+    access: Access,
+    owner: &'a OwnerId,
+    armed: bool,
+}
+
+impl<D: ClaimDriver + ?Sized> Drop for Abandoned<'_, D> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.driver.abandon(self.name, self.access, self.owner);
+        }
+    }
 }

@@ -10,7 +10,9 @@
 //! - `…:<space>:meta` — hash: `permits` (the count the holders use), `writer` (the
 //!   member of the writer holding the lock);
 //! - `…:<space>:intent` — sorted set of waiting writers' owner ids, score when the
-//!   intent lapses: while one is live, new readers are refused (writers do not starve);
+//!   intent lapses: while one is live, new readers are refused. Earlier versions kept
+//!   writers from starving this way; writers now queue (below), and their intents are
+//!   only read (and dropped when the writer gets in or leaves);
 //! - `…:<space>:fence` — the fencing counter (hybrid clock, as the mutex's); it expires
 //!   a counter retention after the last holder released, as the mutex's;
 //! - `…:<space>:released` — the channel a release publishes on;
@@ -21,7 +23,7 @@
 //!   so a reader arriving behind a waiting writer waits (writers do not starve).
 //!
 //! The holder set, tokens, count and intents expire with the last lease or intent in
-//! them, so a name whose holders crashed leaves only its counter behind (see `TIDY`).
+//! them, the queue with its last waiter's deadline, so a name whose holders crashed leaves only its counter behind (see `TIDY`).
 
 use std::time::Duration;
 

@@ -56,7 +56,8 @@ end
 /// - `admit(owner, ttl, kind, n)` → makes it a holder at the next token (the hybrid
 ///   clock, as the mutex's), a writer's intent gone; the token;
 /// - `serve(caller)` → admits queued waiters, oldest first, while the oldest fits, and
-///   tells each but `caller`; the caller's token if it was admitted.
+///   tells each but `caller`; the caller's token if it was admitted. A semaphore waiter
+///   that asks another count than the holders' is dropped from the queue.
 const ADMIT: &str = r"
 local function fits(kind, n)
   local count = redis.call('ZCARD', KEYS[1])
@@ -88,10 +89,16 @@ local function serve(caller)
   local mine
   while true do
     local head, ttl, kind, n = q_head(now)
-    if not head or not fits(kind, n) then return mine end
+    if not head then return mine end
+    local ok, used = fits(kind, n)
+    if not ok and not used then return mine end
     q_pop(head)
-    local token = admit(head, ttl, kind, n)
-    if head == caller then mine = token else q_tell(head, token) end
+    -- (one that asks another count than the holders' is dropped: refused when it asks
+    -- again, it joins again once the name is idle, and keeps no one behind it out)
+    if ok then
+      local token = admit(head, ttl, kind, n)
+      if head == caller then mine = token else q_tell(head, token) end
+    end
   end
 end
 ";
@@ -132,6 +139,7 @@ end
 if kind == 'p' then
   local _, used = fits(kind, n)
   if used then
+    q_leave(owner)
     tidy(nil)
     return {2, used, 0}
   end

@@ -8,7 +8,8 @@ use nix::sys::signal::Signal;
 use tokio::time::sleep;
 
 use super::victims::{
-    holder, mid_update, read_above, reading, victim, wait_for, write_above, writer_mid_update,
+    holder, mid_update, read_above, reading, victim, wait_for, waiter, write_above,
+    writer_mid_update,
 };
 use super::{Plan, Worker, signal};
 use crate::backends::Backend;
@@ -53,6 +54,14 @@ pub(super) async fn apply(
     match nemesis {
         Nemesis::KillHolder => {
             let Some(v) = wait_for(|| victim(plan, store), Duration::from_secs(5)).await else {
+                return (store.now(), None, false);
+            };
+            let at = store.now();
+            signal(&workers[v as usize], Signal::SIGKILL);
+            (at, Some(v), true)
+        }
+        Nemesis::KillWaiter => {
+            let Some(v) = wait_for(|| waiter(store), Duration::from_secs(5)).await else {
                 return (store.now(), None, false);
             };
             let at = store.now();

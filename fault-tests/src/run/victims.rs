@@ -31,6 +31,25 @@ pub(super) fn holder(store: &FencedStore) -> Option<u32> {
         .map(|(w, _)| w)
 }
 
+/// A worker waiting for the lock while another holds it: its last step a release at
+/// least 5 ms ago (it is back in `acquire`, queued by now where the backend queues).
+pub(super) fn waiter(store: &FencedStore) -> Option<u32> {
+    let holder = holder(store)?;
+    let now = store.now();
+    let mut released = std::collections::BTreeMap::new();
+    for e in store
+        .log()
+        .into_iter()
+        .filter(|e| !matches!(e.kind, Kind::Observed | Kind::Result))
+    {
+        released.insert(e.worker, (e.kind == Kind::Released).then_some(e.at));
+    }
+    released.into_iter().find_map(|(w, at)| {
+        let queued = at.is_some_and(|at| now.saturating_sub(at) > Duration::from_millis(5));
+        (w != holder && queued).then_some(w)
+    })
+}
+
 /// Whether worker `w` has read the counter and not yet written or released.
 pub(super) fn reading(store: &FencedStore, w: u32) -> bool {
     last_steps(store)
