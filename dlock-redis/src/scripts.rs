@@ -57,27 +57,38 @@ end
 /// up on, or a release granted it to us while we queued. With others queued the lock is
 /// never taken past them: a free lock goes to the queue's head (which may be us).
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    // the uncontended path first, before the queue's functions are even defined
     Script::new(&format!(
-        "local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[5], ARGV[6]\n{QUEUE_LUA}{HAND_OVER}{}",
+        "{}{QUEUE_LUA}{HAND_OVER}{}",
         r"
+local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[5], ARGV[6]
 local owner, FIFO = ARGV[1], ARGV[7] == '1'
-local function held(now)
-  if FIFO and ARGV[3] ~= '0' then
-    q_join(owner, now or q_clock(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[2]), 'x', 0)
-  end
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0')}
-end
+local waits = FIFO and ARGV[3] ~= '0'
 if not FIFO or redis.call('EXISTS', QK) == 0 then
   local found = redis.call('SET', KEYS[1], owner, 'NX', 'PX', ARGV[2], 'GET')
   if not found then
-    local _, us = q_clock()
-    return {1, next_token(us), 0}
+    local now = redis.call('TIME')
+    local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+    if c >= t then t = c + 1 end
+    redis.call('SET', KEYS[2], string.format('%d', t))
+    return {1, t, 0}
   end
   if found == owner then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, tonumber(redis.call('GET', KEYS[2])), 0}
   end
-  return held(nil)
+  if not waits then
+    return {0, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0')}
+  end
+end
+",
+        r"
+local function held(now)
+  if waits then
+    q_join(owner, now, ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[2]), 'x', 0)
+  end
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 local holder = redis.call('GET', KEYS[1])
 if holder == owner then
@@ -190,35 +201,42 @@ return {1, p, 0}
 /// long as the clock does not step back by more than the retention. A crashed holder's
 /// counter, never released, keeps no expiry.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    // with nobody queued, done before the queue's functions are even defined
     Script::new(&format!(
-        "local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[2], ARGV[4]\n{QUEUE_LUA}{HAND_OVER}{}",
+        "{}{QUEUE_LUA}{HAND_OVER}{}",
         r"
-local FIFO = ARGV[5] == '1'
+local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[2], ARGV[4]
+local queued = ARGV[5] == '1' and redis.call('EXISTS', QK) == 1
 local holder = redis.call('GET', KEYS[1])
-if holder ~= ARGV[1] then
-  if not FIFO then return 0 end
-  q_leave(ARGV[1])
-  if not holder and redis.call('EXISTS', QK) == 1 then
-    local now, us = q_clock()
-    hand_over(now, us, ARGV[1])
+-- the fencing counter of a name no one holds now expires after the retention
+local function retain()
+  local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if c > 0 then
+    local now = redis.call('TIME')
+    local ahead = c - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
+    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
   end
+end
+if not queued then
+  if holder ~= ARGV[1] then return 0 end
+  redis.call('DEL', KEYS[1])
+  retain()
+  -- pcall: the release is done; a publish refused (no SPUBLISH before Redis 7, an ACL
+  -- without it) must not report it failed — waiters then find out by polling
+  redis.pcall(PUB, CH, 'released')
+  return 1
+end
+",
+        r"
+local now, us = q_clock()
+if holder ~= ARGV[1] then
+  q_leave(ARGV[1])
+  if not holder then hand_over(now, us, ARGV[1]) end
   return 0
 end
 redis.call('DEL', KEYS[1])
-local granted
-if FIFO and redis.call('EXISTS', QK) == 1 then
-  local now, us = q_clock()
-  granted = hand_over(now, us, ARGV[1])
-end
-local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-if c > 0 and not granted then
-  local now = redis.call('TIME')
-  local ahead = c - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
-  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + math.max(0, math.ceil(ahead / 1000)))
-end
--- pcall: the release is done; a publish refused (no SPUBLISH before Redis 7, an ACL
--- without it) must not report it failed — waiters then find out by polling
-redis.pcall(ARGV[4], ARGV[2], 'released')
+if not hand_over(now, us, ARGV[1]) then retain() end
+redis.pcall(PUB, CH, 'released')
 return 1
 "
     ))
