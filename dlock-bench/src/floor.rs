@@ -44,15 +44,7 @@ fn key() -> String {
     )
 }
 
-/// The URL's scheme (lower case) and the URL without its query (dlock's own options).
-pub fn scheme_and_base(url: &str) -> (String, &str) {
-    let scheme = url
-        .split(':')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    (scheme, url.split('?').next().unwrap_or(url))
-}
+pub use crate::url_parts::scheme_and_base;
 
 /// A floor for the URL's backend, if there is one for it in this build.
 ///

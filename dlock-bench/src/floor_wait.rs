@@ -21,7 +21,7 @@ const FALLBACK: Duration = Duration::from_secs(1);
 
 /// A new client on lock `name`, if this backend wakes waiters by push.
 pub async fn for_url(url: &str, name: &str) -> Option<Result<Box<dyn FloorWaiter>, String>> {
-    let (scheme, plain) = crate::floor::scheme_and_base(url);
+    let (scheme, plain) = crate::url_parts::scheme_and_base(url);
     match scheme.as_str() {
         #[cfg(feature = "redis")]
         "redis" => Some(redis_wait::connect(plain, name).await),

@@ -42,7 +42,7 @@ impl Footprint {
     /// # Cancel safety
     /// A read: dropping it changes nothing.
     pub async fn read(&self) -> Snapshot {
-        let (scheme, _) = crate::floor::scheme_and_base(&self.url);
+        let (scheme, _) = crate::url_parts::scheme_and_base(&self.url);
         let hosts = self
             .url
             .split_once("://")

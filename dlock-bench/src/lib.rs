@@ -42,6 +42,7 @@ pub mod scratch;
 pub mod server_requests;
 pub mod shared_runs;
 pub mod stats;
+mod url_parts;
 
 pub use report::{CDF_POINTS, Distribution, Figure, Options, Report, Scenario, Step};
 pub use run::{run, run_with_progress};

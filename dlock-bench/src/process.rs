@@ -78,22 +78,3 @@ fn stat_ticks() -> Duration {
         })
         .unwrap_or_default()
 }
-
-/// The client CPU the instrumentation (spans and metrics) adds to an acquire + release
-/// cycle, in µs: the in-memory backend with and without it, alternating rounds.
-pub(crate) async fn instrumentation_cost() -> Result<f64, dlock_any::LockError> {
-    const CYCLES: usize = 20_000;
-    let with = dlock_any::connect("memory://").await?;
-    let without = dlock_any::connect_coordination("memory://").await?;
-    let (mut with_cpu, mut without_cpu) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..3 {
-        let cpu = CpuClock::now();
-        crate::scenarios::uncontended(&*with, CYCLES).await?;
-        with_cpu += cpu.elapsed();
-        let cpu = CpuClock::now();
-        crate::scenarios::uncontended(&*without, CYCLES).await?;
-        without_cpu += cpu.elapsed();
-    }
-    let per_cycle = |d: Duration| d.as_secs_f64() * 1e6 / (3.0 * CYCLES as f64 * 1.1);
-    Ok((per_cycle(with_cpu) - per_cycle(without_cpu)).max(0.0))
-}

@@ -137,7 +137,7 @@ async fn run_scenarios(
             // nothing else costs anything (the in-memory backend, many cycles), against
             // this backend's cycle (the same backend with and without it differ by less
             // than the noise of a few thousand cycles over the network).
-            let instrumentation_us = crate::process::instrumentation_cost().await?;
+            let instrumentation_us = crate::scenarios::instrumentation_cost().await?;
             figures.push(Figure {
                 scenario: "uncontended",
                 metric: "instrumentation µs/cycle",

@@ -62,7 +62,7 @@ impl Scratch {
     /// a key prefix of the run's own.
     #[must_use]
     pub fn for_url(url: &str) -> Self {
-        let (scheme, plain) = crate::floor::scheme_and_base(url);
+        let (scheme, plain) = crate::url_parts::scheme_and_base(url);
         match scheme.as_str() {
             "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => Self::sql(url, plain),
             "redis" | "rediss" | "redis-sentinel" | "redis-cluster" | "redlock" => {
@@ -157,7 +157,7 @@ impl Scratch {
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 async fn drop_tables(url: &str, tables: &[String]) -> Result<(), sqlx::Error> {
     use sqlx::{AssertSqlSafe, Connection};
-    let scheme = crate::floor::scheme_and_base(url).0;
+    let scheme = crate::url_parts::scheme_and_base(url).0;
     macro_rules! drop_all {
         ($conn:ty) => {{
             let mut conn = <$conn>::connect(url).await?;

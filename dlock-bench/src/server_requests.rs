@@ -11,7 +11,7 @@ use dlock_any::async_trait;
 /// Dropping it stops the measurement where it stands: a lock it holds then is released
 /// by its TTL at the latest.
 pub async fn for_url(url: &str) -> Option<Box<dyn RequestCounter>> {
-    let (scheme, _) = super::floor::scheme_and_base(url);
+    let (scheme, _) = crate::url_parts::scheme_and_base(url);
     let hosts = url
         .split_once("://")
         .map_or(url, |(_, rest)| rest)

@@ -61,6 +61,16 @@ fn url(backend: &str) -> String {
     }
 }
 
+/// `dlock run --ttl TTL [--wait WAIT] NAME -- sh -c SCRIPT`, running.
+fn run_sh(url: &str, name: &str, wait: Option<&str>, script: &str) -> Child {
+    let mut args = vec!["run", "--ttl", TTL];
+    if let Some(w) = wait {
+        args.extend(["--wait", w]);
+    }
+    args.extend([name, "--", "sh", "-c", script]);
+    spawn(url, &args)
+}
+
 /// Holder A runs 6 s; B queues behind it (waiting `b_wait`) and quits (`quit` stops
 /// it, or its wait runs out); C queues behind B. C must get the lock right after A is
 /// done.
@@ -74,18 +84,11 @@ fn quitter_leaves_no_entry(
     let dir = scratch();
     let name = unique("quitter");
     let (held, c_ran) = (dir.join("held"), dir.join("c-ran"));
-    let mut a = spawn(
+    let mut a = run_sh(
         &url,
-        &[
-            "run",
-            "--ttl",
-            TTL,
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo >> {}; sleep 6", held.display()),
-        ],
+        &name,
+        None,
+        &format!("echo >> {}; sleep 6", held.display()),
     );
     wait_for_file(&held, Duration::from_secs(10));
     let mut b = spawn(
@@ -93,20 +96,11 @@ fn quitter_leaves_no_entry(
         &["run", "--ttl", TTL, "--wait", b_wait, &name, "--", "true"],
     );
     sleep(Duration::from_millis(1500)); // B is queued before C
-    let mut c = spawn(
+    let mut c = run_sh(
         &url,
-        &[
-            "run",
-            "--ttl",
-            TTL,
-            "--wait",
-            "60s",
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo >> {}", c_ran.display()),
-        ],
+        &name,
+        Some("60s"),
+        &format!("echo >> {}", c_ran.display()),
     );
     sleep(Duration::from_millis(1000)); // C is queued behind B
     assert_eq!(quit(&mut b), expect, "how the quitter ended");
@@ -171,36 +165,20 @@ fn waiters_run_in_the_order_they_came(backend: &str) {
     let dir = scratch();
     let name = unique("order");
     let (held, order) = (dir.join("held"), dir.join("order"));
-    let mut holder = spawn(
+    let mut holder = run_sh(
         &url,
-        &[
-            "run",
-            "--ttl",
-            TTL,
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo >> {}; sleep 4", held.display()),
-        ],
+        &name,
+        None,
+        &format!("echo >> {}; sleep 4", held.display()),
     );
     wait_for_file(&held, Duration::from_secs(10));
     let mut waiters: Vec<Child> = (0..WAITERS)
         .map(|i| {
-            let w = spawn(
+            let w = run_sh(
                 &url,
-                &[
-                    "run",
-                    "--ttl",
-                    TTL,
-                    "--wait",
-                    "60s",
-                    &name,
-                    "--",
-                    "sh",
-                    "-c",
-                    &format!("echo {i} >> {}", order.display()),
-                ],
+                &name,
+                Some("60s"),
+                &format!("echo {i} >> {}", order.display()),
             );
             sleep(Duration::from_millis(300));
             w

@@ -268,3 +268,44 @@ const AHEAD: Duration = Duration::from_secs(1);
 /// restart (see [`crate::options::DEFAULT_RESTART_DELAY`]) comes back below the tokens
 /// of clients with true clocks.
 pub(crate) const MAX_AHEAD_MICROS: u64 = 2_000_000;
+
+impl Node {
+    /// Takes the lock for `owner` at exactly the `proposal`ed token, or not at all; a
+    /// node up for less than `restart_delay` grants nothing. `highest` is the highest
+    /// counter the round's nodes named so far (0 in its first proposal): the node takes
+    /// a proposal up to [`MAX_AHEAD_MICROS`] past it or its own clock.
+    pub(crate) async fn propose(
+        &self,
+        keys: &Keys,
+        owner: &str,
+        (ttl, proposal, highest): (Duration, u64, u64),
+        restart_delay: Duration,
+    ) -> Result<Grant, LockError> {
+        let mut conn = self.conn.clone();
+        let (answer, n, clock): (i64, i64, i64) = self
+            .run(
+                "acquire",
+                crate::scripts::PROPOSE
+                    .key(&keys.lock)
+                    .key(&keys.fence)
+                    .arg(owner)
+                    .arg(dlock_core::backend::millis_u64(ttl))
+                    .arg(proposal)
+                    .arg(restart_delay.as_secs_f64().ceil())
+                    .arg(MAX_AHEAD_MICROS)
+                    .arg(highest)
+                    .invoke_async(&mut conn),
+            )
+            .await?;
+        Ok(match answer {
+            1 => Grant::Taken,
+            2 => Grant::Refused {
+                counter: self.token(n)?.get(),
+                clock: self.token(clock)?.get(),
+            },
+            3 => Grant::Resting(Duration::from_millis(u64::try_from(n).unwrap_or(0))),
+            4 => Grant::UptimeUnknown,
+            _ => Grant::Held(u64::try_from(n).ok().map(Duration::from_millis)),
+        })
+    }
+}

@@ -254,13 +254,11 @@ impl ClaimDriver for SqlLock {
         if !self.opts.listen {
             return None;
         }
-        if access == Access::Exclusive {
-            self.store.subscribe(name.as_str()).await
-        } else {
-            self.store
-                .subscribe(&shared::shared_key(name, access))
-                .await
-        }
+        let key = match access {
+            Access::Exclusive => name.as_str().to_owned(),
+            _ => shared::shared_key(name, access),
+        };
+        self.store.subscribe(&key).await
     }
 
     fn wait_policy(&self) -> WaitPolicy {

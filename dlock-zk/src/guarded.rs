@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::lock::NodeLease;
+use crate::node_lease::NodeLease;
 
 impl ZkLock {
     /// Commits the operations `ops` adds to a multi, together with a check that

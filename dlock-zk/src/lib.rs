@@ -64,6 +64,7 @@ mod errors;
 mod guarded;
 mod linger;
 mod lock;
+mod node_lease;
 mod path;
 mod proclaim;
 mod queue;

@@ -26,7 +26,7 @@ impl ZkLock {
     ) -> Result<bool, LockError> {
         // a lease already lost has nothing to keep blocked: no sleep for a node gone,
         // and one whose lease ran out by our clock is deleted at once
-        let Some(held) = lease.backend_data::<crate::lock::NodeLease>() else {
+        let Some(held) = lease.backend_data::<crate::node_lease::NodeLease>() else {
             return Ok(false);
         };
         let client = self.sessions.first().session.get().await?;

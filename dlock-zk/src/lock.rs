@@ -15,22 +15,10 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
+use crate::node_lease::NodeLease;
 use crate::path::{lowest, owner_of, queue_dir};
 use crate::queue::ZkEntry;
 use crate::sessions::Slot;
-
-/// What a ZooKeeper lease carries inside a [`Lease`]: the node, and the session it
-/// lives on.
-pub(crate) struct NodeLease {
-    pub(crate) path: String,
-    pub(crate) slot: Arc<Slot>,
-    /// A TTL node a ticket carries (`tickets.rs`), not an ephemeral node of `slot`'s.
-    pub(crate) handed_over: bool,
-    /// Held by the writes that read the node's version first (a proclaim, a
-    /// hand-over): a hand-over recreates the node at version 0, so one write's version
-    /// could otherwise be another node's.
-    pub(crate) writes: tokio::sync::Mutex<()>,
-}
 
 /// A renewal confirms, in one multi-read per tick, that the node still exists on a live
 /// session (a handed-over node is written to instead, `tickets.rs`); a release deletes

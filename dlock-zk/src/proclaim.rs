@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::lock::NodeLease;
+use crate::node_lease::NodeLease;
 
 impl ZkLock {
     /// The node, read and still the lease's (its session's, created at the token),

@@ -23,7 +23,7 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::lock::NodeLease;
+use crate::node_lease::NodeLease;
 
 /// What a handed-over node's data starts with; its TTL in milliseconds and the token
 /// of the lease it carries follow. ZooKeeper shows clients a TTL node as a plain

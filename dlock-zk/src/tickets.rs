@@ -20,7 +20,7 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::lock::NodeLease;
+use crate::node_lease::NodeLease;
 use crate::path::{lowest, owner_of, queue_dir};
 use crate::ticket_node::{HandedOver, no_ttl_nodes};
 
