@@ -5,13 +5,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::{DistributedLock, FencingToken, Lease, LockError};
 
+mod renewals;
 mod watchdog;
-use watchdog::watchdog;
+use renewals::{Renewals, Slot};
 
 /// The state of a [`LockGuard`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +58,12 @@ struct Shared {
     /// Signalled when the guard's life ends (lost or released). A plain `Notify`
     /// rather than a watch channel: a guard is per held lock, and its size counts.
     ended: Notify,
+    /// The guard's entry in its runtime's renewal timetable, while it has one.
+    slot: Mutex<Option<Slot>>,
     backend: &'static str,
-    labels: Vec<metrics::Label>,
+    /// Whether its metrics carry the lock's name (labels are built when recorded: a
+    /// guard is per held lock, and its size counts).
+    name_label: bool,
     acquired: Instant,
     policy: HoldPolicy,
 }
@@ -78,6 +82,21 @@ impl Shared {
 
     fn state(&self) -> GuardState {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Slot>> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// When the hold reaches its cap ([`HoldPolicy::max_hold`]), if it has one.
+    fn cap(&self) -> Option<Instant> {
+        self.policy
+            .max_hold
+            .and_then(|m| self.acquired.checked_add(m))
+    }
+
+    fn labels(&self) -> Vec<metrics::Label> {
+        crate::instrument::labels(self.backend, self.lease().name(), self.name_label)
     }
 
     /// How long a release now must keep the name blocked ([`HoldPolicy::min_hold`]).
@@ -126,12 +145,12 @@ impl Shared {
         *s = state;
         drop(s);
         if state.is_final() {
-            metrics::histogram!(crate::metric_names::HOLD, self.labels.clone())
+            metrics::histogram!(crate::metric_names::HOLD, self.labels())
                 .record(self.acquired.elapsed().as_secs_f64());
             self.ended.notify_waiters();
         }
         if matches!(state, GuardState::Lost | GuardState::Expired) {
-            metrics::counter!(crate::metric_names::LEASES_LOST, self.labels.clone()).increment(1);
+            metrics::counter!(crate::metric_names::LEASES_LOST, self.labels()).increment(1);
         }
         true
     }
@@ -145,7 +164,7 @@ impl Shared {
 pub struct LockGuard {
     lock: Arc<dyn DistributedLock>,
     shared: Arc<Shared>,
-    watchdog: JoinHandle<()>,
+    renewals: Arc<Renewals>,
     finished: bool,
 }
 
@@ -175,23 +194,23 @@ impl LockGuard {
         name_label: bool,
         policy: HoldPolicy,
     ) -> Self {
-        let backend = lock.backend_name();
-        let labels = crate::instrument::labels(backend, lease.name(), name_label);
         let shared = Arc::new(Shared {
             lease: Mutex::new(lease),
             state: Mutex::new(GuardState::Held),
             ended: Notify::new(),
-            backend,
-            labels,
+            slot: Mutex::new(None),
+            backend: lock.backend_name(),
+            name_label,
             acquired: Instant::now(),
             policy,
         });
         let grid = lock.capabilities().batched_renewals;
-        let watchdog = tokio::spawn(watchdog(Arc::clone(&lock), Arc::clone(&shared), grid));
+        let renewals = Renewals::current();
+        renewals.add(Arc::clone(&lock), Arc::clone(&shared), grid);
         Self {
             lock,
             shared,
-            watchdog,
+            renewals,
             finished: false,
         }
     }
@@ -264,10 +283,9 @@ impl LockGuard {
     /// the lock is held until its TTL at the latest.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.finished = true;
-        self.watchdog.abort();
         let lease = self.shared.lease();
         let linger = self.shared.linger_unless_lost(&lease);
-        let _ = self.shared.set_state(GuardState::Released);
+        self.stop_renewing();
         release(&*self.lock, &lease, linger).await
     }
 
@@ -281,10 +299,16 @@ impl LockGuard {
     /// As [`LockGuard::release`].
     pub async fn give_back(mut self) -> Result<bool, LockError> {
         self.finished = true;
-        self.watchdog.abort();
         let lease = self.shared.lease();
-        let _ = self.shared.set_state(GuardState::Released);
+        self.stop_renewing();
         self.lock.release(&lease).await
+    }
+
+    /// Ends the hold (`Released`, unless it was over already) and takes the guard out of
+    /// the renewal timetable; a renewal in flight ends on the state change.
+    fn stop_renewing(&self) {
+        let _ = self.shared.set_state(GuardState::Released);
+        self.renewals.forget(&self.shared);
     }
 
     /// The hold limits this guard keeps.
@@ -296,18 +320,13 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        self.watchdog.abort();
         if self.finished {
             return;
         }
         let lease = self.shared.lease();
-        metrics::counter!(
-            crate::metric_names::GUARDS_DROPPED,
-            self.shared.labels.clone()
-        )
-        .increment(1);
+        metrics::counter!(crate::metric_names::GUARDS_DROPPED, self.shared.labels()).increment(1);
         let linger = self.shared.linger_unless_lost(&lease);
-        let _ = self.shared.set_state(GuardState::Released);
+        self.stop_renewing();
         let lock = Arc::clone(&self.lock);
         crate::spawn_cleanup(async move {
             if let Err(e) = release(&*lock, &lease, linger).await {
