@@ -77,6 +77,16 @@ impl Keys {
 }
 
 impl Keys {
+    /// Only [`Keys::lock`], without the companions: what a renewal needs. Renewals of
+    /// every held lock are in flight at once on each tick, so each one's size counts.
+    pub(crate) fn lock_key(opts: &Options, name: &LockName) -> String {
+        let prefix = &opts.prefix;
+        match opts.layout {
+            KeyLayout::Tagged => format!("{prefix}{{{}}}:lock", escape(name.as_str())),
+            KeyLayout::Plain => format!("{prefix}{}", name.as_str()),
+        }
+    }
+
     /// The channel on which `owner`, queued for this lock, hears that it was granted.
     pub(crate) fn grant_channel(&self, owner: &str) -> String {
         format!("{}:{owner}", self.channel)
@@ -271,6 +281,22 @@ mod tests {
         // the tagged layout escapes braces: no name meets another's keys
         opts.layout = KeyLayout::Tagged;
         assert!(Keys::for_acquire(&opts, &LockName::new("{a}:token").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn lock_key_is_the_lock_key_of_every_layout() {
+        let mut opts = Options::new(std::time::Duration::from_secs(1));
+        for layout in [KeyLayout::Tagged, KeyLayout::Plain] {
+            opts.layout = layout;
+            for n in ["orders/42", "user:{42}", "a}b", "%7B{x}%", "{a}:token"] {
+                let name = LockName::new(n).unwrap();
+                assert_eq!(
+                    Keys::lock_key(&opts, &name),
+                    Keys::new(&opts, &name).lock,
+                    "{n}"
+                );
+            }
+        }
     }
 
     fn k(n: &str) -> Keys {

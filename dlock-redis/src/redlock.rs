@@ -103,7 +103,7 @@ impl Backend for Redlock {
         let ttl = lease.ttl();
         // a renewal sets the TTL too (a min-hold's linger renews with its own)
         check_ttl_within_restart_delay(ttl, self.opts.restart_delay)?;
-        let key: Arc<str> = Keys::new(&self.opts, lease.name()).lock.into();
+        let key: Arc<str> = Keys::lock_key(&self.opts, lease.name()).into();
         let owner: Arc<str> = lease.owner().as_str().into();
         // Queued on every node before waiting on any: no task per node, and each node
         // sends it with the other renewals due now.

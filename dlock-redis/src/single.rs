@@ -140,8 +140,8 @@ impl Backend for RedisLock {
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let sent = Instant::now();
         let renewed = if lease.access() == Access::Exclusive {
-            let keys = Keys::new(&self.opts, lease.name());
-            let (key, owner) = (keys.lock.into(), lease.owner().as_str().into());
+            let key = Keys::lock_key(&self.opts, lease.name()).into();
+            let owner = lease.owner().as_str().into();
             self.node
                 .submit_renew(key, owner, lease.ttl())?
                 .answer()

@@ -1,18 +1,16 @@
 //! One renewal timetable per tokio runtime. Every guard started on a runtime is an
 //! entry in its timetable, ordered by when it is due, and one task renews the entries
 //! that come due: a held lock costs an entry in a map, not a task and a timer of its
-//! own (100 000 held locks were 100 000 sleeping tasks).
+//! own (100 000 held locks were 100 000 sleeping tasks). Only a renewal in flight has
+//! a task, for as long as it is in flight.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use futures_util::FutureExt;
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::runtime::{Handle, Id};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -79,10 +77,10 @@ impl Renewals {
     /// Adds a guard, due for its next renewal. Nothing is added for a guard whose hold
     /// is over (released while its renewal was in flight).
     pub(super) fn add(&self, lock: Arc<dyn DistributedLock>, shared: Arc<Shared>, grid: bool) {
-        self.insert(Entry { lock, shared, grid }, true);
+        self.insert(Entry { lock, shared, grid });
     }
 
-    fn insert(&self, entry: Entry, wake: bool) {
+    fn insert(&self, entry: Entry) {
         let due = next_due(&entry.shared, entry.grid);
         let mut table = self.table();
         // read under the table's lock: `forget` runs after the state became final, so
@@ -99,7 +97,7 @@ impl Renewals {
             table.wake_at = Some(due);
         }
         drop(table);
-        if earlier && wake {
+        if earlier {
             self.changed.notify_one();
         }
     }
@@ -130,23 +128,24 @@ impl Renewals {
     }
 }
 
-type Renewal = Pin<Box<dyn Future<Output = (Entry, bool)> + Send>>;
-
-/// The runtime's renewal task: sleeps until the first entry is due, renews every entry
-/// that is (concurrently, so a batching backend sends them together), and puts each
-/// renewed one back for its next renewal.
+/// The runtime's renewal task: sleeps until the first entry is due, and starts the
+/// renewal of every entry that is, each on a task of its own for as long as it is in
+/// flight (so renewals spread over the runtime's workers, as a batching backend's
+/// answers come back, and one slow answer holds up no other); a renewed entry goes
+/// back in the table for its next renewal.
 async fn run(renewals: Arc<Renewals>) {
-    let mut in_flight: FuturesUnordered<Renewal> = FuturesUnordered::new();
     // one timer for the task, moved to each next due instant
     let mut sleep = pin!(tokio::time::sleep(Duration::ZERO));
     let mut armed: Option<Instant> = None;
     loop {
         let (due, wake_at) = renewals.take_due(Instant::now());
         for entry in due {
-            in_flight.push(Box::pin(async move {
-                let renewed = renew_when_due(&*entry.lock, &entry.shared).await;
-                (entry, renewed)
-            }));
+            let renewals = Arc::clone(&renewals);
+            tokio::spawn(async move {
+                if renew_when_due(&*entry.lock, &entry.shared).await {
+                    renewals.insert(entry);
+                }
+            });
         }
         if wake_at != armed {
             if let Some(at) = wake_at {
@@ -158,21 +157,7 @@ async fn run(renewals: Arc<Renewals>) {
         tokio::select! {
             () = &mut sleep, if armed.is_some() => armed = None,
             () = changed => {}
-            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                put_back(&renewals, done);
-                // the others that finished with it, without a pass through the table each
-                while let Some(Some(done)) = in_flight.next().now_or_never() {
-                    put_back(&renewals, done);
-                }
-            }
         }
-    }
-}
-
-fn put_back(renewals: &Renewals, (entry, renewed): (Entry, bool)) {
-    if renewed {
-        // the task is the one that would be woken: it looks at the table next anyway
-        renewals.insert(entry, false);
     }
 }
 
