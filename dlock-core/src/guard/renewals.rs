@@ -1,8 +1,8 @@
 //! One renewal timetable per tokio runtime. Every guard started on a runtime is an
-//! entry in its timetable, ordered by when it is due, and one task renews the entries
-//! that come due: a held lock costs an entry in a map, not a task and a timer of its
-//! own (100 000 held locks were 100 000 sleeping tasks). Only a renewal in flight has
-//! a task, for as long as it is in flight.
+//! entry in its timetable, ordered by when it is due, and one task starts the renewals
+//! of the entries that come due: a held lock costs an entry in a map, not a task and a
+//! timer of its own (100 000 held locks were 100 000 sleeping tasks). Only a renewal in
+//! flight has a task, for as long as it is in flight.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
