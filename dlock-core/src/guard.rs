@@ -283,9 +283,10 @@ impl LockGuard {
     /// the lock is held until its TTL at the latest.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.finished = true;
+        // renewal stopped first: the lease read next is the last one renewed
+        self.stop_renewing();
         let lease = self.shared.lease();
         let linger = self.shared.linger_unless_lost(&lease);
-        self.stop_renewing();
         release(&*self.lock, &lease, linger).await
     }
 
@@ -299,8 +300,8 @@ impl LockGuard {
     /// As [`LockGuard::release`].
     pub async fn give_back(mut self) -> Result<bool, LockError> {
         self.finished = true;
-        let lease = self.shared.lease();
         self.stop_renewing();
+        let lease = self.shared.lease();
         self.lock.release(&lease).await
     }
 
@@ -323,10 +324,10 @@ impl Drop for LockGuard {
         if self.finished {
             return;
         }
-        let lease = self.shared.lease();
         metrics::counter!(crate::metric_names::GUARDS_DROPPED, self.shared.labels()).increment(1);
-        let linger = self.shared.linger_unless_lost(&lease);
         self.stop_renewing();
+        let lease = self.shared.lease();
+        let linger = self.shared.linger_unless_lost(&lease);
         let lock = Arc::clone(&self.lock);
         crate::spawn_cleanup(async move {
             if let Err(e) = release(&*lock, &lease, linger).await {

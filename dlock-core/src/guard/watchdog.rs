@@ -51,13 +51,16 @@ pub(super) async fn renew_when_due(lock: &dyn DistributedLock, shared: &Shared) 
             None => std::future::pending().await,
         }
     };
+    // the guard's end and the cap first: a release that lands as a retry pause ends
+    // must not let one more attempt out (it could renew past a min-hold's linger)
     tokio::select! {
-        renewed = renew(lock, shared) => renewed,
+        biased;
+        () = ended => false,
         () = capped => {
             let _ = shared.set_state(GuardState::Expired);
             false
         }
-        () = ended => false,
+        renewed = renew(lock, shared) => renewed,
     }
 }
 
@@ -73,6 +76,10 @@ async fn renew(lock: &dyn DistributedLock, shared: &Shared) -> bool {
         let now = Instant::now();
         if now >= lease.valid_until() {
             let _ = shared.set_state(GuardState::Lost);
+            return false;
+        }
+        // released (or lost) meanwhile: no attempt for a hold that is over
+        if shared.state().is_final() {
             return false;
         }
         let attempt_end = (now + attempt_limit).min(lease.valid_until());
