@@ -139,13 +139,22 @@ async fn run(renewals: Arc<Renewals>) {
     let mut armed: Option<Instant> = None;
     loop {
         let (due, wake_at) = renewals.take_due(Instant::now());
-        for entry in due {
-            let renewals = Arc::clone(&renewals);
-            tokio::spawn(async move {
-                if renew_when_due(&*entry.lock, &entry.shared).await {
-                    renewals.insert(entry);
-                }
-            });
+        if !due.is_empty() {
+            // held shut until every task is spawned, then opened at once: the renewals
+            // due together reach a batching backend together (one request), not the
+            // first few ahead of the rest as each task starts
+            let gate = Arc::new(tokio::sync::RwLock::new(()));
+            let shut = Arc::clone(&gate).write_owned().await;
+            for entry in due {
+                let (renewals, gate) = (Arc::clone(&renewals), Arc::clone(&gate));
+                tokio::spawn(async move {
+                    drop(gate.read().await);
+                    if renew_when_due(&*entry.lock, &entry.shared).await {
+                        renewals.insert(entry);
+                    }
+                });
+            }
+            drop(shut);
         }
         if wake_at != armed {
             if let Some(at) = wake_at {
