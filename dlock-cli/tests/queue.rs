@@ -1,4 +1,4 @@
-//! The backends whose waiters queue on the server (ZooKeeper, etcd, Redis):
+//! The backends whose waiters queue on the server (ZooKeeper, etcd, Redis, SQL):
 //! `dlock run` waiters get the lock in the order they came, and one that stops waiting
 //! — its `--wait` ran out, or a signal told it to stop, or it was killed — takes its
 //! place in the queue with it: the waiter behind it gets the lock as soon as the holder
@@ -22,6 +22,9 @@ macro_rules! on_queue_backends {
         on_queue_backends!(@on redis_cluster, all(); $($case),+);
         on_queue_backends!(@on etcd, feature = "etcd"; $($case),+);
         on_queue_backends!(@on zookeeper, feature = "zookeeper"; $($case),+);
+        on_queue_backends!(@on sqlite, all(); $($case),+);
+        on_queue_backends!(@on postgres, all(); $($case),+);
+        on_queue_backends!(@on mariadb, all(); $($case),+);
     };
     (@on $backend:ident, $cfg:meta; $($case:ident),+) => {
         #[cfg($cfg)]
@@ -57,6 +60,10 @@ fn url(backend: &str) -> String {
         ),
         "redis" => required_env("DLOCK_TEST_REDIS_URL"),
         "redis_cluster" => required_env("DLOCK_TEST_REDIS_CLUSTER_URL"),
+        // the default backend: one database file shared by the test's processes
+        "sqlite" => format!("sqlite://{}/locks.sqlite", scratch().display()),
+        "postgres" => required_env("DLOCK_TEST_POSTGRES_URL"),
+        "mariadb" => required_env("DLOCK_TEST_MYSQL_URL"),
         other => panic!("no such queue backend: {other}"),
     }
 }
@@ -155,6 +162,19 @@ fn redis_waiter_killed_while_queued_is_passed_over() {
 #[test]
 fn redis_cluster_waiter_killed_while_queued_is_passed_over() {
     quitter_leaves_no_entry("redis_cluster", "60s", sigkill, 137);
+}
+
+/// PostgreSQL passes over a queued waiter whose LISTEN connection is gone.
+#[test]
+fn postgres_waiter_killed_while_queued_is_passed_over() {
+    quitter_leaves_no_entry("postgres", "60s", sigkill, 137);
+}
+
+/// Polling waiters (SQLite, MySQL) move their entry's deadline on every second at
+/// least; a killed one's entry is dropped that soon after its last attempt.
+#[test]
+fn sqlite_waiter_killed_while_queued_is_passed_over() {
+    quitter_leaves_no_entry("sqlite", "60s", sigkill, 137);
 }
 
 /// Six `dlock run` waiters that queue 300 ms apart behind a holder run one after

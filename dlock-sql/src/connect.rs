@@ -114,7 +114,8 @@ impl SqlLockBuilder {
     }
 
     /// How long a PostgreSQL waiter sleeps at most between looks when it relies on
-    /// notifications (default 1 s, jittered): the safety net for a lost `NOTIFY`.
+    /// notifications (default 5 s, jittered): the safety net for a lost `NOTIFY`, and
+    /// how often a queued waiter tells the queue it still waits.
     #[must_use]
     pub fn notify_fallback(mut self, d: Duration) -> Self {
         self.opts.notify_fallback = d.max(Duration::from_millis(1));
@@ -172,6 +173,7 @@ impl SqlLockBuilder {
             renewals: Arc::new(crate::renewal_batcher(Arc::clone(&store), opts.op_timeout)),
             store,
             opts: Arc::new(opts),
+            waiting: Arc::default(),
         })
     }
 }

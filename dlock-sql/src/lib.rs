@@ -17,9 +17,14 @@
 //!   since every grant takes at least the clock, a failover to a standby that missed
 //!   the last grants cannot repeat a token either (while the clock does not step back).
 //!
-//! Waiters on PostgreSQL are woken by `LISTEN`/`NOTIFY` (the release statement
-//! notifies); on MySQL and SQLite they poll with jittered backoff capped by the
-//! holder's remaining time. No session state is relied on, so the lock works behind a
+//! Waiters queue in a table beside it, oldest first, and a release **grants** the
+//! lock to the oldest live waiter — writes it as the holder with the next token —
+//! so no attempt races for it and no newcomer passes the queue (FIFO, as on etcd and
+//! ZooKeeper). On PostgreSQL the grant is sent on the waiter's own `LISTEN` channel
+//! (one notification per hand-off, whatever the number of waiters); on MySQL and
+//! SQLite waiters poll with jittered backoff capped by the holder's remaining time,
+//! and find the grant at their next poll. Semaphores and read-write locks queue the
+//! same way (writer preference falls out of FIFO). No session state is relied on, so the lock works behind a
 //! transaction-mode pooler such as PgBouncer: add `pooler=transaction` to the URL
 //! ([`SqlLockBuilder::transaction_pooler`]), and each statement runs unprepared in a
 //! transaction of its own while waiters poll (`LISTEN` needs a session).
@@ -47,14 +52,35 @@
 //! -- PostgreSQL
 //! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
 //!   token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
+//! CREATE TABLE dlock_locks_queue (name TEXT NOT NULL, owner TEXT NOT NULL,
+//!   seq BIGINT NOT NULL, access TEXT NOT NULL, permits BIGINT NOT NULL,
+//!   ttl_ms BIGINT NOT NULL, deadline BIGINT NOT NULL,
+//!   listener BIGINT NOT NULL DEFAULT 0, channel TEXT NOT NULL DEFAULT '',
+//!   PRIMARY KEY (name, owner));
+//! CREATE INDEX dlock_locks_queue_order ON dlock_locks_queue (name, seq);
 //! -- MySQL / MariaDB
 //! CREATE TABLE dlock_locks (name VARBINARY(256) NOT NULL PRIMARY KEY,
 //!   owner VARCHAR(255) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
 //!   expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB;
+//! CREATE TABLE dlock_locks_queue (name VARBINARY(300) NOT NULL,
+//!   owner VARCHAR(255) CHARACTER SET ascii NOT NULL, seq BIGINT NOT NULL,
+//!   access VARCHAR(8) CHARACTER SET ascii NOT NULL, permits BIGINT NOT NULL,
+//!   ttl_ms BIGINT NOT NULL, deadline BIGINT NOT NULL, listener BIGINT NOT NULL DEFAULT 0,
+//!   channel VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '',
+//!   PRIMARY KEY (name, owner), KEY dlock_locks_queue_order (name, seq)) ENGINE=InnoDB;
 //! -- SQLite
 //! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
 //!   token INTEGER NOT NULL, expires_at INTEGER NOT NULL) STRICT;  -- unix ms
+//! CREATE TABLE dlock_locks_queue (name TEXT NOT NULL, owner TEXT NOT NULL,
+//!   seq INTEGER NOT NULL, access TEXT NOT NULL, permits INTEGER NOT NULL,
+//!   ttl_ms INTEGER NOT NULL, deadline INTEGER NOT NULL,
+//!   listener INTEGER NOT NULL DEFAULT 0, channel TEXT NOT NULL DEFAULT '',
+//!   PRIMARY KEY (name, owner)) STRICT;
+//! CREATE INDEX dlock_locks_queue_order ON dlock_locks_queue (name, seq);
 //! ```
+//!
+//! (The semaphore, read-write lock, fence, idempotency and holder-value tables are
+//! created the same way; see the crate's `migrate` statements.)
 //!
 //! URL query parameters read by dlock (the rest go to sqlx): `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
@@ -69,12 +95,17 @@ mod doctor;
 mod errors;
 pub mod fence;
 mod hot;
+#[cfg(feature = "postgres")]
+mod listen;
+mod lock;
 #[macro_use]
 mod values;
 #[macro_use]
 pub mod results;
 #[macro_use]
 mod shared;
+#[macro_use]
+mod queue;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod options;
@@ -88,21 +119,14 @@ mod retake_tests;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
+mod waiting;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use dlock_core::backend::{
-    Backend, Batcher, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed,
-    resume_held,
-};
-use dlock_core::{
-    Access, Capabilities, FencingToken, Held, HolderValue, Holding, Lease, LockError, LockInfo,
-    LockName, OwnerId, Ticket,
-};
-use tokio::time::Instant;
+use dlock_core::LockError;
+use dlock_core::backend::{Batcher, WaitPolicy};
 
 pub use connect::SqlLockBuilder;
 pub use fence::SqlFence;
@@ -111,7 +135,7 @@ pub use prune::Pruned;
 pub use results::SqlResults;
 
 use options::Options;
-use store::{Renewal, Store, Taken};
+use store::{Renewal, Store};
 
 /// A distributed lock on PostgreSQL, MySQL/MariaDB or SQLite. Cheap to clone (clones
 /// share the connection pool).
@@ -121,6 +145,8 @@ pub struct SqlLock {
     opts: Arc<Options>,
     /// Renewals of held locks due together, sent as one statement per batch.
     renewals: Arc<Batcher<Renewal, bool>>,
+    /// The exclusive acquisitions waiting in the queue (`waiting`).
+    waiting: Arc<waiting::Waiting>,
 }
 
 /// The most renewals sent in one statement: SQLite binds four parameters a lock (far
@@ -213,187 +239,5 @@ impl SqlLock {
         })
         .await
         .map(|answered| answered.value)
-    }
-}
-
-/// One statement each way (the uncontended path in the fewest round trips):
-/// acquire is an upsert that takes the row when free or expired by the database clock,
-/// release an owner- and token-checked `UPDATE` (PostgreSQL: with a `NOTIFY`).
-#[async_trait]
-impl ClaimDriver for SqlLock {
-    async fn claim(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-        waits: bool,
-    ) -> Result<Claim, LockError> {
-        if access != Access::Exclusive {
-            return self.claim_shared(name, access, owner, ttl, waits).await;
-        }
-        let taken = self
-            .op("acquire", || {
-                self.store.try_take(name.as_str(), owner.as_str(), ttl)
-            })
-            .await?;
-        Ok(match taken {
-            Taken::Yes(token) => {
-                Claim::Taken(FencingToken::from_signed(token, "token in the lock table")?)
-            }
-            Taken::No(remaining) => Claim::Held(remaining),
-        })
-    }
-
-    async fn subscribe(
-        &self,
-        name: &LockName,
-        access: Access,
-        _owner: &OwnerId,
-    ) -> Option<Subscription> {
-        if !self.opts.listen {
-            return None;
-        }
-        let key = match access {
-            Access::Exclusive => name.as_str().to_owned(),
-            _ => shared::shared_key(name, access),
-        };
-        self.store.subscribe(&key).await
-    }
-
-    fn wait_policy(&self) -> WaitPolicy {
-        self.wait_policy_now()
-    }
-}
-
-#[async_trait]
-impl Backend for SqlLock {
-    type Family = Claims;
-
-    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        if lease.access() != Access::Exclusive {
-            return self.renew_shared(lease).await;
-        }
-        let sent = Instant::now();
-        let token =
-            i64::try_from(lease.token().get()).map_err(|_| LockError::lease_lost(lease.name()))?;
-        let renewal = Renewal {
-            name: lease.name().as_str().to_owned(),
-            owner: lease.owner().as_str().to_owned(),
-            token,
-            ttl: lease.ttl(),
-        };
-        // with the other renewals due now: one statement for them all
-        if self.renewals.submit(renewal)?.answer().await? {
-            Ok(lease.renewed(lease.ttl(), sent))
-        } else {
-            Err(LockError::lease_lost(lease.name()))
-        }
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        if lease.access() != Access::Exclusive {
-            return self.release_shared(lease).await;
-        }
-        let Ok(token) = i64::try_from(lease.token().get()) else {
-            return Ok(false);
-        };
-        self.op("release", || {
-            self.store
-                .release(lease.name().as_str(), lease.owner().as_str(), token)
-        })
-        .await
-    }
-
-    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let holder = self
-            .op("inspect", || self.store.holder(name.as_str()))
-            .await?;
-        holder
-            .map(|h| {
-                Ok(LockInfo {
-                    owner: OwnerId::from_stored(&h.owner),
-                    token: FencingToken::from_signed(h.token, "token in the lock table")?,
-                    remaining: h.remaining,
-                    proclaimed: h.proclaimed.and_then(|v| HolderValue::new(&v).ok()),
-                })
-            })
-            .transpose()
-    }
-
-    async fn proclaim(&self, lease: &Lease, value: &HolderValue) -> Result<(), LockError> {
-        dlock_core::backend::proclaimable(self.backend_name(), lease)?;
-        let lost = || LockError::lease_lost(lease.name());
-        let token = i64::try_from(lease.token().get()).map_err(|_| lost())?;
-        let (name, owner) = (lease.name().as_str(), lease.owner().as_str());
-        let written = self
-            .op("proclaim", || {
-                self.store.proclaim(name, owner, token, value.as_str())
-            })
-            .await?;
-        if written {
-            return Ok(());
-        }
-        // nothing changed: not the holder — or (MySQL) the row had this value already
-        match Backend::inspect(self, lease.name()).await? {
-            Some(h)
-                if h.owner == *lease.owner()
-                    && h.token == lease.token()
-                    && h.proclaimed.as_ref() == Some(value) =>
-            {
-                Ok(())
-            }
-            _ => Err(lost()),
-        }
-    }
-
-    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
-        self.shared_holders(name, of).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        // Not fair: whoever's statement lands first after a release wins.
-        let notify = self.store.kind() == "postgres" && self.opts.listen;
-        Capabilities::per_lease()
-            .with_notify(notify)
-            .with_shared(true)
-            .with_batched_renewals(true)
-    }
-
-    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
-        resume_held(self, ticket).await
-    }
-
-    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        break_claimed(self, name).await
-    }
-
-    async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
-        self.op("diagnose", || self.store.diagnose()).await
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
-        let rows = self.op("list", || self.store.held(prefix)).await?;
-        let mut held = Vec::with_capacity(rows.len());
-        for (name, h) in rows {
-            // a row written by another program under a name dlock would refuse is
-            // none of ours
-            let Ok(name) = LockName::new(&name) else {
-                continue;
-            };
-            let holder = LockInfo {
-                owner: OwnerId::from_stored(&h.owner),
-                token: FencingToken::from_signed(h.token, "token in the lock table")?,
-                remaining: h.remaining,
-                proclaimed: h.proclaimed.and_then(|v| HolderValue::new(&v).ok()),
-            };
-            // waiters poll; they leave no trace in the table
-            held.push(Held::new(name, holder, None));
-        }
-        Ok(held)
-    }
-
-    fn backend_name(&self) -> &'static str {
-        self.store.kind()
     }
 }

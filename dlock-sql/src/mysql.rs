@@ -9,11 +9,14 @@ use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Executor, Row};
 
 use crate::hot::Hot;
+use crate::queue::QueueSql;
 use crate::shared::{Dialect, SharedSql};
-use crate::store::{Holder, Renewal, Store, Taken, renewed};
+use crate::store::{Holder, Released, Renewal, Store, Taken, renewed};
 
 pub(crate) struct MySql {
     shared: std::sync::Arc<SharedSql>,
+    /// The exclusive lock's waiters (`crate::queue`).
+    queue: std::sync::Arc<QueueSql>,
     pool: MySqlPool,
     /// The single statements of acquire, renew, release and inspect.
     hot: Hot<sqlx::MySql>,
@@ -36,13 +39,19 @@ impl MySql {
         let now = "UTC_TIMESTAMP(6)";
         // a new row's first token: see `prune`
         let first = crate::prune::now_us(Dialect::MySql);
-        let free = format!("(expires_at <= {now} OR owner = ?)");
+        // free, or ours; a free row is not taken past a live queue (its head is
+        // granted it instead)
+        let nobody_queued =
+            QueueSql::nobody_queued(Dialect::MySql, table, &format!("{table}.name"));
+        let free = format!("(owner = ? OR (expires_at <= {now} AND {nobody_queued}))");
+        let someone_queued = QueueSql::someone_queued(Dialect::MySql, table, "?");
         // ours and unexpired: a late duplicate of our own attempt keeps the token (the
         // owner was just assigned, expires_at not yet: it is assigned last)
         let mine = format!("(owner = ? AND expires_at > {now})");
         let remaining_ms =
             format!("CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) / 1000) AS SIGNED)");
         Self {
+            queue: std::sync::Arc::new(QueueSql::new(Dialect::MySql, table)),
             shared: std::sync::Arc::new(SharedSql::new(Dialect::MySql, table)),
             hot: Hot::new(pool.clone(), false),
             pool,
@@ -93,8 +102,11 @@ impl MySql {
                      WHERE t.expires_at = @dlock_now + INTERVAL v.ttl MICROSECOND"
                 ),
             ),
+            // LAST_INSERT_ID(x) reports whether anyone is queued (then the release
+            // grants it next); the token stays
             release: format!(
-                "UPDATE {table} SET owner = '', expires_at = {now}
+                "UPDATE {table} SET owner = '', expires_at = {now},
+                   token = token + 0 * LAST_INSERT_ID({someone_queued})
                  WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
             ),
             holder: format!(
@@ -171,7 +183,8 @@ impl MySql {
 #[async_trait]
 impl Store for MySql {
     async fn migrate(&self) -> Result<(), sqlx::Error> {
-        for create in std::iter::once(&self.create).chain(&self.shared.create) {
+        let creates = std::iter::once(&self.create).chain(&self.shared.create);
+        for create in creates.chain(&self.queue.create) {
             sqlx::query(AssertSqlSafe(create.as_str()))
                 .execute(&self.pool)
                 .await?;
@@ -249,13 +262,20 @@ impl Store for MySql {
         Ok(renewed(batch, &returned))
     }
 
-    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<Released, sqlx::Error> {
         let r = sqlx::query(AssertSqlSafe(self.release.as_str()))
+            .bind(name.as_bytes()) // queued?
             .bind(name.as_bytes())
             .bind(owner)
             .bind(token);
         let r = self.hot.execute(r).await?;
-        Ok(r.rows_affected() == 1)
+        Ok(if r.rows_affected() == 1 {
+            Released::Yes {
+                queued: r.last_insert_id() > 0,
+            }
+        } else {
+            Released::No
+        })
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
@@ -311,7 +331,10 @@ impl Store for MySql {
     }
 }
 
-shared_store!(MySql, sqlx::mysql::MySqlPool, |_this| None);
+shared_store!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql, |_this| None);
+shared_grants!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);
+
+queue_store!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);
 
 result_rows!(MySql);
 value_rows!(MySql);

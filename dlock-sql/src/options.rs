@@ -34,7 +34,8 @@ impl Default for Options {
             op_timeout: Duration::from_secs(5),
             poll_min: Duration::from_millis(4),
             poll_max: Duration::from_millis(100),
-            notify_fallback: Duration::from_secs(1),
+            // a queued waiter hears its grant; this is its heartbeat (Redis: the same)
+            notify_fallback: Duration::from_secs(5),
             listen: true,
             transaction_pooler: false,
             create_table: true,

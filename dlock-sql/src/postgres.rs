@@ -4,16 +4,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dlock_core::backend::{OwnedTask, Subscription, WakeupHub, from_millis, millis};
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use dlock_core::backend::{Subscription, from_millis, millis};
+use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::hot::Hot;
+use crate::listen::Wakeups;
+use crate::queue::QueueSql;
 use crate::shared::{Dialect, SharedSql};
-use crate::store::{Holder, Renewal, Store, Taken, renewed};
+use crate::store::{Holder, Released, Renewal, Store, Taken, renewed};
 
 pub(crate) struct Postgres {
     shared: std::sync::Arc<SharedSql>,
+    /// The exclusive lock's waiters (`crate::queue`).
+    queue: Arc<QueueSql>,
     pool: PgPool,
     /// The single statements of acquire, renew, release and inspect.
     hot: Hot<sqlx::Postgres>,
@@ -48,7 +52,10 @@ impl Postgres {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
         // a new row's first token: see `prune`
         let first = crate::prune::now_us(Dialect::Postgres);
+        let nobody_queued = QueueSql::nobody_queued(Dialect::Postgres, table, "$1");
+        let someone_queued = QueueSql::someone_queued(Dialect::Postgres, table, "$1");
         Self {
+            queue: Arc::new(QueueSql::new(Dialect::Postgres, table)),
             shared: std::sync::Arc::new(SharedSql {
                 persistent: !transaction_pooler,
                 ..SharedSql::new(Dialect::Postgres, table)
@@ -56,7 +63,7 @@ impl Postgres {
             hot: Hot::new(pool.clone(), transaction_pooler),
             pool,
             listen_to,
-            channel: format!("dlock_release_{table}"),
+            channel: crate::queue::release_channel(table),
             listen,
             wakeups: tokio::sync::Mutex::new(None),
             sql: Statements {
@@ -74,7 +81,8 @@ impl Postgres {
                 // while it is unexpired its token stays, since the lease carries it, and
                 // its expiry never goes back: the duplicate's was computed when it began,
                 // perhaps before a renewal whose row lock it then waited for. (A row
-                // taken from another holder is expired, so the greater is ours.)
+                // taken from another holder is expired, so the greater is ours.) A free
+                // row is not taken past a live queue: its head is granted it instead.
                 take: format!(
                     "WITH taken AS (
                         INSERT INTO {table} AS d (name, owner, token, expires_at)
@@ -84,7 +92,8 @@ impl Postgres {
                               token = CASE WHEN d.owner = EXCLUDED.owner AND d.expires_at > clock_timestamp()
                                            THEN d.token ELSE GREATEST(d.token + 1, {first}) END,
                               expires_at = GREATEST(d.expires_at, EXCLUDED.expires_at)
-                          WHERE d.expires_at <= clock_timestamp() OR d.owner = EXCLUDED.owner
+                          WHERE d.owner = EXCLUDED.owner
+                             OR (d.expires_at <= clock_timestamp() AND {nobody_queued})
                         RETURNING token)
                      SELECT token, NULL::bigint AS remaining_ms FROM taken
                      UNION ALL
@@ -99,13 +108,16 @@ impl Postgres {
                      RETURNING d.name, d.owner"
                 ),
                 // Expires the row (never deletes it: the token must not go back) and
-                // wakes waiters in the same statement.
+                // says whether anyone is queued (then the release grants it next);
+                // when nobody is, it tells observers the lock is free.
                 release: format!(
                     "WITH r AS (
                         UPDATE {table} SET owner = '', expires_at = clock_timestamp()
                         WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()
-                        RETURNING name)
-                     SELECT pg_notify($4, name) FROM r"
+                        RETURNING name),
+                     w AS (SELECT r.name, {someone_queued} AS queued FROM r),
+                     n AS (SELECT pg_notify($4, w.name) FROM w WHERE NOT w.queued)
+                     SELECT w.queued, (SELECT count(*) FROM n) FROM w"
                 ),
                 holder: format!(
                     "SELECT l.owner, l.token, {remaining} AS remaining_ms, v.value
@@ -154,7 +166,7 @@ impl Store for Postgres {
             .persistent(false)
             .execute(&mut *tx)
             .await?;
-        for create in &self.shared.create {
+        for create in self.shared.create.iter().chain(&self.queue.create) {
             sqlx::query(AssertSqlSafe(create.as_str()))
                 .persistent(false)
                 .execute(&mut *tx)
@@ -199,14 +211,18 @@ impl Store for Postgres {
         Ok(renewed(batch, &returned))
     }
 
-    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {
-        let rows = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<Released, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
             .bind(name)
             .bind(owner)
             .bind(token)
             .bind(&self.channel);
-        let rows = self.hot.fetch_all(rows).await?;
-        Ok(rows.len() == 1)
+        Ok(match self.hot.fetch_optional(row).await? {
+            Some(row) => Released::Yes {
+                queued: row.try_get(0)?,
+            },
+            None => Released::No,
+        })
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
@@ -249,7 +265,21 @@ impl Store for Postgres {
         if !self.listen {
             return None;
         }
-        Some(self.wakeups().await?.hub.join(name, None).0)
+        Some(self.wakeups().await?.join(name))
+    }
+
+    async fn grant_listener(&self) -> Option<(i64, String)> {
+        if !self.listen {
+            return None;
+        }
+        self.wakeups().await?.grant_listener()
+    }
+
+    fn take_granted(&self, owner: &str) -> bool {
+        let slot = self.wakeups.try_lock();
+        slot.ok()
+            .and_then(|w| w.as_ref().map(|w| w.take_granted(owner)))
+            .unwrap_or(false)
     }
 
     async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error> {
@@ -271,65 +301,14 @@ impl Store for Postgres {
     }
 }
 
-/// One LISTEN connection per `SqlLock` (its own, outside the pool: a client uses at
-/// most `pool_size + 1` connections), fanning release notifications out to the waiters
-/// of each name through core's hub: the longest waiter of a name in this process is
-/// woken (no herd).
-struct Wakeups {
-    hub: Arc<WakeupHub>,
-    _listener: OwnedTask,
-}
-
-impl Wakeups {
-    async fn start(options: PgConnectOptions, channel: &str) -> Result<Arc<Self>, sqlx::Error> {
-        // A pool of one, used only to reconnect the listener.
-        let own = PgPoolOptions::new()
-            .max_connections(1)
-            .max_lifetime(None)
-            .idle_timeout(None)
-            .test_before_acquire(false)
-            .connect_lazy_with(options);
-        let mut listener = PgListener::connect_with(&own).await?;
-        listener.ignore_pool_close_event(true);
-        listener.listen(channel).await?;
-        let hub = WakeupHub::new();
-        let fan_out = Arc::clone(&hub);
-        let listener = OwnedTask::spawn(async move {
-            let hub = fan_out;
-            loop {
-                // try_recv, not recv: recv reconnects silently, and the notifications
-                // sent while the connection was down are gone without a trace.
-                match listener.try_recv().await {
-                    Ok(Some(n)) => hub.wake_one(n.payload()),
-                    Ok(None) => {
-                        // Reconnected (and listening again): whatever was released while
-                        // the connection was down was not heard, so everyone looks again.
-                        tracing::info!(
-                            "LISTEN connection was lost and is back; waking every waiter"
-                        );
-                        hub.wake_all();
-                    }
-                    Err(e) => {
-                        // Notifications may have been lost: let every waiter look again.
-                        tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
-                        hub.wake_all();
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                }
-            }
-        });
-        Ok(Arc::new(Self {
-            hub,
-            _listener: listener,
-        }))
-    }
-}
-
 // The release statement always notifies (its text binds the channel), so waiters of
 // other clients that do listen are woken by a client that does not.
-shared_store!(Postgres, sqlx::postgres::PgPool, |this| Some(
-    this.channel.as_str()
-));
+shared_grants!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
+shared_store!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres, |this| {
+    Some(this.channel.as_str())
+});
+
+queue_store!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
 
 result_rows!(Postgres);
 value_rows!(Postgres);

@@ -8,11 +8,14 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::hot::Hot;
+use crate::queue::QueueSql;
 use crate::shared::{Dialect, SharedSql};
-use crate::store::{Holder, Renewal, Store, Taken, renewed};
+use crate::store::{Holder, Released, Renewal, Store, Taken, renewed};
 
 pub(crate) struct Sqlite {
     shared: std::sync::Arc<SharedSql>,
+    /// The exclusive lock's waiters (`crate::queue`).
+    queue: std::sync::Arc<QueueSql>,
     pool: SqlitePool,
     /// The single statements of acquire, renew, release and inspect.
     hot: Hot<sqlx::Sqlite>,
@@ -33,7 +36,10 @@ impl Sqlite {
         let now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
         // a new row's first token: see `prune`
         let first = crate::prune::now_us(Dialect::Sqlite);
+        let nobody_queued = QueueSql::nobody_queued(Dialect::Sqlite, table, "?1");
+        let someone_queued = QueueSql::someone_queued(Dialect::Sqlite, table, "?1");
         Self {
+            queue: std::sync::Arc::new(QueueSql::new(Dialect::Sqlite, table)),
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
             hot: Hot::new(pool.clone(), false),
             pool,
@@ -47,7 +53,7 @@ impl Sqlite {
             ),
             // A row already ours is taken again, keeping its token while unexpired and
             // its expiry never earlier (a late duplicate of our own attempt: see the
-            // PostgreSQL statement).
+            // PostgreSQL statement). A free row is not taken past a live queue.
             take: format!(
                 "INSERT INTO {table} (name, owner, token, expires_at)
                  VALUES (?1, ?2, {first}, {now} + ?3)
@@ -56,7 +62,8 @@ impl Sqlite {
                        token = CASE WHEN {table}.owner = excluded.owner AND {table}.expires_at > {now}
                                     THEN {table}.token ELSE MAX({table}.token + 1, {first}) END,
                        expires_at = MAX({table}.expires_at, excluded.expires_at)
-                   WHERE {table}.expires_at <= {now} OR {table}.owner = excluded.owner
+                   WHERE {table}.owner = excluded.owner
+                      OR ({table}.expires_at <= {now} AND {nobody_queued})
                  RETURNING token"
             ),
             remaining: format!("SELECT expires_at - {now} FROM {table} WHERE name = ?1"),
@@ -68,9 +75,11 @@ impl Sqlite {
                      RETURNING {table}.name, {table}.owner"
                 ),
             ),
+            // and whether anyone is queued (then the release grants it next)
             release: format!(
                 "UPDATE {table} SET owner = '', expires_at = {now}
-                 WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}"
+                 WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}
+                 RETURNING {someone_queued}"
             ),
             holder: format!(
                 "SELECT l.owner, l.token, l.expires_at - {now}, v.value FROM {joined}
@@ -90,7 +99,8 @@ impl Sqlite {
 #[async_trait]
 impl Store for Sqlite {
     async fn migrate(&self) -> Result<(), sqlx::Error> {
-        for create in std::iter::once(&self.create).chain(&self.shared.create) {
+        let creates = std::iter::once(&self.create).chain(&self.shared.create);
+        for create in creates.chain(&self.queue.create) {
             sqlx::query(AssertSqlSafe(create.as_str()))
                 .execute(&self.pool)
                 .await?;
@@ -134,13 +144,17 @@ impl Store for Sqlite {
         Ok(renewed(batch, &returned))
     }
 
-    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error> {
-        let r = sqlx::query(AssertSqlSafe(self.release.as_str()))
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<Released, sqlx::Error> {
+        let row = sqlx::query(AssertSqlSafe(self.release.as_str()))
             .bind(name)
             .bind(owner)
             .bind(token);
-        let r = self.hot.execute(r).await?;
-        Ok(r.rows_affected() == 1)
+        Ok(match self.hot.fetch_optional(row).await? {
+            Some(row) => Released::Yes {
+                queued: row.try_get::<i64, _>(0)? != 0,
+            },
+            None => Released::No,
+        })
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
@@ -194,7 +208,10 @@ impl Store for Sqlite {
     }
 }
 
-shared_store!(Sqlite, sqlx::sqlite::SqlitePool, |_this| None);
+shared_store!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite, |_this| None);
+shared_grants!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);
+
+queue_store!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);
 
 result_rows!(Sqlite);
 value_rows!(Sqlite);

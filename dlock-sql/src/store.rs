@@ -5,6 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::Subscription;
 
+use crate::queue::{QueueRequest, Queued};
 use crate::shared::{SharedHolder, SharedRequest, SharedTaken};
 
 /// The outcome of one acquire statement.
@@ -13,6 +14,15 @@ pub(crate) enum Taken {
     Yes(i64),
     /// Someone holds it; the database says for how much longer (if it told us).
     No(Option<Duration>),
+}
+
+/// What a release statement did.
+pub(crate) enum Released {
+    /// The row was the caller's and is free now; `queued`: someone waits for it (the
+    /// release then grants it to the head, `QueueStore::grant_next`).
+    Yes { queued: bool },
+    /// The row was not the caller's (released already, expired, taken by another).
+    No,
 }
 
 /// One held lock's renewal, sent with the others due at the same time (see
@@ -60,9 +70,21 @@ pub(crate) trait SharedStore: Send + Sync {
         token: i64,
         ttl: Duration,
     ) -> Result<bool, sqlx::Error>;
-    /// Removes an unexpired holder with this owner and token (PostgreSQL: and notifies).
-    async fn release_shared(&self, key: &str, owner: &str, token: i64)
-    -> Result<bool, sqlx::Error>;
+    /// Removes an unexpired holder with this owner and token, and says whether anyone
+    /// is queued (PostgreSQL: when nobody is, notifies observers).
+    async fn release_shared(
+        &self,
+        key: &str,
+        owner: &str,
+        token: i64,
+    ) -> Result<Released, sqlx::Error>;
+    /// Grants `key` to the waiters first in line while they fit; with `giving_up`,
+    /// that waiter leaves the line first and gives back a grant it never took.
+    async fn grant_next_shared(
+        &self,
+        key: &str,
+        giving_up: Option<&str>,
+    ) -> Result<(), sqlx::Error>;
     /// The unexpired holders, oldest grant first.
     async fn holders_shared(&self, key: &str) -> Result<Vec<SharedHolder>, sqlx::Error>;
     /// Deletes one batch of rows idle for longer than `idle_ms` from the lock table,
@@ -70,11 +92,23 @@ pub(crate) trait SharedStore: Send + Sync {
     async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 3], sqlx::Error>;
 }
 
+/// The exclusive lock's queue (see [`crate::queue`]), implemented for each dialect by
+/// the `queue_store!` macro.
+#[async_trait]
+pub(crate) trait QueueStore: Send + Sync {
+    /// A waiter's attempt, in one transaction: takes a grant or a free lock it is first
+    /// for, or joins the queue (moving its deadline on when it is in it already).
+    async fn wait_take(&self, req: &QueueRequest) -> Result<Queued, sqlx::Error>;
+    /// Grants `name`'s lock, if free, to the oldest live waiter; with `giving_up`,
+    /// that waiter leaves the queue first and gives back a grant it never took.
+    async fn grant_next(&self, name: &str, giving_up: Option<&str>) -> Result<(), sqlx::Error>;
+}
+
 /// One dialect's statements. Each is a single statement, so it is atomic on its own
 /// and works through a transaction-mode connection pooler (run in a transaction of its
 /// own there: see `crate::hot`).
 #[async_trait]
-pub(crate) trait Store: SharedStore + ResultRows + ValueRows {
+pub(crate) trait Store: SharedStore + QueueStore + ResultRows + ValueRows {
     /// Creates the tables (the lock table and the shared ones) if they are missing;
     /// safe when several processes start at once.
     async fn migrate(&self) -> Result<(), sqlx::Error>;
@@ -84,17 +118,29 @@ pub(crate) trait Store: SharedStore + ResultRows + ValueRows {
     /// Extends every row of `batch` that is unexpired and still carries its owner and
     /// token, in one statement (MySQL: an update and a read-back); which were, in order.
     async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error>;
-    /// Expires an unexpired row that still carries this owner and token.
-    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<bool, sqlx::Error>;
+    /// Expires an unexpired row that still carries this owner and token, and says
+    /// whether anyone is queued for it (PostgreSQL: when nobody is, notifies
+    /// observers that it is free).
+    async fn release(&self, name: &str, owner: &str, token: i64) -> Result<Released, sqlx::Error>;
     /// The unexpired holder, if any.
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error>;
     /// What decides whether locking on this database is safe (see `doctor`).
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error>;
     /// Every unexpired holder whose name starts with `prefix`, by name.
     async fn held(&self, prefix: &str) -> Result<Vec<(String, Holder)>, sqlx::Error>;
-    /// A wake-up for releases of `name`, where the database can push one.
+    /// A wake-up for releases of `name` — or, for `crate::queue::grant_key(owner)`,
+    /// for grants to that waiter — where the database can push one.
     async fn subscribe(&self, _name: &str) -> Option<Subscription> {
         None
+    }
+    /// The backend pid and channel a waiter's grant is sent to (PostgreSQL's LISTEN
+    /// connection); `None` where waiters poll.
+    async fn grant_listener(&self) -> Option<(i64, String)> {
+        None
+    }
+    /// Whether a grant message reached `owner` since the last call (forgetting it).
+    fn take_granted(&self, _owner: &str) -> bool {
+        false
     }
     /// Raises `resource`'s fence to `token` in a transaction of its own; the mark
     /// after it (above `token`: stale).

@@ -10,6 +10,8 @@ pub(crate) struct Head {
     pub intent_until: i64,
     /// The database clock, in ms, read in the same statement.
     pub now: i64,
+    /// The owner id of the oldest live waiter in the key's queue, if anyone waits.
+    pub first_in_line: Option<String>,
 }
 
 /// An unexpired row of the holders table: a holder, or a waiting writer's intent
@@ -100,6 +102,7 @@ mod tests {
             permits,
             intent_until,
             now: 1000,
+            first_in_line: None,
         }
     }
 

@@ -6,17 +6,18 @@
 /// sqlx pool, of type `$pool`) and `shared` (an `Arc` of [`super::SharedSql`]). `$channel` is an
 /// `Option<&str>` expression: the NOTIFY channel a release statement binds last.
 macro_rules! shared_store {
-    ($ty:ty, $pool:ty, |$this:ident| $channel:expr) => {
+    ($ty:ty, $pool:ty, $db:ty, |$this:ident| $channel:expr) => {
         #[async_trait::async_trait]
         impl $crate::store::SharedStore for $ty {
             async fn take_shared(
                 &self,
                 req: &$crate::shared::SharedRequest,
             ) -> Result<$crate::shared::SharedTaken, sqlx::Error> {
-                let (pool, sql, req) = (
+                let (pool, sql, req, parts) = (
                     self.pool.clone(),
                     std::sync::Arc::clone(&self.shared),
                     req.clone(),
+                    self.tx_parts(),
                 );
                 // held while the caller waits for the answer: a grant whose caller is
                 // gone is rolled back instead of committed (no ghost holder)
@@ -28,15 +29,10 @@ macro_rules! shared_store {
                 // names never wait for each other's rows, but a database may still pick
                 // one as a deadlock victim: such a transaction did nothing and runs again.
                 let task = tokio::spawn(async move {
-                    let mut attempts = 0;
-                    loop {
-                        match <$ty>::take_shared_once(&pool, &sql, &req, &waiting).await {
-                            Err(e) if attempts < 4 && $crate::shared::is_retryable(&e) => {
-                                attempts += 1;
-                            }
-                            other => return other,
-                        }
-                    }
+                    $crate::shared::retry_victims(|| {
+                        <$ty>::take_shared_once(&pool, &sql, &parts, &req, &waiting)
+                    })
+                    .await
                 });
                 let answer = task
                     .await
@@ -66,18 +62,32 @@ macro_rules! shared_store {
                 key: &str,
                 owner: &str,
                 token: i64,
-            ) -> Result<bool, sqlx::Error> {
+            ) -> Result<$crate::store::Released, sqlx::Error> {
+                use sqlx::Row;
                 let $this = self;
                 let q = sqlx::query(sqlx::AssertSqlSafe(self.shared.release.as_str()))
                     .bind(key)
                     .bind(owner)
                     .bind(token);
                 let channel: Option<&str> = $channel;
-                match channel {
-                    // a SELECT of one notification per deleted row
-                    Some(ch) => Ok(self.hot.fetch_all(q.bind(ch)).await?.len() == 1),
-                    None => Ok(self.hot.execute(q).await?.rows_affected() == 1),
-                }
+                let queued = match channel {
+                    // says whether anyone is queued, and notifies observers if not
+                    Some(ch) => match self.hot.fetch_optional(q.bind(ch)).await? {
+                        Some(row) => row.try_get(0)?,
+                        None => return Ok($crate::store::Released::No),
+                    },
+                    None => {
+                        if self.hot.execute(q).await?.rows_affected() != 1 {
+                            return Ok($crate::store::Released::No);
+                        }
+                        let q = sqlx::query(sqlx::AssertSqlSafe(self.shared.queued.as_str()));
+                        match self.hot.fetch_optional(q.bind(key)).await? {
+                            Some(row) => row.try_get::<i64, _>(0)? != 0,
+                            None => false,
+                        }
+                    }
+                };
+                Ok($crate::store::Released::Yes { queued })
             }
 
             async fn holders_shared(
@@ -100,6 +110,34 @@ macro_rules! shared_store {
                         })
                     })
                     .collect()
+            }
+
+            async fn grant_next_shared(
+                &self,
+                key: &str,
+                giving_up: Option<&str>,
+            ) -> Result<(), sqlx::Error> {
+                let (pool, sql, parts) = (
+                    self.pool.clone(),
+                    std::sync::Arc::clone(&self.shared),
+                    self.tx_parts(),
+                );
+                let (key, giving_up) = (key.to_owned(), giving_up.map(str::to_owned));
+                // to its end even if the caller stops waiting, as an acquisition
+                let task = tokio::spawn(async move {
+                    $crate::shared::retry_victims(|| {
+                        <$ty>::grant_next_shared_once(
+                            &pool,
+                            &sql,
+                            &parts,
+                            &key,
+                            giving_up.as_deref(),
+                        )
+                    })
+                    .await
+                });
+                task.await
+                    .map_err(|e| sqlx::Error::Protocol(format!("the grant task failed: {e}")))?
             }
 
             async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 3], sqlx::Error> {
@@ -133,64 +171,28 @@ macro_rules! shared_store {
             async fn take_shared_once(
                 pool: &$pool,
                 sql: &$crate::shared::SharedSql,
+                parts: &$crate::queue::TxParts<$db>,
                 req: &$crate::shared::SharedRequest,
                 caller: &std::sync::Weak<()>,
             ) -> Result<$crate::shared::SharedTaken, sqlx::Error> {
-                use sqlx::Row;
-                use $crate::shared::{Decision, Head, HolderRow, SharedTaken, decide};
+                use $crate::shared::{Decision, SharedTaken, decide};
                 let key = req.key.as_str();
                 let mut conn = pool.acquire().await?;
-                if let Some(pre) = &sql.before_begin {
-                    sqlx::query(sqlx::AssertSqlSafe(pre.as_str()))
-                        .persistent(sql.persistent)
-                        .execute(&mut *conn)
-                        .await?;
-                }
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                let Some((last, first)) = sql.head.split_last() else {
-                    return Err(sqlx::Error::Protocol("no head statement".into()));
-                };
-                for s in first {
-                    sqlx::query(sqlx::AssertSqlSafe(s.as_str()))
-                        .persistent(sql.persistent)
-                        .bind(key)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                let row = sqlx::query(sqlx::AssertSqlSafe(last.as_str()))
-                    .persistent(sql.persistent)
-                    .bind(key)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                let head = Head {
-                    token: row.try_get(0)?,
-                    permits: row.try_get(1)?,
-                    intent_until: row.try_get(2)?,
-                    now: row.try_get(3)?,
-                };
-                sqlx::query(sqlx::AssertSqlSafe(sql.purge.as_str()))
-                    .persistent(sql.persistent)
-                    .bind(key)
-                    .bind(head.now)
-                    .execute(&mut *tx)
-                    .await?;
-                let holders = sqlx::query(sqlx::AssertSqlSafe(sql.list.as_str()))
-                    .persistent(sql.persistent)
-                    .bind(key)
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .iter()
-                    .map(|r| {
-                        Ok(HolderRow {
-                            owner: r.try_get(0)?,
-                            access: r.try_get(1)?,
-                            token: r.try_get(2)?,
-                            expires_at: r.try_get(3)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                let mut tx = parts.begin(&mut conn).await?;
+                let (mut head, holders) = <$ty>::lock_shared(&mut tx, sql, key).await?;
                 let ttl = dlock_core::backend::millis(req.ttl);
-                let taken = match decide(req.access, &req.owner, &head, &holders, req.waits) {
+                // FIFO: nobody passes a live queue, so a waiting writer needs no intent
+                // to keep readers out (old clients' intents are still honoured)
+                let first_in_line = head.first_in_line.as_ref().is_none_or(|o| *o == req.owner);
+                let queued = head.first_in_line.is_some();
+                let decision = match decide(req.access, &req.owner, &head, &holders, false) {
+                    Decision::Grant if !first_in_line => Decision::Refuse {
+                        wait_ms: None,
+                        intent: false,
+                    },
+                    d => d,
+                };
+                let taken = match decision {
                     Decision::Retake(token) => {
                         sqlx::query(sqlx::AssertSqlSafe(sql.retake.as_str()))
                             .persistent(sql.persistent)
@@ -199,6 +201,9 @@ macro_rules! shared_store {
                             .bind(req.owner.as_str())
                             .execute(&mut *tx)
                             .await?;
+                        if queued {
+                            parts.leave_queue(&mut tx, key, &req.owner).await?;
+                        }
                         SharedTaken::Yes(token)
                     }
                     Decision::Grant if caller.strong_count() == 0 => {
@@ -207,52 +212,39 @@ macro_rules! shared_store {
                         return Ok(SharedTaken::No(None));
                     }
                     Decision::Grant => {
-                        // at least the clock in µs: a row pruned and created again
-                        // starts above its old tokens (see `prune`)
-                        let token = (head.token + 1).max(head.now.saturating_mul(1000));
-                        let permits = match req.access {
-                            dlock_core::Access::Permit(n) => i64::from(n),
-                            _ => head.permits,
-                        };
-                        // a writer that got in no longer needs its intent
-                        let intent = if req.access == dlock_core::Access::Write {
-                            0
-                        } else {
-                            head.intent_until
-                        };
-                        sqlx::query(sqlx::AssertSqlSafe(sql.grant_head.as_str()))
-                            .persistent(sql.persistent)
-                            .bind(token)
-                            .bind(permits)
-                            .bind(intent)
-                            .bind(key)
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(sqlx::AssertSqlSafe(sql.insert_holder.as_str()))
-                            .persistent(sql.persistent)
-                            .bind(key)
-                            .bind(req.owner.as_str())
-                            .bind($crate::shared::tag(req.access))
-                            .bind(token)
-                            .bind(head.now + ttl)
-                            .execute(&mut *tx)
+                        let mut holders = holders;
+                        let token = <$ty>::grant_shared(
+                            &mut tx,
+                            sql,
+                            key,
+                            &mut head,
+                            &mut holders,
+                            &req.owner,
+                            req.access,
+                            ttl,
+                        )
+                        .await?;
+                        if queued {
+                            parts.leave_queue(&mut tx, key, &req.owner).await?;
+                        }
+                        // the next in line may fit beside it (readers, permits)
+                        <$ty>::grant_in_line(&mut tx, sql, parts, key, &mut head, &mut holders)
                             .await?;
                         SharedTaken::Yes(token)
                     }
-                    Decision::Refuse { wait_ms, intent } => {
-                        if intent {
-                            let until = head.now + dlock_core::backend::millis(req.intent);
-                            sqlx::query(sqlx::AssertSqlSafe(sql.intent.as_str()))
-                                .persistent(sql.persistent)
-                                .bind(key)
-                                .bind(req.owner.as_str())
-                                .bind(until)
-                                .execute(&mut *tx)
-                                .await?;
+                    Decision::Refuse { wait_ms, .. } => {
+                        if req.waits {
+                            parts.join(&mut tx, &req.queued(), head.now).await?;
                         }
                         SharedTaken::No(dlock_core::backend::from_millis(wait_ms))
                     }
-                    Decision::Mismatch(permits) => SharedTaken::Mismatch(permits),
+                    Decision::Mismatch(permits) => {
+                        // asking another count: out of the line until it asks again
+                        if queued {
+                            parts.leave_queue(&mut tx, key, &req.owner).await?;
+                        }
+                        SharedTaken::Mismatch(permits)
+                    }
                 };
                 tx.commit().await?;
                 Ok(taken)

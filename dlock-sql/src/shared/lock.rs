@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::{SharedRequest, SharedTaken, shared_key};
 use crate::SqlLock;
+use crate::store::Released;
 
 impl SqlLock {
     /// One attempt at a permit, a read or the write lease: one transaction.
@@ -19,13 +20,15 @@ impl SqlLock {
         ttl: Duration,
         waits: bool,
     ) -> Result<Claim, LockError> {
+        let (live, listener) = self.queue_live().await;
         let req = SharedRequest {
             key: shared_key(name, access),
             access,
             owner: owner.as_str().to_owned(),
             ttl,
             waits,
-            intent: self.wait_policy_now().writer_intent(),
+            live,
+            listener,
         };
         match self.op("acquire", || self.store.take_shared(&req)).await? {
             SharedTaken::Yes(token) => Ok(Claim::Taken(FencingToken::from_signed(
@@ -66,8 +69,44 @@ impl SqlLock {
         };
         let key = shared_key(lease.name(), lease.access());
         let owner = lease.owner().as_str();
-        self.op("release", || self.store.release_shared(&key, owner, token))
-            .await
+        let released = self
+            .op("release", || self.store.release_shared(&key, owner, token))
+            .await?;
+        match released {
+            Released::Yes { queued } => {
+                // released either way; a grant that fails is made by the next
+                // waiter's attempt instead
+                if queued
+                    && let Err(e) = self
+                        .op("grant", || self.store.grant_next_shared(&key, None))
+                        .await
+                {
+                    tracing::warn!(error = %e, lock = %lease.name(), "granting to the next waiter failed");
+                }
+                Ok(true)
+            }
+            Released::No => Ok(false),
+        }
+    }
+
+    /// `owner` stopped waiting for `name`'s `access` without it: leaves the queue, in
+    /// the background, giving back a grant it never took.
+    pub(crate) fn leave_shared_queue(&self, name: &LockName, access: Access, owner: &OwnerId) {
+        let _ = self.store.take_granted(owner.as_str());
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return; // the entry's deadline drops it
+        };
+        let (this, key, owner) = (
+            self.clone(),
+            shared_key(name, access),
+            owner.as_str().to_owned(),
+        );
+        rt.spawn(async move {
+            let leave = || this.store.grant_next_shared(&key, Some(&owner));
+            if let Err(e) = this.op("leave the queue", leave).await {
+                tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");
+            }
+        });
     }
 
     pub(crate) async fn shared_holders(

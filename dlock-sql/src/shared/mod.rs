@@ -13,10 +13,13 @@
 mod decide;
 #[macro_use]
 mod flow;
+#[macro_use]
+mod grants;
 mod lock;
 mod statements;
 
 pub(crate) use decide::{Decision, Head, HolderRow, decide, tag};
+pub(crate) use grants::access_of;
 pub(crate) use statements::{Dialect, SharedSql};
 
 use std::time::Duration;
@@ -31,10 +34,30 @@ pub(crate) struct SharedRequest {
     pub access: Access,
     pub owner: String,
     pub ttl: Duration,
-    /// The caller waits if this fails (a writer then leaves its intent).
+    /// The caller waits if this fails: it joins the queue (`crate::queue`).
     pub waits: bool,
-    /// How long a waiting writer's intent lasts.
-    pub intent: Duration,
+    /// How long its queue entry lives without another attempt.
+    pub live: Duration,
+    /// Its LISTEN connection's backend pid and grant channel (PostgreSQL), or `(0, "")`.
+    pub listener: (i64, String),
+}
+
+impl SharedRequest {
+    /// Its queue entry.
+    pub(crate) fn queued(&self) -> crate::queue::QueueRequest {
+        crate::queue::QueueRequest {
+            name: self.key.clone(),
+            access: tag(self.access),
+            permits: match self.access {
+                Access::Permit(n) => i64::from(n),
+                _ => 0,
+            },
+            owner: self.owner.clone(),
+            ttl: self.ttl,
+            live: self.live,
+            listener: self.listener.clone(),
+        }
+    }
 }
 
 /// The row key of `name`'s semaphore or read-write lock.
@@ -69,5 +92,21 @@ pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => d.code().is_some_and(|c| c.starts_with("40")),
         _ => false,
+    }
+}
+
+/// Runs `attempt` — one transaction — again while the database gave it up as a
+/// deadlock victim or serialization failure (at most four times more).
+pub(crate) async fn retry_victims<T, F, Fut>(mut attempt: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut retries = 0;
+    loop {
+        match attempt().await {
+            Err(e) if retries < 4 && is_retryable(&e) => retries += 1,
+            other => return other,
+        }
     }
 }

@@ -59,17 +59,21 @@ pub(crate) struct SharedSql {
     /// different names; every decision is made under the name's row lock anyway).
     pub before_begin: Option<String>,
     /// Locks (creating if needed) the head row; the last statement returns
-    /// `token, permits, intent_until, now`.
+    /// `token, permits, intent_until, now, first in line`.
     pub head: Vec<String>,
     pub purge: String,
     pub list: String,
     pub retake: String,
     pub grant_head: String,
     pub insert_holder: String,
-    pub intent: String,
     pub renew: String,
-    /// PostgreSQL: also `pg_notify` (channel bound last).
+    /// Removes a holder row of `owner` (`key`, `owner`): a grant it never took.
+    pub give_back: String,
+    /// PostgreSQL: also `pg_notify` (channel bound last), and returns whether anyone
+    /// is queued.
     pub release: String,
+    /// MySQL, SQLite: whether anyone is queued for the key (an integer).
+    pub queued: String,
     pub holders: String,
 }
 
@@ -130,23 +134,31 @@ impl SharedSql {
         create.push(values.create.clone());
         // A write first, so the row lock (SQLite: the write lock) is taken before
         // anything is read: no upgrade from a read snapshot can fail later.
+        // and who is first in line, if anyone (`crate::queue`)
+        let first = crate::queue::QueueSql::first_in_line(dialect, table, &format!("{s}.name"));
         let head = match dialect {
             Dialect::MySql => vec![
                 format!("INSERT INTO {s} (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name"),
                 format!(
-                    "SELECT token, permits, intent_until, {now} FROM {s} WHERE name = ? FOR UPDATE"
+                    "SELECT token, permits, intent_until, {now}, {first} FROM {s} WHERE name = ? FOR UPDATE"
                 ),
             ],
             _ => vec![format!(
                 "INSERT INTO {s} (name) VALUES (?) ON CONFLICT (name) DO UPDATE SET name = excluded.name
-                 RETURNING token, permits, intent_until, {now}"
+                 RETURNING token, permits, intent_until, {now}, {first}"
             )],
         };
+        let queue = format!("{table}_queue");
+        // the release says whether anyone is queued (it then grants next); PostgreSQL's
+        // also notifies observers when nobody is
         let release = match dialect {
             Dialect::Postgres => format!(
                 "WITH r AS (DELETE FROM {h} WHERE name = ? AND owner = ? AND token = ?
-                   AND expires_at > {now} RETURNING name)
-                 SELECT pg_notify(?, name) FROM r"
+                   AND expires_at > {now} RETURNING name),
+                 w AS (SELECT r.name, EXISTS (SELECT 1 FROM {queue} q WHERE q.name = r.name
+                   AND q.deadline >= {now}) AS queued FROM r),
+                 n AS (SELECT pg_notify(?, w.name) FROM w WHERE NOT w.queued)
+                 SELECT w.queued, (SELECT count(*) FROM n) FROM w"
             ),
             _ => format!(
                 "DELETE FROM {h} WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
@@ -188,24 +200,15 @@ impl SharedSql {
                      token = excluded.token, expires_at = excluded.expires_at"
                 ),
             }),
-            // each waiting writer's intent is a row of its own (access 'i', token 0),
-            // lapsing at expires_at: a writer's grant removes only its own
-            intent: n(match dialect {
-                Dialect::MySql => format!(
-                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, 'i', 0, ?)
-                     ON DUPLICATE KEY UPDATE expires_at = IF(access = 'i', VALUES(expires_at), expires_at)"
-                ),
-                _ => format!(
-                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, 'i', 0, ?)
-                     ON CONFLICT (name, owner) DO UPDATE SET expires_at = excluded.expires_at
-                     WHERE {h}.access = 'i'"
-                ),
-            }),
             renew: n(format!(
                 "UPDATE {h} SET expires_at = {now} + ? WHERE name = ? AND owner = ? AND token = ?
                  AND expires_at > {now}"
             )),
+            give_back: n(format!("DELETE FROM {h} WHERE name = ? AND owner = ?")),
             release: n(release),
+            queued: n(format!(
+                "SELECT EXISTS (SELECT 1 FROM {queue} q WHERE q.name = ? AND q.deadline >= {now})"
+            )),
             holders: n(format!(
                 "SELECT h.owner, h.access, h.token, h.expires_at - {now}, s.permits
                  FROM {h} h JOIN {s} s ON s.name = h.name
@@ -227,7 +230,7 @@ mod tests {
             sql.release
                 .contains("name = $1 AND owner = $2 AND token = $3")
         );
-        assert!(sql.release.contains("pg_notify($4, name)"));
+        assert!(sql.release.contains("pg_notify($4, w.name)"));
         let my = SharedSql::new(Dialect::MySql, "t");
         assert!(my.renew.contains("name = ? AND owner = ?"));
         assert_eq!(my.head.len(), 2);

@@ -1,0 +1,183 @@
+//! FIFO hand-off on SQL (issue #34.1): waiters queue in `<table>_queue`, a release
+//! grants the lock to the oldest live waiter, and no attempt passes a live queue. Each
+//! case fails on the code before the queue (waiters raced after a release, and the
+//! lock was free between the release and the winner's attempt).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, LockName, random_u64};
+use tokio::sync::Mutex;
+use tokio::time::{sleep, timeout};
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn name(case: &str) -> LockName {
+    LockName::new(&format!("queue/{case}/{:016x}", random_u64())).unwrap()
+}
+
+/// Waiters that started 150 ms apart get the lock in that order, each from the
+/// release before it.
+async fn waiters_get_the_lock_in_arrival_order(url: &str) {
+    const WAITERS: usize = 5;
+    let holder = common::connect(url).await;
+    let name = name("fifo");
+    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let c = common::connect(url).await;
+        let (name, order) = (name.clone(), Arc::clone(&order));
+        tasks.push(tokio::spawn(async move {
+            let lease = c.acquire(&name, LONG, LONG).await.expect("waiter acquires");
+            order.lock().await.push(i);
+            sleep(Duration::from_millis(20)).await;
+            assert!(c.release(&lease).await.unwrap());
+        }));
+        sleep(Duration::from_millis(150)).await;
+    }
+    assert!(holder.release(&held).await.unwrap());
+    for t in tasks {
+        timeout(LONG, t).await.expect("waiter finished").unwrap();
+    }
+    assert_eq!(*order.lock().await, (0..WAITERS).collect::<Vec<_>>());
+}
+
+/// The release hands the lock over: read right after it, the lock is held already —
+/// by the waiter, with the token its lease then carries — and never looked free.
+async fn a_release_grants_the_lock_to_the_waiter(url: &str) {
+    let (holder, waiter) = (common::connect(url).await, common::connect(url).await);
+    let name = name("grant");
+    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            let lease = waiter.acquire(&name, LONG, LONG).await.unwrap();
+            (waiter, lease)
+        })
+    };
+    sleep(Duration::from_millis(300)).await;
+    assert!(holder.release(&held).await.unwrap());
+    let after = holder.inspect(&name).await.unwrap();
+    let granted = after.expect("the lock is held right after the release: it was granted");
+    assert!(
+        granted.token > held.token(),
+        "the grant carries the next token"
+    );
+    let (waiter, lease) = timeout(LONG, waiting).await.unwrap().unwrap();
+    assert_eq!(
+        lease.token(),
+        granted.token,
+        "the waiter's lease is the grant"
+    );
+    assert_eq!(&granted.owner, lease.owner());
+    assert!(waiter.release(&lease).await.unwrap());
+}
+
+/// A newcomer does not take a lock whose holder's lease ran out while someone waits:
+/// the queued waiter gets it.
+async fn no_attempt_passes_a_live_queue(url: &str) {
+    let (holder, waiter, newcomer) = (
+        common::connect(url).await,
+        common::connect(url).await,
+        common::connect(url).await,
+    );
+    let name = name("no-barging");
+    // a "crashed" holder: the raw lease is never renewed
+    let ttl = Duration::from_millis(1500);
+    let _crashed = holder.try_acquire(&name, ttl).await.unwrap().unwrap();
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            let lease = waiter.acquire(&name, LONG, LONG).await.unwrap();
+            (waiter, lease)
+        })
+    };
+    // the waiter is queued; the newcomer keeps trying past the holder's expiry
+    sleep(Duration::from_millis(300)).await;
+    let mut barged = None;
+    for _ in 0..40 {
+        if let Some(l) = newcomer.try_acquire(&name, LONG).await.unwrap() {
+            barged = Some(l);
+            break;
+        }
+        if waiting.is_finished() {
+            break;
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert!(barged.is_none(), "a try_acquire passed the queued waiter");
+    let (waiter, lease) = timeout(LONG, waiting).await.unwrap().unwrap();
+    assert!(waiter.release(&lease).await.unwrap());
+}
+
+/// A waiter that gives up leaves the queue: the next release grants past it.
+async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
+    let (holder, quitter, patient) = (
+        common::connect(url).await,
+        common::connect(url).await,
+        common::connect(url).await,
+    );
+    let name = name("gives-up");
+    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let gave_up = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            quitter
+                .acquire(&name, LONG, Duration::from_millis(400))
+                .await
+        })
+    };
+    sleep(Duration::from_millis(150)).await;
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            let lease = patient.acquire(&name, LONG, LONG).await.unwrap();
+            (patient, lease)
+        })
+    };
+    assert!(
+        gave_up.await.unwrap().is_err(),
+        "the first waiter timed out"
+    );
+    sleep(Duration::from_millis(300)).await; // its leave is sent in the background
+    assert!(holder.release(&held).await.unwrap());
+    let (patient, lease) = timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the lock went to the waiter still waiting")
+        .unwrap();
+    assert!(patient.release(&lease).await.unwrap());
+}
+
+macro_rules! queue_cases {
+    ($($db:ident => $url:expr),* $(,)?) => {$(
+        mod $db {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn waiters_get_the_lock_in_arrival_order() {
+                super::waiters_get_the_lock_in_arrival_order(&$url).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_release_grants_the_lock_to_the_waiter() {
+                super::a_release_grants_the_lock_to_the_waiter(&$url).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn no_attempt_passes_a_live_queue() {
+                super::no_attempt_passes_a_live_queue(&$url).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_waiter_that_gives_up_leaves_the_queue() {
+                super::a_waiter_that_gives_up_leaves_the_queue(&$url).await;
+            }
+        }
+    )*};
+}
+
+queue_cases! {
+    postgres => common::postgres_url(),
+    mysql => common::mysql_url(),
+    sqlite => common::sqlite_url(),
+}
