@@ -5,7 +5,7 @@
 //! each carries the name's token, so dlock itself never deletes them.
 //! - On SQL a run's locks live in a table of the run's own (`table=dlock_bench_…`
 //!   added to the URL, unless the URL names one), dropped with its companions (the
-//!   semaphores', read-write locks', fences', results' and proclaimed values' tables)
+//!   semaphores', read-write locks', fences', results', proclaimed values' and waiters' tables)
 //!   and the floors' table when the run ends.
 //! - On Redis (one server, Sentinel, Cluster, Redlock) its keys carry a prefix of the
 //!   run's own (`prefix=dlock-bench-…:` added, unless the URL names one), as do the
@@ -94,7 +94,7 @@ impl Scratch {
             let table = format!("dlock_bench_{}", run_id());
             tables.push(table.clone());
             tables.extend(
-                ["shared", "holders", "fences", "results", "values"]
+                ["shared", "holders", "fences", "results", "values", "queue"]
                     .map(|t| format!("{table}_{t}")),
             );
             with_param(url, "table", &table)

@@ -143,11 +143,10 @@ impl RedisLock {
         if !target.queues() {
             return;
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return; // the entry's deadline drops it
-        };
         let (node, owner) = (Arc::clone(&self.node), owner.as_str().to_owned());
-        rt.spawn(async move {
+        // a clean-up: a program about to exit lets it end (`dlock_core::settle`);
+        // outside a runtime nothing runs, and the entry's deadline drops it
+        dlock_core::spawn_cleanup(async move {
             if let Err(e) = target.leave(&node, &owner).await {
                 tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");
             }

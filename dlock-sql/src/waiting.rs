@@ -120,15 +120,14 @@ impl SqlLock {
         if self.waiting.entries().remove(owner.as_str()).is_none() {
             return; // never queued
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return; // the entry's deadline drops it
-        };
         let (this, name, owner) = (
             self.clone(),
             name.as_str().to_owned(),
             owner.as_str().to_owned(),
         );
-        rt.spawn(async move {
+        // a clean-up: a program about to exit lets it end (`dlock_core::settle`);
+        // outside a runtime nothing runs, and the entry's deadline drops it
+        dlock_core::spawn_cleanup(async move {
             let leave = || this.store.grant_next(&name, Some(&owner));
             if let Err(e) = this.op("leave the queue", leave).await {
                 tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");

@@ -93,15 +93,14 @@ impl SqlLock {
     /// the background, giving back a grant it never took.
     pub(crate) fn leave_shared_queue(&self, name: &LockName, access: Access, owner: &OwnerId) {
         let _ = self.store.take_granted(owner.as_str());
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return; // the entry's deadline drops it
-        };
         let (this, key, owner) = (
             self.clone(),
             shared_key(name, access),
             owner.as_str().to_owned(),
         );
-        rt.spawn(async move {
+        // a clean-up: a program about to exit lets it end (`dlock_core::settle`);
+        // outside a runtime nothing runs, and the entry's deadline drops it
+        dlock_core::spawn_cleanup(async move {
             let leave = || this.store.grant_next_shared(&key, Some(&owner));
             if let Err(e) = this.op("leave the queue", leave).await {
                 tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");
