@@ -51,7 +51,8 @@
 //! ```sql
 //! -- PostgreSQL
 //! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
-//!   token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
+//!   token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL,
+//!   queued_until BIGINT NOT NULL DEFAULT 0);
 //! CREATE TABLE dlock_locks_queue (name TEXT NOT NULL, owner TEXT NOT NULL,
 //!   seq BIGINT NOT NULL, access TEXT NOT NULL, permits BIGINT NOT NULL,
 //!   ttl_ms BIGINT NOT NULL, deadline BIGINT NOT NULL,
@@ -61,7 +62,8 @@
 //! -- MySQL / MariaDB
 //! CREATE TABLE dlock_locks (name VARBINARY(256) NOT NULL PRIMARY KEY,
 //!   owner VARCHAR(255) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
-//!   expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB;
+//!   expires_at DATETIME(6) NOT NULL, queued_until BIGINT NOT NULL DEFAULT 0)
+//!   ENGINE=InnoDB;
 //! CREATE TABLE dlock_locks_queue (name VARBINARY(300) NOT NULL,
 //!   owner VARCHAR(255) CHARACTER SET ascii NOT NULL, seq BIGINT NOT NULL,
 //!   access VARCHAR(8) CHARACTER SET ascii NOT NULL, permits BIGINT NOT NULL,
@@ -70,7 +72,8 @@
 //!   PRIMARY KEY (name, owner), KEY dlock_locks_queue_order (name, seq)) ENGINE=InnoDB;
 //! -- SQLite
 //! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
-//!   token INTEGER NOT NULL, expires_at INTEGER NOT NULL) STRICT;  -- unix ms
+//!   token INTEGER NOT NULL, expires_at INTEGER NOT NULL,  -- unix ms
+//!   queued_until INTEGER NOT NULL DEFAULT 0) STRICT;
 //! CREATE TABLE dlock_locks_queue (name TEXT NOT NULL, owner TEXT NOT NULL,
 //!   seq INTEGER NOT NULL, access TEXT NOT NULL, permits INTEGER NOT NULL,
 //!   ttl_ms INTEGER NOT NULL, deadline INTEGER NOT NULL,
@@ -79,8 +82,10 @@
 //! CREATE INDEX dlock_locks_queue_order ON dlock_locks_queue (name, seq);
 //! ```
 //!
-//! (The semaphore, read-write lock, fence, idempotency and holder-value tables are
-//! created the same way; see the crate's `migrate` statements.)
+//! (`queued_until`, the latest deadline of the name's waiters in database-clock ms, is
+//! added on connect to a lock table made by an earlier version. The semaphore,
+//! read-write lock, fence, idempotency and holder-value tables are created the same
+//! way; see the crate's `migrate` statements.)
 //!
 //! URL query parameters read by dlock (the rest go to sqlx): `table`, `pool_size`,
 //! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).

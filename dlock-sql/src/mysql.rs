@@ -41,10 +41,9 @@ impl MySql {
         let first = crate::prune::now_us(Dialect::MySql);
         // free, or ours; a free row is not taken past a live queue (its head is
         // granted it instead)
-        let nobody_queued =
-            QueueSql::nobody_queued(Dialect::MySql, table, &format!("{table}.name"));
+        let nobody_queued = QueueSql::nobody_queued(Dialect::MySql, "");
         let free = format!("(owner = ? OR (expires_at <= {now} AND {nobody_queued}))");
-        let someone_queued = QueueSql::someone_queued(Dialect::MySql, table, "?");
+        let someone_queued = QueueSql::someone_queued(Dialect::MySql, "");
         // ours and unexpired: a late duplicate of our own attempt keeps the token (the
         // owner was just assigned, expires_at not yet: it is assigned last)
         let mine = format!("(owner = ? AND expires_at > {now})");
@@ -190,7 +189,8 @@ impl Store for MySql {
                 .await?;
         }
         self.widen_owner().await?;
-        self.names_byte_exact().await
+        self.names_byte_exact().await?;
+        crate::store::QueueStore::add_queue_column(self).await
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
@@ -264,7 +264,6 @@ impl Store for MySql {
 
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<Released, sqlx::Error> {
         let r = sqlx::query(AssertSqlSafe(self.release.as_str()))
-            .bind(name.as_bytes()) // queued?
             .bind(name.as_bytes())
             .bind(owner)
             .bind(token);
@@ -331,7 +330,7 @@ impl Store for MySql {
     }
 }
 
-shared_store!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql, |_this| None);
+shared_store!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);
 shared_grants!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);
 
 queue_store!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);

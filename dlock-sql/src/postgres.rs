@@ -52,8 +52,8 @@ impl Postgres {
         let remaining = "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000))::bigint";
         // a new row's first token: see `prune`
         let first = crate::prune::now_us(Dialect::Postgres);
-        let nobody_queued = QueueSql::nobody_queued(Dialect::Postgres, table, "$1");
-        let someone_queued = QueueSql::someone_queued(Dialect::Postgres, table, "$1");
+        let nobody_queued = QueueSql::nobody_queued(Dialect::Postgres, "d.");
+        let someone_queued = QueueSql::someone_queued(Dialect::Postgres, "");
         Self {
             queue: Arc::new(QueueSql::new(Dialect::Postgres, table)),
             shared: std::sync::Arc::new(SharedSql {
@@ -114,10 +114,9 @@ impl Postgres {
                     "WITH r AS (
                         UPDATE {table} SET owner = '', expires_at = clock_timestamp()
                         WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()
-                        RETURNING name),
-                     w AS (SELECT r.name, {someone_queued} AS queued FROM r),
-                     n AS (SELECT pg_notify($4, w.name) FROM w WHERE NOT w.queued)
-                     SELECT w.queued, (SELECT count(*) FROM n) FROM w"
+                        RETURNING name, {someone_queued} AS queued),
+                     n AS (SELECT pg_notify($4, r.name) FROM r WHERE NOT r.queued)
+                     SELECT r.queued, (SELECT count(*) FROM n) FROM r"
                 ),
                 holder: format!(
                     "SELECT l.owner, l.token, {remaining} AS remaining_ms, v.value
@@ -172,7 +171,8 @@ impl Store for Postgres {
                 .execute(&mut *tx)
                 .await?;
         }
-        tx.commit().await
+        tx.commit().await?;
+        crate::store::QueueStore::add_queue_column(self).await
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
@@ -301,12 +301,10 @@ impl Store for Postgres {
     }
 }
 
-// The release statement always notifies (its text binds the channel), so waiters of
-// other clients that do listen are woken by a client that does not.
+// A release of the lock table always notifies observers when nobody is queued, and a
+// grant tells its waiter, so listening clients are woken by one that does not listen.
 shared_grants!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
-shared_store!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres, |this| {
-    Some(this.channel.as_str())
-});
+shared_store!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
 
 queue_store!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
 

@@ -36,8 +36,8 @@ impl Sqlite {
         let now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
         // a new row's first token: see `prune`
         let first = crate::prune::now_us(Dialect::Sqlite);
-        let nobody_queued = QueueSql::nobody_queued(Dialect::Sqlite, table, "?1");
-        let someone_queued = QueueSql::someone_queued(Dialect::Sqlite, table, "?1");
+        let nobody_queued = QueueSql::nobody_queued(Dialect::Sqlite, &format!("{table}."));
+        let someone_queued = QueueSql::someone_queued(Dialect::Sqlite, "");
         Self {
             queue: std::sync::Arc::new(QueueSql::new(Dialect::Sqlite, table)),
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
@@ -105,7 +105,7 @@ impl Store for Sqlite {
                 .execute(&self.pool)
                 .await?;
         }
-        Ok(())
+        crate::store::QueueStore::add_queue_column(self).await
     }
 
     async fn try_take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Taken, sqlx::Error> {
@@ -208,7 +208,7 @@ impl Store for Sqlite {
     }
 }
 
-shared_store!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite, |_this| None);
+shared_store!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);
 shared_grants!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);
 
 queue_store!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);

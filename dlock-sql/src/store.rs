@@ -102,6 +102,9 @@ pub(crate) trait QueueStore: Send + Sync {
     /// Grants `name`'s lock, if free, to the oldest live waiter; with `giving_up`,
     /// that waiter leaves the queue first and gives back a grant it never took.
     async fn grant_next(&self, name: &str, giving_up: Option<&str>) -> Result<(), sqlx::Error>;
+    /// Adds the lock table's `queued_until` column if it was created before the queue
+    /// (several processes at once: one adds it, the others find it there).
+    async fn add_queue_column(&self) -> Result<(), sqlx::Error>;
 }
 
 /// One dialect's statements. Each is a single statement, so it is atomic on its own

@@ -10,7 +10,8 @@
 //! grant (PostgreSQL) sends the statement at once.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use dlock_core::backend::Claim;
@@ -21,16 +22,49 @@ use crate::SqlLock;
 use crate::queue::{QueueRequest, Queued};
 use crate::store::Taken;
 
-/// The waiting acquisitions of one `SqlLock`, by owner id: when each last moved its
-/// queue entry's deadline on.
+/// The waiting acquisitions of one `SqlLock`, by owner id.
 #[derive(Debug, Default)]
 pub(crate) struct Waiting {
-    entries: Mutex<HashMap<String, Instant>>,
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    /// When its queue entry's deadline was last moved on (`None`: not queued yet).
+    joined: Option<Instant>,
+    /// Held by its queue transaction in flight, which runs to its end even when the
+    /// acquisition is dropped: its leave waits for it, so a join that commits after
+    /// the acquisition gave up is still undone.
+    serial: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Waiting {
-    fn entries(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
+    fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn joined(&self, owner: &str) -> Option<Instant> {
+        self.entries().get(owner).and_then(|e| e.joined)
+    }
+
+    /// The serial of `owner`'s queue transactions (its entry made if new).
+    fn serial(&self, owner: &str) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(&self.entries().entry(owner.to_owned()).or_default().serial)
+    }
+
+    /// Records an answer: still queued (deadline moved on now), or done.
+    fn answered(&self, owner: &str, queued: bool) {
+        let mut entries = self.entries();
+        if !queued {
+            entries.remove(owner);
+        } else if let Some(e) = entries.get_mut(owner) {
+            e.joined = Some(Instant::now());
+        }
+    }
+
+    /// Forgets `owner`, returning its serial if it ever ran a queue transaction.
+    fn forget(&self, owner: &str) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        self.entries().remove(owner).map(|e| e.serial)
     }
 }
 
@@ -44,18 +78,19 @@ impl SqlLock {
         waits: bool,
     ) -> Result<Claim, LockError> {
         let live = self.queue_live().await;
-        let joined = self.waiting.entries().get(owner.as_str()).copied();
+        let joined = self.waiting.joined(owner.as_str());
         let heartbeat_due = joined.is_none_or(|at| at.elapsed() >= live.0 / 3);
         let granted = self.store.take_granted(owner.as_str());
         if !(waits && joined.is_some() && heartbeat_due && !granted) {
             match self.take_statement(name, owner, ttl).await? {
                 taken @ Claim::Taken(_) => {
-                    self.waiting.entries().remove(owner.as_str());
+                    self.waiting.answered(owner.as_str(), false);
                     return Ok(taken);
                 }
                 // a free lock refused for the queue (a crashed holder's lease ran
-                // out): the queue's transaction grants it to the head now
-                Claim::Held(Some(left)) if waits && left.is_zero() => {}
+                // out, or only dead waiters queue): the queue's transaction grants
+                // it to the live head, or takes it when there is none
+                Claim::Held(Some(left)) if left.is_zero() => {}
                 held if !waits || !heartbeat_due => return Ok(held),
                 _ => {}
             }
@@ -68,19 +103,41 @@ impl SqlLock {
             ttl,
             live: live.0,
             listener: live.1,
+            joins: waits,
         };
-        let queued = self.op("acquire", || self.store.wait_take(&req)).await?;
-        let mut entries = self.waiting.entries();
+        let this = self.clone();
+        let work = async move { this.op("acquire", || this.store.wait_take(&req)).await };
+        let queued = self.queue_op(owner, waits, work).await?;
         Ok(match queued {
             Queued::Taken(token) => {
-                entries.remove(owner.as_str());
+                self.waiting.answered(owner.as_str(), false);
                 Claim::Taken(FencingToken::from_signed(token, "token in the lock table")?)
             }
             Queued::Waiting(remaining) => {
-                entries.insert(owner.as_str().to_owned(), Instant::now());
+                self.waiting.answered(owner.as_str(), waits);
                 Claim::Held(remaining)
             }
         })
+    }
+
+    /// Runs `owner`'s queue transaction `work`: for a waiter, on a task of its own
+    /// under its serial, so that a leave after it never runs before it.
+    pub(crate) async fn queue_op<T: Send + 'static>(
+        &self,
+        owner: &OwnerId,
+        waits: bool,
+        work: impl Future<Output = Result<T, LockError>> + Send + 'static,
+    ) -> Result<T, LockError> {
+        if !waits {
+            return work.await;
+        }
+        let serial = self.waiting.serial(owner.as_str()).lock_owned().await;
+        let task = tokio::spawn(async move {
+            let _serial = serial;
+            work.await
+        });
+        task.await
+            .map_err(|e| LockError::backend("the queue transaction's task failed", e.to_string()))?
     }
 
     /// The lock table's acquire statement.
@@ -114,12 +171,13 @@ impl SqlLock {
     }
 
     /// `owner` stopped waiting for `name` without the lock: leaves the queue, in the
-    /// background (a drop cannot wait), giving back a grant it never took.
+    /// background (a drop cannot wait) and after its queue transaction in flight,
+    /// giving back a grant it never took.
     pub(crate) fn leave_queue(&self, name: &LockName, owner: &OwnerId) {
         let _ = self.store.take_granted(owner.as_str());
-        if self.waiting.entries().remove(owner.as_str()).is_none() {
+        let Some(serial) = self.waiting.forget(owner.as_str()) else {
             return; // never queued
-        }
+        };
         let (this, name, owner) = (
             self.clone(),
             name.as_str().to_owned(),
@@ -128,11 +186,18 @@ impl SqlLock {
         // a clean-up: a program about to exit lets it end (`dlock_core::settle`);
         // outside a runtime nothing runs, and the entry's deadline drops it
         dlock_core::spawn_cleanup(async move {
+            let _serial = serial.lock_owned().await;
             let leave = || this.store.grant_next(&name, Some(&owner));
             if let Err(e) = this.op("leave the queue", leave).await {
                 tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");
             }
         });
+    }
+
+    /// Forgets `owner`'s waiting state, returning the serial its leave must take.
+    pub(crate) fn forget_waiter(&self, owner: &OwnerId) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        let _ = self.store.take_granted(owner.as_str());
+        self.waiting.forget(owner.as_str())
     }
 
     /// After a release that found waiters: grants the lock to the head.

@@ -152,6 +152,63 @@ async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
     assert!(patient.release(&lease).await.unwrap());
 }
 
+/// A lock table made by an earlier dlock (no `queued_until` column) gets the column
+/// on connect, from two clients at once, and then queues.
+async fn a_table_from_before_the_queue_gets_its_column(url: &str) {
+    let table = format!("dlock_old_{:08x}", random_u64() as u32);
+    let old = match url.split(':').next() {
+        Some("postgres") => format!(
+            "CREATE TABLE {table} (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
+             token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
+        ),
+        Some("mysql") => format!(
+            "CREATE TABLE {table} (name VARBINARY(256) NOT NULL PRIMARY KEY,
+             owner VARCHAR(255) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
+             expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB"
+        ),
+        _ => format!(
+            "CREATE TABLE {table} (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
+             token INTEGER NOT NULL, expires_at INTEGER NOT NULL) STRICT"
+        ),
+    };
+    {
+        use sqlx::Connection;
+        let old = sqlx::raw_sql(sqlx::AssertSqlSafe(old));
+        match url.split(':').next() {
+            Some("postgres") => {
+                let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+                old.execute(&mut c).await.unwrap();
+            }
+            Some("mysql") => {
+                let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
+                old.execute(&mut c).await.unwrap();
+            }
+            _ => {
+                let create = format!("{url}?mode=rwc");
+                let mut c = sqlx::SqliteConnection::connect(&create).await.unwrap();
+                old.execute(&mut c).await.unwrap();
+            }
+        }
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let with_table = format!("{url}{sep}table={table}");
+    let (a, b) = tokio::join!(common::connect(&with_table), common::connect(&with_table));
+    let name = name("old-table");
+    let held = a.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move { (b.acquire(&name, LONG, LONG).await.unwrap(), b) })
+    };
+    sleep(Duration::from_millis(300)).await;
+    assert!(a.release(&held).await.unwrap());
+    assert!(
+        a.inspect(&name).await.unwrap().is_some(),
+        "granted at the release"
+    );
+    let (lease, b) = timeout(LONG, waiting).await.unwrap().unwrap();
+    assert!(b.release(&lease).await.unwrap());
+}
+
 macro_rules! queue_cases {
     ($($db:ident => $url:expr),* $(,)?) => {$(
         mod $db {
@@ -167,6 +224,10 @@ macro_rules! queue_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn no_attempt_passes_a_live_queue() {
                 super::no_attempt_passes_a_live_queue(&$url).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_table_from_before_the_queue_gets_its_column() {
+                super::a_table_from_before_the_queue_gets_its_column(&$url).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_waiter_that_gives_up_leaves_the_queue() {

@@ -37,9 +37,29 @@ macro_rules! queue_store {
                 task.await
                     .map_err(|e| sqlx::Error::Protocol(format!("the grant task failed: {e}")))?
             }
+
+            async fn add_queue_column(&self) -> Result<(), sqlx::Error> {
+                if self.has_queue_column().await? {
+                    return Ok(());
+                }
+                let add = sqlx::raw_sql(sqlx::AssertSqlSafe(self.queue.add_column.as_str()));
+                match add.execute(&self.pool).await {
+                    Ok(_) => Ok(()),
+                    // another process added it meanwhile
+                    Err(_) if self.has_queue_column().await? => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
         }
 
         impl $ty {
+            async fn has_queue_column(&self) -> Result<bool, sqlx::Error> {
+                use sqlx::Row;
+                // the simple protocol: no statement to prepare, behind a pooler too
+                let q = sqlx::raw_sql(sqlx::AssertSqlSafe(self.queue.has_column.as_str()));
+                Ok(q.fetch_one(&self.pool).await?.try_get::<i64, _>(0)? > 0)
+            }
+
             fn tx_parts(&self) -> $crate::queue::TxParts<$db> {
                 $crate::queue::TxParts::new(
                     std::sync::Arc::clone(&self.queue),
@@ -224,16 +244,37 @@ macro_rules! queue_store {
                             return Err(sqlx::Error::Protocol("no head to grant".into()));
                         };
                         self.grant_head(&mut tx, name, &head).await?;
-                        self.join(&mut tx, req, row.now_ms).await?;
+                        if req.joins {
+                            self.join(&mut tx, req, row.now_ms).await?;
+                        }
                         Queued::Waiting(dlock_core::backend::from_millis(Some(head.ttl_ms)))
                     }
                     Step::Join => {
-                        self.join(&mut tx, req, row.now_ms).await?;
+                        if req.joins {
+                            self.join(&mut tx, req, row.now_ms).await?;
+                        }
                         Queued::Waiting(held)
                     }
                 };
+                self.sync_queued(&mut tx, name, row.now_ms).await?;
                 tx.commit().await?;
                 Ok(queued)
+            }
+
+            /// Keeps the lock row's `queued_until` true after the queue changed.
+            async fn sync_queued(
+                &self,
+                tx: &mut sqlx::Transaction<'_, $db>,
+                name: &str,
+                now_ms: i64,
+            ) -> Result<(), sqlx::Error> {
+                self.q(&self.sql.sync_queued)
+                    .bind(name)
+                    .bind(now_ms)
+                    .bind(name)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
             }
 
             /// The row's token (read under the row lock this transaction holds).
@@ -306,6 +347,7 @@ macro_rules! queue_store {
                 {
                     self.grant_head(&mut tx, name, &head).await?;
                 }
+                self.sync_queued(&mut tx, name, row.now_ms).await?;
                 tx.commit().await
             }
 

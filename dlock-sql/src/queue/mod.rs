@@ -1,11 +1,17 @@
 //! FIFO hand-off for the exclusive lock: waiters queue in a table beside the lock
 //! table, and a release grants the lock to the oldest live waiter.
 //!
-//! `<table>_queue` has one row per waiting acquisition (`name`, `owner`, `seq`, its
-//! TTL, its `deadline` in database-clock ms, and on PostgreSQL the `listener` backend
-//! pid and grant `channel` of the waiter's LISTEN connection). Every change to a
-//! name's queue is made in a transaction that first locks the name's row of the lock
-//! table, so changes to one name's queue and holder happen one at a time.
+//! `<table>_queue` has one row per waiting acquisition (`name`, `owner`, `seq`, what
+//! it waits for, its TTL, its `deadline` in database-clock ms, and on PostgreSQL the
+//! `listener` backend pid and grant `channel` of the waiter's LISTEN connection).
+//! Every change to a name's queue is made in a transaction that first locks the name's
+//! row of the lock table (semaphores and read-write locks: their head row), so changes
+//! to one name's queue and holder happen one at a time, and each such transaction sets
+//! the lock row's `queued_until` to the latest live deadline. The lock table's own
+//! one-statement acquire and release read that column under the row's lock — never
+//! the queue table, which a statement that waited for the row lock would read as it
+//! was before it waited — so a waiter that joined just before a release is always
+//! seen by it.
 //!
 //! - A waiter's attempt after its first (`QueueStore::wait_take`, one transaction):
 //!   takes a grant made to it, takes a free lock when it is the head (or nobody
@@ -15,7 +21,7 @@
 //!   deadline, or (PostgreSQL) whose LISTEN connection is gone — a killed waiter — is
 //!   dropped, never granted.
 //! - A release is the lock table's one statement, which also tells whether anyone is
-//!   queued; only then a second transaction (`QueueStore::grant_next`) writes the
+//!   queued (`queued_until`); only then a second transaction (`QueueStore::grant_next`) writes the
 //!   head as the holder with the next token and its own TTL, removes its entry and
 //!   (PostgreSQL) sends the token on the head's own channel: one notification per
 //!   hand-off, whatever the number of waiters. Between the two, the lock is free but
@@ -88,6 +94,9 @@ pub(crate) struct QueueRequest {
     pub live: Duration,
     /// Its LISTEN connection's backend pid and grant channel (PostgreSQL), or `(0, "")`.
     pub listener: (i64, String),
+    /// It waits: it joins the queue when it does not get the lock (a `try_acquire`
+    /// that found only dead waiters queued does not).
+    pub joins: bool,
 }
 
 /// What a queued attempt found.

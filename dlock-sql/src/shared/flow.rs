@@ -6,7 +6,7 @@
 /// sqlx pool, of type `$pool`) and `shared` (an `Arc` of [`super::SharedSql`]). `$channel` is an
 /// `Option<&str>` expression: the NOTIFY channel a release statement binds last.
 macro_rules! shared_store {
-    ($ty:ty, $pool:ty, $db:ty, |$this:ident| $channel:expr) => {
+    ($ty:ty, $pool:ty, $db:ty) => {
         #[async_trait::async_trait]
         impl $crate::store::SharedStore for $ty {
             async fn take_shared(
@@ -63,31 +63,23 @@ macro_rules! shared_store {
                 owner: &str,
                 token: i64,
             ) -> Result<$crate::store::Released, sqlx::Error> {
-                use sqlx::Row;
-                let $this = self;
-                let q = sqlx::query(sqlx::AssertSqlSafe(self.shared.release.as_str()))
-                    .bind(key)
-                    .bind(owner)
-                    .bind(token);
-                let channel: Option<&str> = $channel;
-                let queued = match channel {
-                    // says whether anyone is queued, and notifies observers if not
-                    Some(ch) => match self.hot.fetch_optional(q.bind(ch)).await? {
-                        Some(row) => row.try_get(0)?,
-                        None => return Ok($crate::store::Released::No),
-                    },
-                    None => {
-                        if self.hot.execute(q).await?.rows_affected() != 1 {
-                            return Ok($crate::store::Released::No);
-                        }
-                        let q = sqlx::query(sqlx::AssertSqlSafe(self.shared.queued.as_str()));
-                        match self.hot.fetch_optional(q.bind(key)).await? {
-                            Some(row) => row.try_get::<i64, _>(0)? != 0,
-                            None => false,
-                        }
-                    }
-                };
-                Ok($crate::store::Released::Yes { queued })
+                let (pool, sql, parts) = (
+                    self.pool.clone(),
+                    std::sync::Arc::clone(&self.shared),
+                    self.tx_parts(),
+                );
+                let (key, owner) = (key.to_owned(), owner.to_owned());
+                // in the name's transaction, under its head row's lock, so a waiter
+                // joining at the same moment is either seen and granted, or sees the
+                // permit free; to its end even if the caller stops waiting
+                let task = tokio::spawn(async move {
+                    $crate::shared::retry_victims(|| {
+                        <$ty>::release_shared_once(&pool, &sql, &parts, &key, &owner, token)
+                    })
+                    .await
+                });
+                task.await
+                    .map_err(|e| sqlx::Error::Protocol(format!("the release task failed: {e}")))?
             }
 
             async fn holders_shared(

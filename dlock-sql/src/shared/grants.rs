@@ -156,6 +156,38 @@ macro_rules! shared_grants {
                 Ok(())
             }
 
+            /// Removes the holder `owner` with `token` and grants what it frees to
+            /// the waiters first in line.
+            async fn release_shared_once(
+                pool: &$pool,
+                sql: &$crate::shared::SharedSql,
+                parts: &$crate::queue::TxParts<$db>,
+                key: &str,
+                owner: &str,
+                token: i64,
+            ) -> Result<$crate::store::Released, sqlx::Error> {
+                let mut conn = pool.acquire().await?;
+                let mut tx = parts.begin(&mut conn).await?;
+                let (mut head, mut holders) = <$ty>::lock_shared(&mut tx, sql, key).await?;
+                let deleted = sqlx::query(sqlx::AssertSqlSafe(sql.release.as_str()))
+                    .persistent(sql.persistent)
+                    .bind(key)
+                    .bind(owner)
+                    .bind(token)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if deleted != 1 {
+                    tx.rollback().await?;
+                    return Ok($crate::store::Released::No);
+                }
+                holders.retain(|h| h.owner != owner);
+                <$ty>::grant_in_line(&mut tx, sql, parts, key, &mut head, &mut holders).await?;
+                tx.commit().await?;
+                // what it freed is granted already
+                Ok($crate::store::Released::Yes { queued: false })
+            }
+
             async fn grant_next_shared_once(
                 pool: &$pool,
                 sql: &$crate::shared::SharedSql,

@@ -1,5 +1,6 @@
 //! `SqlLock`'s semaphore and read-write lock operations over the shared tables.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::backend::Claim;
@@ -30,7 +31,13 @@ impl SqlLock {
             live,
             listener,
         };
-        match self.op("acquire", || self.store.take_shared(&req)).await? {
+        let this = self.clone();
+        let work = async move { this.op("acquire", || this.store.take_shared(&req)).await };
+        let taken = self.queue_op(owner, waits, work).await?;
+        if !(waits && matches!(taken, SharedTaken::No(_))) {
+            let _ = self.forget_waiter(owner); // done waiting
+        }
+        match taken {
             SharedTaken::Yes(token) => Ok(Claim::Taken(FencingToken::from_signed(
                 token,
                 "token in the shared table",
@@ -92,15 +99,20 @@ impl SqlLock {
     /// `owner` stopped waiting for `name`'s `access` without it: leaves the queue, in
     /// the background, giving back a grant it never took.
     pub(crate) fn leave_shared_queue(&self, name: &LockName, access: Access, owner: &OwnerId) {
-        let _ = self.store.take_granted(owner.as_str());
+        let serial = self.forget_waiter(owner);
         let (this, key, owner) = (
             self.clone(),
             shared_key(name, access),
             owner.as_str().to_owned(),
         );
         // a clean-up: a program about to exit lets it end (`dlock_core::settle`);
-        // outside a runtime nothing runs, and the entry's deadline drops it
+        // outside a runtime nothing runs, and the entry's deadline drops it. After the
+        // acquisition's transaction in flight, if any (see `crate::waiting`).
         dlock_core::spawn_cleanup(async move {
+            let _serial = match &serial {
+                Some(s) => Some(Arc::clone(s).lock_owned().await),
+                None => None,
+            };
             let leave = || this.store.grant_next_shared(&key, Some(&owner));
             if let Err(e) = this.op("leave the queue", leave).await {
                 tracing::debug!(error = %e, "leaving the queue failed; its deadline drops it");

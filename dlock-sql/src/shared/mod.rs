@@ -56,6 +56,7 @@ impl SharedRequest {
             ttl: self.ttl,
             live: self.live,
             listener: self.listener.clone(),
+            joins: self.waits,
         }
     }
 }

@@ -69,11 +69,8 @@ pub(crate) struct SharedSql {
     pub renew: String,
     /// Removes a holder row of `owner` (`key`, `owner`): a grant it never took.
     pub give_back: String,
-    /// PostgreSQL: also `pg_notify` (channel bound last), and returns whether anyone
-    /// is queued.
+    /// Removes a holder (`key`, `owner`, `token`), in the name's transaction.
     pub release: String,
-    /// MySQL, SQLite: whether anyone is queued for the key (an integer).
-    pub queued: String,
     pub holders: String,
 }
 
@@ -148,22 +145,10 @@ impl SharedSql {
                  RETURNING token, permits, intent_until, {now}, {first}"
             )],
         };
-        let queue = format!("{table}_queue");
-        // the release says whether anyone is queued (it then grants next); PostgreSQL's
-        // also notifies observers when nobody is
-        let release = match dialect {
-            Dialect::Postgres => format!(
-                "WITH r AS (DELETE FROM {h} WHERE name = ? AND owner = ? AND token = ?
-                   AND expires_at > {now} RETURNING name),
-                 w AS (SELECT r.name, EXISTS (SELECT 1 FROM {queue} q WHERE q.name = r.name
-                   AND q.deadline >= {now}) AS queued FROM r),
-                 n AS (SELECT pg_notify(?, w.name) FROM w WHERE NOT w.queued)
-                 SELECT w.queued, (SELECT count(*) FROM n) FROM w"
-            ),
-            _ => format!(
-                "DELETE FROM {h} WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
-            ),
-        };
+        // run under the head row's lock (see `crate::shared::grants`)
+        let release = format!(
+            "DELETE FROM {h} WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
+        );
         let n = |sql: String| dialect.number(&sql);
         Self {
             dialect,
@@ -206,9 +191,6 @@ impl SharedSql {
             )),
             give_back: n(format!("DELETE FROM {h} WHERE name = ? AND owner = ?")),
             release: n(release),
-            queued: n(format!(
-                "SELECT EXISTS (SELECT 1 FROM {queue} q WHERE q.name = ? AND q.deadline >= {now})"
-            )),
             holders: n(format!(
                 "SELECT h.owner, h.access, h.token, h.expires_at - {now}, s.permits
                  FROM {h} h JOIN {s} s ON s.name = h.name
@@ -230,7 +212,6 @@ mod tests {
             sql.release
                 .contains("name = $1 AND owner = $2 AND token = $3")
         );
-        assert!(sql.release.contains("pg_notify($4, w.name)"));
         let my = SharedSql::new(Dialect::MySql, "t");
         assert!(my.renew.contains("name = ? AND owner = ?"));
         assert_eq!(my.head.len(), 2);
