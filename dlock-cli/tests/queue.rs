@@ -60,10 +60,11 @@ fn url(backend: &str) -> String {
         ),
         "redis" => required_env("DLOCK_TEST_REDIS_URL"),
         "redis_cluster" => required_env("DLOCK_TEST_REDIS_CLUSTER_URL"),
-        // the default backend: one database file shared by the test's processes
-        "sqlite" => format!("sqlite://{}/locks.sqlite", scratch().display()),
+        // the default backend: one database file shared by the test's processes;
+        // its waiters (and MariaDB's) poll, and queue when asked (`fifo=true`)
+        "sqlite" => format!("sqlite://{}/locks.sqlite?fifo=true", scratch().display()),
         "postgres" => required_env("DLOCK_TEST_POSTGRES_URL"),
-        "mariadb" => required_env("DLOCK_TEST_MYSQL_URL"),
+        "mariadb" => format!("{}?fifo=true", required_env("DLOCK_TEST_MYSQL_URL")),
         other => panic!("no such queue backend: {other}"),
     }
 }

@@ -93,6 +93,21 @@ impl SqlLockBuilder {
         self
     }
 
+    /// Whether waiters queue in arrival order and a release grants the lock to the
+    /// oldest (URL `fifo=true|false`). By default they do where they hear their grant
+    /// at once — PostgreSQL with `LISTEN` — and not where they poll (MySQL, SQLite,
+    /// PostgreSQL behind a transaction pooler): a polling waiter finds its grant only
+    /// at its next poll, so under contention every hand-off would wait for one (on
+    /// SQLite, 8 clients on one lock: 34 hand-offs/s in order against 7 680 for
+    /// whoever polls first). Turn it on there for order over throughput — cron jobs
+    /// on many hosts that must not starve one another. Waiters that do not queue
+    /// still never pass a queue that others keep.
+    #[must_use]
+    pub fn fifo(mut self, on: bool) -> Self {
+        self.opts.fifo = Some(on);
+        self
+    }
+
     /// PostgreSQL reached through a transaction-mode pooler (PgBouncer
     /// `pool_mode=transaction` before 1.21, or without `max_prepared_statements`),
     /// where each transaction may run on another server connection; URL

@@ -17,14 +17,16 @@
 //!   since every grant takes at least the clock, a failover to a standby that missed
 //!   the last grants cannot repeat a token either (while the clock does not step back).
 //!
-//! Waiters queue in a table beside it, oldest first, and a release **grants** the
-//! lock to the oldest live waiter — writes it as the holder with the next token —
-//! so no attempt races for it and no newcomer passes the queue (FIFO, as on etcd and
-//! ZooKeeper). On PostgreSQL the grant is sent on the waiter's own `LISTEN` channel
-//! (one notification per hand-off, whatever the number of waiters); on MySQL and
-//! SQLite waiters poll with jittered backoff capped by the holder's remaining time,
-//! and find the grant at their next poll. Semaphores and read-write locks queue the
-//! same way (writer preference falls out of FIFO). No session state is relied on, so the lock works behind a
+//! On PostgreSQL waiters queue in a table beside it, oldest first, and a release
+//! **grants** the lock to the oldest live waiter — writes it as the holder with the
+//! next token — and tells it alone on its own `LISTEN` channel: no attempt races for
+//! it, no newcomer passes the queue (FIFO, as on etcd and ZooKeeper), one
+//! notification per hand-off whatever the number of waiters. Semaphores and
+//! read-write locks queue the same way (writer preference falls out of FIFO). On
+//! MySQL and SQLite waiters poll with jittered backoff capped by the holder's
+//! remaining time, and the first to look after a release gets it — unless `fifo=true`
+//! ([`SqlLockBuilder::fifo`]) queues them too, and each finds its grant at its next
+//! poll. No session state is relied on, so the lock works behind a
 //! transaction-mode pooler such as PgBouncer: add `pooler=transaction` to the URL
 //! ([`SqlLockBuilder::transaction_pooler`]), and each statement runs unprepared in a
 //! transaction of its own while waiters poll (`LISTEN` needs a session).
@@ -88,7 +90,8 @@
 //! way; see the crate's `migrate` statements.)
 //!
 //! URL query parameters read by dlock (the rest go to sqlx): `table`, `pool_size`,
-//! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`).
+//! `op_timeout` (e.g. `2s`), `poll_max` (e.g. `100ms`), `listen` (`true`/`false`),
+//! `fifo` (`true`/`false`: see [`SqlLockBuilder::fifo`]).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -212,6 +215,13 @@ impl SqlLock {
     #[must_use]
     pub fn database(&self) -> &'static str {
         self.store.kind()
+    }
+
+    /// Whether this client's waiters queue (see [`SqlLockBuilder::fifo`]).
+    pub(crate) fn fifo(&self) -> bool {
+        self.opts
+            .fifo
+            .unwrap_or(self.store.kind() == "postgres" && self.opts.listen)
     }
 
     /// How a busy lock is waited for.

@@ -171,13 +171,13 @@ impl Backend for SqlLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // Waiters queue FIFO on every dialect, but only PostgreSQL's hear their grant
-        // (one waiter woken per release); polling waiters cannot keep the rest of the
-        // promise — no other waiter sends a request after a release — so MySQL and
-        // SQLite do not declare `fair`.
+        // Waiters queue FIFO by default only where they hear their grant (PostgreSQL
+        // with LISTEN: one waiter woken per release); queued polling waiters
+        // (`fifo=true` on MySQL, SQLite) cannot keep the rest of the promise — no
+        // other waiter sends a request after a release — so they do not declare it.
         let notify = self.store.kind() == "postgres" && self.opts.listen;
         Capabilities::per_lease()
-            .with_fair(notify)
+            .with_fair(notify && self.fifo())
             .with_notify(notify)
             .with_shared(true)
             .with_batched_renewals(true)

@@ -10,7 +10,7 @@ pub const DEFAULT_TABLE: &str = "dlock_locks";
 
 /// Settings of a [`crate::SqlLock`], set through [`crate::SqlLockBuilder`] or URL
 /// query parameters (`table`, `pool_size`, `op_timeout`, `poll_max`, `listen`,
-/// `pooler`).
+/// `pooler`, `fifo`).
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
     pub table: String,
@@ -24,6 +24,9 @@ pub(crate) struct Options {
     /// see [`crate::SqlLockBuilder::transaction_pooler`].
     pub transaction_pooler: bool,
     pub create_table: bool,
+    /// Whether waiters queue (`crate::queue`); `None`: where they hear their grant
+    /// (PostgreSQL with LISTEN), see [`crate::SqlLockBuilder::fifo`].
+    pub fifo: Option<bool>,
 }
 
 impl Default for Options {
@@ -39,6 +42,7 @@ impl Default for Options {
             listen: true,
             transaction_pooler: false,
             create_table: true,
+            fifo: None,
         }
     }
 }
@@ -96,6 +100,13 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                     "false" | "0" => false,
                     _ => return Err("listen must be true or false".into()),
                 }
+            }
+            "fifo" => {
+                opts.fifo = Some(match value {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err("fifo must be true or false".into()),
+                });
             }
             "pooler" if url.starts_with("postgres") => {
                 opts.transaction_pooler = match value {

@@ -77,11 +77,13 @@ impl SqlLock {
         ttl: Duration,
         waits: bool,
     ) -> Result<Claim, LockError> {
+        // a waiter of a client that does not queue polls as any attempt does
+        let joins = waits && self.fifo();
         let live = self.queue_live().await;
         let joined = self.waiting.joined(owner.as_str());
         let heartbeat_due = joined.is_none_or(|at| at.elapsed() >= live.0 / 3);
         let granted = self.store.take_granted(owner.as_str());
-        if !(waits && joined.is_some() && heartbeat_due && !granted) {
+        if !(joins && joined.is_some() && heartbeat_due && !granted) {
             match self.take_statement(name, owner, ttl).await? {
                 taken @ Claim::Taken(_) => {
                     self.waiting.answered(owner.as_str(), false);
@@ -91,7 +93,7 @@ impl SqlLock {
                 // out, or only dead waiters queue): the queue's transaction grants
                 // it to the live head, or takes it when there is none
                 Claim::Held(Some(left)) if left.is_zero() => {}
-                held if !waits || !heartbeat_due => return Ok(held),
+                held if !joins || !heartbeat_due => return Ok(held),
                 _ => {}
             }
         }
@@ -103,18 +105,18 @@ impl SqlLock {
             ttl,
             live: live.0,
             listener: live.1,
-            joins: waits,
+            joins,
         };
         let this = self.clone();
         let work = async move { this.op("acquire", || this.store.wait_take(&req)).await };
-        let queued = self.queue_op(owner, waits, work).await?;
+        let queued = self.queue_op(owner, joins, work).await?;
         Ok(match queued {
             Queued::Taken(token) => {
                 self.waiting.answered(owner.as_str(), false);
                 Claim::Taken(FencingToken::from_signed(token, "token in the lock table")?)
             }
             Queued::Waiting(remaining) => {
-                self.waiting.answered(owner.as_str(), waits);
+                self.waiting.answered(owner.as_str(), joins);
                 Claim::Held(remaining)
             }
         })

@@ -173,11 +173,12 @@ macro_rules! shared_store {
                 let mut tx = parts.begin(&mut conn).await?;
                 let (mut head, holders) = <$ty>::lock_shared(&mut tx, sql, key).await?;
                 let ttl = dlock_core::backend::millis(req.ttl);
-                // FIFO: nobody passes a live queue, so a waiting writer needs no intent
-                // to keep readers out (old clients' intents are still honoured)
+                // FIFO: nobody passes a live queue, so a queued writer needs no intent to
+                // keep readers out; one of a client that does not queue leaves one
                 let first_in_line = head.first_in_line.as_ref().is_none_or(|o| *o == req.owner);
                 let queued = head.first_in_line.is_some();
-                let decision = match decide(req.access, &req.owner, &head, &holders, false) {
+                let intent = req.intent.is_some();
+                let decision = match decide(req.access, &req.owner, &head, &holders, intent) {
                     Decision::Grant if !first_in_line => Decision::Refuse {
                         wait_ms: None,
                         intent: false,
@@ -224,9 +225,19 @@ macro_rules! shared_store {
                             .await?;
                         SharedTaken::Yes(token)
                     }
-                    Decision::Refuse { wait_ms, .. } => {
+                    Decision::Refuse { wait_ms, intent } => {
                         if req.waits {
                             parts.join(&mut tx, &req.queued(), head.now).await?;
+                        }
+                        if let Some(lasts) = req.intent.filter(|_| intent) {
+                            let until = head.now + dlock_core::backend::millis(lasts);
+                            sqlx::query(sqlx::AssertSqlSafe(sql.intent.as_str()))
+                                .persistent(sql.persistent)
+                                .bind(key)
+                                .bind(req.owner.as_str())
+                                .bind(until)
+                                .execute(&mut *tx)
+                                .await?;
                         }
                         SharedTaken::No(dlock_core::backend::from_millis(wait_ms))
                     }

@@ -21,6 +21,11 @@ impl SqlLock {
         ttl: Duration,
         waits: bool,
     ) -> Result<Claim, LockError> {
+        // a waiter of a client that does not queue polls, and a writer's intent keeps
+        // readers from starving it
+        let queues = self.fifo();
+        let intent = (waits && !queues).then(|| self.wait_policy_now().writer_intent());
+        let waits = waits && queues;
         let (live, listener) = self.queue_live().await;
         let req = SharedRequest {
             key: shared_key(name, access),
@@ -28,6 +33,7 @@ impl SqlLock {
             owner: owner.as_str().to_owned(),
             ttl,
             waits,
+            intent,
             live,
             listener,
         };

@@ -34,8 +34,11 @@ pub(crate) struct SharedRequest {
     pub access: Access,
     pub owner: String,
     pub ttl: Duration,
-    /// The caller waits if this fails: it joins the queue (`crate::queue`).
+    /// The caller waits if this fails and queues: it joins the queue (`crate::queue`).
     pub waits: bool,
+    /// The caller waits if this fails but does not queue: a writer then leaves an
+    /// intent that keeps new readers out for this long.
+    pub intent: Option<Duration>,
     /// How long its queue entry lives without another attempt.
     pub live: Duration,
     /// Its LISTEN connection's backend pid and grant channel (PostgreSQL), or `(0, "")`.

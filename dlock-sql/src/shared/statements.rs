@@ -66,6 +66,9 @@ pub(crate) struct SharedSql {
     pub retake: String,
     pub grant_head: String,
     pub insert_holder: String,
+    /// A waiting writer's intent (`key`, `owner`, until ms), for clients that do
+    /// not queue.
+    pub intent: String,
     pub renew: String,
     /// Removes a holder row of `owner` (`key`, `owner`): a grant it never took.
     pub give_back: String,
@@ -183,6 +186,20 @@ impl SharedSql {
                     "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, ?, ?, ?)
                      ON CONFLICT (name, owner) DO UPDATE SET access = excluded.access,
                      token = excluded.token, expires_at = excluded.expires_at"
+                ),
+            }),
+            // a waiting writer of a client that does not queue keeps readers out with
+            // an intent: a row of its own (access 'i', token 0), lapsing at
+            // expires_at; a writer's grant removes only its own
+            intent: n(match dialect {
+                Dialect::MySql => format!(
+                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, 'i', 0, ?)
+                     ON DUPLICATE KEY UPDATE expires_at = IF(access = 'i', VALUES(expires_at), expires_at)"
+                ),
+                _ => format!(
+                    "INSERT INTO {h} (name, owner, access, token, expires_at) VALUES (?, ?, 'i', 0, ?)
+                     ON CONFLICT (name, owner) DO UPDATE SET expires_at = excluded.expires_at
+                     WHERE {h}.access = 'i'"
                 ),
             }),
             renew: n(format!(
