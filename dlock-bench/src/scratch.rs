@@ -200,7 +200,7 @@ mod tests {
         assert!(s.url().starts_with("postgres://h/db?table=dlock_bench_"));
         let (plain, tables) = s.sql.as_ref().unwrap();
         assert_eq!(plain, "postgres://h/db");
-        assert_eq!(tables.len(), 6, "{tables:?}");
+        assert_eq!(tables.len(), 7, "{tables:?}");
         assert!(
             tables.iter().all(|t| t.starts_with("dlock_bench_")),
             "{tables:?}"

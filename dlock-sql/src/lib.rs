@@ -60,7 +60,7 @@
 //!   ttl_ms BIGINT NOT NULL, deadline BIGINT NOT NULL,
 //!   listener BIGINT NOT NULL DEFAULT 0, channel TEXT NOT NULL DEFAULT '',
 //!   PRIMARY KEY (name, owner));
-//! CREATE INDEX dlock_locks_queue_order ON dlock_locks_queue (name, seq);
+//! CREATE INDEX dlock_locks_qseq ON dlock_locks_queue (name, seq);
 //! -- MySQL / MariaDB
 //! CREATE TABLE dlock_locks (name VARBINARY(256) NOT NULL PRIMARY KEY,
 //!   owner VARCHAR(255) CHARACTER SET ascii NOT NULL, token BIGINT NOT NULL,
@@ -71,7 +71,7 @@
 //!   access VARCHAR(8) CHARACTER SET ascii NOT NULL, permits BIGINT NOT NULL,
 //!   ttl_ms BIGINT NOT NULL, deadline BIGINT NOT NULL, listener BIGINT NOT NULL DEFAULT 0,
 //!   channel VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '',
-//!   PRIMARY KEY (name, owner), KEY dlock_locks_queue_order (name, seq)) ENGINE=InnoDB;
+//!   PRIMARY KEY (name, owner), KEY dlock_locks_qseq (name, seq)) ENGINE=InnoDB;
 //! -- SQLite
 //! CREATE TABLE dlock_locks (name TEXT PRIMARY KEY, owner TEXT NOT NULL,
 //!   token INTEGER NOT NULL, expires_at INTEGER NOT NULL,  -- unix ms
@@ -81,7 +81,7 @@
 //!   ttl_ms INTEGER NOT NULL, deadline INTEGER NOT NULL,
 //!   listener INTEGER NOT NULL DEFAULT 0, channel TEXT NOT NULL DEFAULT '',
 //!   PRIMARY KEY (name, owner)) STRICT;
-//! CREATE INDEX dlock_locks_queue_order ON dlock_locks_queue (name, seq);
+//! CREATE INDEX dlock_locks_qseq ON dlock_locks_queue (name, seq);
 //! ```
 //!
 //! (`queued_until`, the latest deadline of the name's waiters in database-clock ms, is

@@ -2,7 +2,7 @@
 //! a client uses at most `pool_size + 1` connections), on two channels.
 //!
 //! - The table's release channel: a release that found nobody queued names the lock
-//!   (observers such as leader watches, semaphores and read-write locks); the longest
+//!   (observers such as leader watches); the longest
 //!   waiter of that name in this process is woken (no herd).
 //! - This connection's own grant channel, `dlock_grant_<random>`: a release (or an
 //!   attempt that found a crashed holder's lock free) that granted the lock to one of

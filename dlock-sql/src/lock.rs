@@ -42,7 +42,9 @@ impl ClaimDriver for SqlLock {
         access: Access,
         owner: &OwnerId,
     ) -> Option<Subscription> {
-        if !self.opts.listen {
+        if !self.opts.listen || !self.fifo() {
+            // releases announce nothing a waiter that does not queue could take
+            // (`fifo=false` on PostgreSQL): it polls
             return None;
         }
         let _ = (name, access);
@@ -175,9 +177,9 @@ impl Backend for SqlLock {
         // with LISTEN: one waiter woken per release); queued polling waiters
         // (`fifo=true` on MySQL, SQLite) cannot keep the rest of the promise — no
         // other waiter sends a request after a release — so they do not declare it.
-        let notify = self.store.kind() == "postgres" && self.opts.listen;
+        let notify = self.store.kind() == "postgres" && self.opts.listen && self.fifo();
         Capabilities::per_lease()
-            .with_fair(notify && self.fifo())
+            .with_fair(notify)
             .with_notify(notify)
             .with_shared(true)
             .with_batched_renewals(true)

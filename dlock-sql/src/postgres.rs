@@ -28,7 +28,13 @@ pub(crate) struct Postgres {
     channel: String,
     listen: bool,
     wakeups: tokio::sync::Mutex<Option<Arc<Wakeups>>>,
+    /// When starting the LISTEN connection last failed.
+    listen_failed: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
+
+/// How long starting the LISTEN connection may take, and how long after a failed
+/// start waiters poll before it is tried again.
+const LISTEN_START: Duration = Duration::from_secs(2);
 
 struct Statements {
     create: String,
@@ -66,6 +72,7 @@ impl Postgres {
             channel: crate::queue::release_channel(table),
             listen,
             wakeups: tokio::sync::Mutex::new(None),
+            listen_failed: tokio::sync::Mutex::new(None),
             sql: Statements {
                 create: format!(
                     "CREATE TABLE IF NOT EXISTS {table} (
@@ -133,21 +140,31 @@ impl Postgres {
         }
     }
 
+    /// The LISTEN connection, started by the first waiter that needs it. A start
+    /// that fails or takes longer than [`LISTEN_START`] (an unreachable server) leaves
+    /// waiters polling, and is not tried again for as long.
     async fn wakeups(&self) -> Option<Arc<Wakeups>> {
         let mut slot = self.wakeups.lock().await;
         if let Some(w) = slot.as_ref() {
             return Some(Arc::clone(w));
         }
-        match Wakeups::start(self.listen_to.clone(), &self.channel).await {
-            Ok(w) => {
-                *slot = Some(Arc::clone(&w));
-                Some(w)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "LISTEN failed; waiters poll instead");
-                None
-            }
+        let mut failed = self.listen_failed.lock().await;
+        if failed.is_some_and(|at| at.elapsed() < LISTEN_START) {
+            return None;
         }
+        let start = Wakeups::start(self.listen_to.clone(), &self.channel);
+        let error = match tokio::time::timeout(LISTEN_START, start).await {
+            Ok(Ok(w)) => {
+                *slot = Some(Arc::clone(&w));
+                *failed = None;
+                return Some(w);
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {LISTEN_START:?}"),
+        };
+        tracing::warn!(error = %error, "LISTEN failed; waiters poll instead");
+        *failed = Some(tokio::time::Instant::now());
+        None
     }
 }
 

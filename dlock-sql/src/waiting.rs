@@ -79,7 +79,12 @@ impl SqlLock {
     ) -> Result<Claim, LockError> {
         // a waiter of a client that does not queue polls as any attempt does
         let joins = waits && self.fifo();
-        let live = self.queue_live().await;
+        // (a LISTEN connection is started only for a waiter that queues)
+        let live = if joins {
+            self.queue_live().await
+        } else {
+            (Duration::ZERO, (0, String::new()))
+        };
         let joined = self.waiting.joined(owner.as_str());
         let heartbeat_due = joined.is_none_or(|at| at.elapsed() >= live.0 / 3);
         let granted = self.store.take_granted(owner.as_str());

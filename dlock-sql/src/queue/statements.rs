@@ -66,7 +66,7 @@ impl QueueSql {
                      listener BIGINT NOT NULL DEFAULT 0, channel TEXT NOT NULL DEFAULT '',
                      PRIMARY KEY (name, owner))"
                 ),
-                format!("CREATE INDEX IF NOT EXISTS {q}_order ON {q} (name, seq)"),
+                format!("CREATE INDEX IF NOT EXISTS {table}_qseq ON {q} (name, seq)"),
             ],
             Dialect::MySql => vec![format!(
                 "CREATE TABLE IF NOT EXISTS {q} (name VARBINARY(300) NOT NULL,
@@ -75,7 +75,7 @@ impl QueueSql {
                  ttl_ms BIGINT NOT NULL, deadline BIGINT NOT NULL,
                  listener BIGINT NOT NULL DEFAULT 0,
                  channel VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '',
-                 PRIMARY KEY (name, owner), KEY {q}_order (name, seq)) ENGINE=InnoDB"
+                 PRIMARY KEY (name, owner), KEY {table}_qseq (name, seq)) ENGINE=InnoDB"
             )],
             Dialect::Sqlite => vec![
                 format!(
@@ -85,7 +85,7 @@ impl QueueSql {
                      listener INTEGER NOT NULL DEFAULT 0, channel TEXT NOT NULL DEFAULT '',
                      PRIMARY KEY (name, owner)) STRICT"
                 ),
-                format!("CREATE INDEX IF NOT EXISTS {q}_order ON {q} (name, seq)"),
+                format!("CREATE INDEX IF NOT EXISTS {table}_qseq ON {q} (name, seq)"),
             ],
         };
         let (lock_row, set_holder, confirm, give_back) = match dialect {

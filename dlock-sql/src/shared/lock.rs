@@ -26,7 +26,11 @@ impl SqlLock {
         let queues = self.fifo();
         let intent = (waits && !queues).then(|| self.wait_policy_now().writer_intent());
         let waits = waits && queues;
-        let (live, listener) = self.queue_live().await;
+        let (live, listener) = if waits {
+            self.queue_live().await
+        } else {
+            (Duration::ZERO, (0, String::new()))
+        };
         let req = SharedRequest {
             key: shared_key(name, access),
             access,

@@ -143,7 +143,19 @@ impl SharedSql {
                     "SELECT token, permits, intent_until, {now}, {first} FROM {s} WHERE name = ? FOR UPDATE"
                 ),
             ],
-            _ => vec![format!(
+            // PostgreSQL: who is first in line is read by a statement of its own once
+            // the row is locked — a statement that waited for the lock reads other
+            // tables as they were before it waited, and would miss a waiter that
+            // joined meanwhile (its release would then grant nobody)
+            Dialect::Postgres => vec![
+                format!(
+                    "INSERT INTO {s} (name) VALUES (?) ON CONFLICT (name) DO UPDATE SET name = excluded.name"
+                ),
+                format!(
+                    "SELECT token, permits, intent_until, {now}, {first} FROM {s} WHERE name = ?"
+                ),
+            ],
+            Dialect::Sqlite => vec![format!(
                 "INSERT INTO {s} (name) VALUES (?) ON CONFLICT (name) DO UPDATE SET name = excluded.name
                  RETURNING token, permits, intent_until, {now}, {first}"
             )],
