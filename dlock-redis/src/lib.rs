@@ -47,7 +47,6 @@ mod conn;
 mod doctor;
 mod errors;
 mod fence;
-mod grants;
 mod inspect;
 mod keys;
 mod node;

@@ -9,13 +9,13 @@ use redis::{IntoConnectionInfo, ProtocolVersion};
 
 use crate::conn::{Conn, manager_config};
 use crate::errors::from_redis;
-use crate::grants::{Answer, GrantSlots};
 use crate::keys::Keys;
 use crate::options::Options;
 use crate::queue::Queueing;
 use crate::renewals::{self, Renewal, Renewals};
 use crate::scripts;
 use crate::wakeups::Wakeups;
+use dlock_core::backend::grants::{Answer, GrantSlots};
 
 pub(crate) struct Node {
     pub(crate) conn: Conn,

@@ -19,7 +19,7 @@
 //! A new attempt never passes a live queue (`try_acquire` included), so the order is
 //! the order of arrival, as on etcd and ZooKeeper.
 //!
-//! The waiter takes the message as the grant, without a second attempt (`grants.rs`):
+//! The waiter takes the message as the grant, without a second attempt (`dlock_core::backend::grants`):
 //! its lease counts from the send time of its last attempt the server answered
 //! "queued" — the grant came after the server ran that attempt — and a token not above
 //! the counter that answer carried is an older grant, not this one.

@@ -1,10 +1,11 @@
 //! A [`RedisLock`] attempt and wait: queued on the server when it waits, granted by a
-//! release (`queue.rs`), the grant taken from its own channel (`grants.rs`), and the
+//! release (`queue.rs`), the grant taken from its own channel (`dlock_core::backend::grants`), and the
 //! queue left when the wait ends without the lock.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_core::backend::grants::fresh_for;
 use dlock_core::backend::{Claim, Subscription};
 use dlock_core::{Access, LockError, LockName, OwnerId};
 use tokio::time::Instant;
@@ -53,13 +54,6 @@ impl Target {
             Self::Shared(keys, access) => node.leave_shared(keys, *access, owner).await,
         }
     }
-}
-
-/// How much of its TTL a grant must still have, counted from the attempt it is dated
-/// by, to be taken from the message alone (else the next attempt confirms it on the
-/// server, refreshing its TTL).
-fn fresh_for(ttl: Duration) -> Duration {
-    ttl * 2 / 3
 }
 
 impl RedisLock {

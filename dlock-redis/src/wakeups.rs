@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use crate::conn::Conn;
-use crate::grants::GrantSlots;
+use dlock_core::backend::grants::GrantSlots;
 use dlock_core::backend::{OwnedTask, Subscription, WakeupHub};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -17,7 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 pub(crate) struct Wakeups {
     conn: Conn,
     hub: Arc<WakeupHub>,
-    /// The grants releases sent to this client's queued waiters (`grants.rs`).
+    /// The grants releases sent to this client's queued waiters (`dlock_core::backend::grants`).
     pub(crate) grants: Arc<GrantSlots>,
     /// Serialises SUBSCRIBE/UNSUBSCRIBE so a late unsubscribe cannot undo a new
     /// subscribe of the same channel.

@@ -3,6 +3,8 @@
 //! - the claim family's algorithm ([`claim`], [`ClaimDriver`]) and the waiting loop
 //!   under it ([`wait_for_lock`], [`Attempt`], [`Subscription`], [`WaitPolicy`]);
 //! - the queue family's algorithm ([`queue`], [`QueueDriver`]);
+//! - grant messages a release sends a queued waiter, taken as the lock when that is
+//!   safe ([`grants`]);
 //! - the retry rule for transient errors ([`retry_transient`]);
 //! - one time limit per request ([`within`]), renewal batching ([`Batcher`]),
 //!   wake-up fan-out ([`WakeupHub`]), dlock's URL parameters ([`take_query`]) and
@@ -14,6 +16,7 @@
 
 pub mod claim;
 pub mod family;
+pub mod grants;
 pub mod queue;
 mod reach;
 

@@ -30,10 +30,10 @@ use std::time::Duration;
 use dlock_core::backend::millis_u64;
 use dlock_core::{Access, FencingToken, Holding, LockError, LockName, OwnerId};
 
-use crate::grants::Answer;
 use crate::keys::escape;
 use crate::node::Node;
 use crate::queue::Queueing;
+use dlock_core::backend::grants::Answer;
 
 mod scripts;
 use scripts::{ACQUIRE, HOLDERS, LEAVE, RELEASE, RENEW};

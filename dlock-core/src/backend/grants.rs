@@ -1,11 +1,13 @@
-//! The waiting side of a grant (`queue.rs`): a slot per queued acquisition that keeps
-//! the grant message a release sent it, and what makes that message safe to take as
-//! the lock without asking the server again.
+//! The waiting side of a grant — for backends whose release hands the lock to the
+//! oldest waiter and tells that waiter alone (Redis's queue scripts, PostgreSQL's queue
+//! functions): a slot per queued acquisition that keeps the grant message a release
+//! sent it, and what makes that message safe to take as the lock without asking the
+//! server again.
 //!
 //! A message is taken only when (1) its token is above the counter the waiter's last
 //! "queued" answer carried — tokens grow with every grant, so that grant came after the
 //! server ran that attempt, which the waiter sent at a known moment: the lease counts
-//! from there (rule 5); an older grant, lost to an expiry since, has a token at or
+//! from there (the trait's rule 5); an older grant, lost to an expiry since, has a token at or
 //! below it and is ignored — and (2) that attempt was sent recently enough that the
 //! lease has most of its TTL left; otherwise the waiter's next attempt confirms the
 //! grant on the server (it finds its own owner id there and refreshes the TTL).
@@ -14,27 +16,42 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use dlock_core::FencingToken;
-use dlock_core::backend::Claim;
+use crate::FencingToken;
+use crate::backend::Claim;
 use tokio::time::Instant;
 
-/// A claim script's answer: the claim, and with a "held" answer the counter the server
+/// How much of its TTL a grant must still have, counted from the attempt it is dated
+/// by, to be taken from the message alone (else the waiter's next attempt confirms it
+/// on the server, refreshing its TTL): two thirds.
+#[must_use]
+pub fn fresh_for(ttl: Duration) -> Duration {
+    ttl * 2 / 3
+}
+
+/// An attempt's answer: the claim, and with a "held" answer the counter the server
 /// had then (the floor for a later grant's token).
 #[derive(Debug)]
-pub(crate) struct Answer {
+pub struct Answer {
+    /// What the attempt got.
     pub claim: Claim,
+    /// The token counter the server had when it ran the attempt.
     pub counter: u64,
 }
 
 impl Answer {
-    pub(crate) fn taken(token: FencingToken) -> Self {
+    /// The lock was taken with `token`.
+    #[must_use]
+    pub fn taken(token: FencingToken) -> Self {
         Self {
             claim: Claim::Taken(token),
             counter: 0,
         }
     }
 
-    pub(crate) fn held(remaining: Option<Duration>, counter: u64) -> Self {
+    /// Held by another (the holder's `remaining` time, if known); queued while the
+    /// server's counter was `counter`.
+    #[must_use]
+    pub fn held(remaining: Option<Duration>, counter: u64) -> Self {
         Self {
             claim: Claim::Held(remaining),
             counter,
@@ -42,9 +59,10 @@ impl Answer {
     }
 }
 
-/// The queued acquisitions of one node's client, by grant channel.
+/// The queued acquisitions of one client, by a key of the backend's choosing (Redis:
+/// the grant channel; SQL: the owner id).
 #[derive(Debug, Default)]
-pub(crate) struct GrantSlots {
+pub struct GrantSlots {
     slots: Mutex<HashMap<String, Slot>>,
 }
 
@@ -54,6 +72,9 @@ struct Slot {
     queued: Option<(Instant, u64)>,
     /// The highest token a grant message brought, and when it arrived.
     granted: Option<(u64, Instant)>,
+    /// Messages may have been lost since the last "queued" answer (the connection
+    /// dropped).
+    lost: bool,
 }
 
 impl GrantSlots {
@@ -61,25 +82,42 @@ impl GrantSlots {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Opens the slot of a waiter whose subscription to `channel` the server confirmed.
-    pub(crate) fn open(&self, channel: &str) {
-        self.slots().entry(channel.to_owned()).or_default();
+    /// Opens the slot of a waiter once the server will tell it of a grant (Redis: its
+    /// subscription to its channel is confirmed; PostgreSQL: its LISTEN connection is
+    /// up). Messages for a key with no open slot are dropped.
+    pub fn open(&self, key: &str) {
+        self.slots().entry(key.to_owned()).or_default();
     }
 
-    /// Whether a waiter listens on `channel` (its slot is open once its subscription
-    /// is confirmed, until the subscription ends).
-    pub(crate) fn is_open(&self, channel: &str) -> bool {
-        self.slots().contains_key(channel)
+    /// Whether the slot of `key` is open (until [`close`](Self::close)).
+    pub fn is_open(&self, key: &str) -> bool {
+        self.slots().contains_key(key)
     }
 
-    /// Closes it.
-    pub(crate) fn close(&self, channel: &str) {
-        self.slots().remove(channel);
+    /// Closes it (the waiter stopped waiting), forgetting what it kept.
+    pub fn close(&self, key: &str) {
+        self.slots().remove(key);
     }
 
-    /// A grant message: `token` on `channel`. Kept only for an open slot.
-    pub(crate) fn deliver(&self, channel: &str, token: u64) {
-        if let Some(slot) = self.slots().get_mut(channel)
+    /// Whether a grant message is kept for `key` (one [`take`](Self::take) would not
+    /// take: the waiter's next attempt then confirms it on the server).
+    pub fn pending(&self, key: &str) -> bool {
+        self.slots().get(key).is_some_and(|s| s.granted.is_some())
+    }
+
+    /// Whether the waiter of `key` has nothing to ask the server: it was answered
+    /// "queued", no message was lost since, and none is kept — its grant will come as a
+    /// message. (Its next attempt may still be due for other reasons: a heartbeat, or
+    /// the holder's lease running out.)
+    pub fn quiet(&self, key: &str) -> bool {
+        self.slots()
+            .get(key)
+            .is_some_and(|s| s.queued.is_some() && !s.lost && s.granted.is_none())
+    }
+
+    /// A grant message: `token` for `key`. Kept only for an open slot.
+    pub fn deliver(&self, key: &str, token: u64) {
+        if let Some(slot) = self.slots().get_mut(key)
             && slot.granted.is_none_or(|(t, _)| t < token)
         {
             slot.granted = Some((token, Instant::now()));
@@ -88,19 +126,21 @@ impl GrantSlots {
 
     /// The connection dropped: a message may have been lost, and what arrived before
     /// is not trusted (the next attempt asks the server).
-    pub(crate) fn forget_grants(&self) {
+    pub fn forget_grants(&self) {
         for slot in self.slots().values_mut() {
             slot.granted = None;
+            slot.lost = true;
         }
     }
 
     /// Records an attempt's answer: `sent` is when it went out.
-    pub(crate) fn answered(&self, channel: &str, sent: Instant, answer: &Answer) {
+    pub fn answered(&self, key: &str, sent: Instant, answer: &Answer) {
         if !matches!(answer.claim, Claim::Held(_)) {
             return;
         }
-        if let Some(slot) = self.slots().get_mut(channel) {
+        if let Some(slot) = self.slots().get_mut(key) {
             slot.queued = Some((sent, answer.counter));
+            slot.lost = false;
             // a grant that arrived before this attempt went out, or whose token is not
             // above what the server had when it ran it, came before: not ours now
             slot.granted = slot
@@ -112,9 +152,9 @@ impl GrantSlots {
     /// The grant a release sent this waiter, as a claim, when it may be taken without
     /// asking the server: its token is above the last "queued" answer's counter, and
     /// that attempt went out less than `fresh_for` ago.
-    pub(crate) fn take(&self, channel: &str, fresh_for: Duration) -> Option<Claim> {
+    pub fn take(&self, key: &str, fresh_for: Duration) -> Option<Claim> {
         let mut slots = self.slots();
-        let slot = slots.get_mut(channel)?;
+        let slot = slots.get_mut(key)?;
         let (since, counter) = slot.queued?;
         let (token, _) = slot.granted.filter(|&(t, _)| t > counter)?;
         if since.elapsed() >= fresh_for {
@@ -187,6 +227,25 @@ mod tests {
         slots.deliver(CH, 5);
         slots.forget_grants();
         assert_eq!(slots.take(CH, FRESH), None);
+    }
+
+    #[test]
+    fn a_queued_waiter_is_quiet_until_a_message_comes_or_may_have_been_lost() {
+        let slots = GrantSlots::default();
+        slots.open(CH);
+        assert!(!slots.quiet(CH), "never answered queued");
+        queued(&slots, 1);
+        assert!(slots.quiet(CH));
+        slots.deliver(CH, 5);
+        assert!(!slots.quiet(CH), "a grant is kept");
+        queued(&slots, 6);
+        assert!(slots.quiet(CH));
+        slots.forget_grants();
+        assert!(!slots.quiet(CH), "a message may have been lost");
+        queued(&slots, 6);
+        assert!(slots.quiet(CH), "asked the server since");
+        slots.close(CH);
+        assert!(!slots.quiet(CH));
     }
 
     #[test]
