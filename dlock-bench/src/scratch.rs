@@ -159,11 +159,22 @@ async fn drop_tables(url: &str, tables: &[String]) -> Result<(), sqlx::Error> {
     use sqlx::{AssertSqlSafe, Connection};
     let scheme = crate::url_parts::scheme_and_base(url).0;
     macro_rules! drop_all {
-        ($conn:ty) => {{
+        ($conn:ty, $functions:expr) => {{
             let mut conn = <$conn>::connect(url).await?;
             for t in tables {
                 // the names are ours: letters, digits and underscores
                 let sql = format!("DROP TABLE IF EXISTS {t}");
+                sqlx::query(AssertSqlSafe(sql)).execute(&mut conn).await?;
+            }
+            // PostgreSQL: the lock table's queue functions (`dlock_sql`'s
+            // `queue/calls.rs`), which no table owns
+            let functions: &[&str] = $functions;
+            if let Some(lock_table) = tables.first().filter(|_| !functions.is_empty()) {
+                let names: Vec<String> = functions
+                    .iter()
+                    .map(|f| format!("{lock_table}_{f}"))
+                    .collect();
+                let sql = format!("DROP FUNCTION IF EXISTS {}", names.join(", "));
                 sqlx::query(AssertSqlSafe(sql)).execute(&mut conn).await?;
             }
             conn.close().await
@@ -171,11 +182,13 @@ async fn drop_tables(url: &str, tables: &[String]) -> Result<(), sqlx::Error> {
     }
     match scheme.as_str() {
         #[cfg(feature = "postgres")]
-        "postgres" | "postgresql" => drop_all!(sqlx::PgConnection),
+        "postgres" | "postgresql" => {
+            drop_all!(sqlx::PgConnection, &["qtake1", "qgrant1", "qgive1"])
+        }
         #[cfg(feature = "mysql")]
-        "mysql" => drop_all!(sqlx::MySqlConnection),
+        "mysql" => drop_all!(sqlx::MySqlConnection, &[]),
         #[cfg(feature = "sqlite")]
-        "sqlite" => drop_all!(sqlx::SqliteConnection),
+        "sqlite" => drop_all!(sqlx::SqliteConnection, &[]),
         _ => Ok(()),
     }
 }

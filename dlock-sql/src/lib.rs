@@ -84,6 +84,11 @@
 //! CREATE INDEX dlock_locks_qseq ON dlock_locks_queue (name, seq);
 //! ```
 //!
+//! On PostgreSQL, `migrate` also creates the queue's functions (`<table>_qtake1`,
+//! `_qgrant1`, `_qrelease1`, `_qgive1`: a waiter's attempt, a grant and a release that
+//! grants, one round trip each); a schema made without them still queues, through
+//! transactions of several statements.
+//!
 //! (`queued_until`, the latest deadline of the name's waiters in database-clock ms, is
 //! added on connect to a lock table made by an earlier version. The semaphore,
 //! read-write lock, fence, idempotency and holder-value tables are created the same

@@ -107,12 +107,24 @@ impl Backend for SqlLock {
         let Ok(token) = i64::try_from(lease.token().get()) else {
             return Ok(false);
         };
-        let released = self
-            .op("release", || {
-                self.store
-                    .release(lease.name().as_str(), lease.owner().as_str(), token)
+        let (name, owner) = (lease.name().as_str(), lease.owner().as_str());
+        // a lock taken after queueing is likely wanted again: release and grant in one
+        // call where the database has one
+        let granting = if self.waiting.took_after_queueing(owner) {
+            self.op("release", || {
+                self.store.release_granting(name, owner, token)
             })
-            .await?;
+            .await?
+        } else {
+            None
+        };
+        let released = match granting {
+            Some(released) => released,
+            None => {
+                self.op("release", || self.store.release(name, owner, token))
+                    .await?
+            }
+        };
         match released {
             Released::Yes { queued } => {
                 // released either way; a grant that fails is made by the head's next

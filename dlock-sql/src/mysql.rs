@@ -216,7 +216,10 @@ impl Store for MySql {
             Some(r) => r.try_get::<Option<i64>, _>(0)?,
             None => None,
         };
-        Ok(Taken::No(from_millis(ms)))
+        Ok(Taken::No {
+            remaining: from_millis(ms),
+            counter: None,
+        })
     }
 
     async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error> {

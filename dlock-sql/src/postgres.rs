@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::backend::grants::GrantSlots;
 use dlock_core::backend::{Subscription, from_millis, millis};
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{AssertSqlSafe, Row};
@@ -28,6 +29,8 @@ pub(crate) struct Postgres {
     channel: String,
     listen: bool,
     wakeups: tokio::sync::Mutex<Option<Arc<Wakeups>>>,
+    /// The grant messages the LISTEN connection hears, by owner id.
+    grants: Arc<GrantSlots>,
     /// When starting the LISTEN connection last failed.
     listen_failed: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
@@ -72,6 +75,7 @@ impl Postgres {
             channel: crate::queue::release_channel(table),
             listen,
             wakeups: tokio::sync::Mutex::new(None),
+            grants: Arc::default(),
             listen_failed: tokio::sync::Mutex::new(None),
             sql: Statements {
                 create: format!(
@@ -102,9 +106,9 @@ impl Postgres {
                           WHERE d.owner = EXCLUDED.owner
                              OR (d.expires_at <= clock_timestamp() AND {nobody_queued})
                         RETURNING token)
-                     SELECT token, NULL::bigint AS remaining_ms FROM taken
+                     SELECT token, NULL::bigint AS remaining_ms, NULL::bigint AS counter FROM taken
                      UNION ALL
-                     SELECT NULL::bigint, {remaining} FROM {table}
+                     SELECT NULL::bigint, {remaining}, token FROM {table}
                        WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
                 ),
                 renew_batch: format!(
@@ -152,7 +156,8 @@ impl Postgres {
         if failed.is_some_and(|at| at.elapsed() < LISTEN_START) {
             return None;
         }
-        let start = Wakeups::start(self.listen_to.clone(), &self.channel);
+        let grants = Arc::clone(&self.grants);
+        let start = Wakeups::start(self.listen_to.clone(), &self.channel, grants);
         let error = match tokio::time::timeout(LISTEN_START, start).await {
             Ok(Ok(w)) => {
                 *slot = Some(Arc::clone(&w));
@@ -200,13 +205,21 @@ impl Store for Postgres {
         let row = self.hot.fetch_optional(row).await?;
         let Some(row) = row else {
             // held by a row our snapshot did not see yet
-            return Ok(Taken::No(None));
+            return Ok(Taken::No {
+                remaining: None,
+                counter: None,
+            });
         };
         let token: Option<i64> = row.try_get(0)?;
         let remaining: Option<i64> = row.try_get(1)?;
         Ok(match token {
             Some(t) => Taken::Yes(t),
-            None => Taken::No(from_millis(remaining)),
+            None => Taken::No {
+                remaining: from_millis(remaining),
+                counter: row
+                    .try_get::<Option<i64>, _>(2)?
+                    .and_then(|c| u64::try_from(c).ok()),
+            },
         })
     }
 
@@ -240,6 +253,37 @@ impl Store for Postgres {
             },
             None => Released::No,
         })
+    }
+
+    async fn release_granting(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+    ) -> Result<Option<Released>, sqlx::Error> {
+        let Some(calls) = self.queue.calls.as_ref().filter(|c| c.present()) else {
+            return Ok(None);
+        };
+        let call = sqlx::query(AssertSqlSafe(calls.release.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(token);
+        match self.hot.fetch_optional(call).await {
+            Ok(row) => {
+                let released = match row {
+                    Some(row) => row.try_get::<Option<bool>, _>(0)?.unwrap_or(false),
+                    None => false,
+                };
+                // (a grant to the head was made in the call)
+                Ok(Some(if released {
+                    Released::Yes { queued: false }
+                } else {
+                    Released::No
+                }))
+            }
+            Err(e) if calls.missing(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
@@ -292,11 +336,8 @@ impl Store for Postgres {
         self.wakeups().await?.grant_listener()
     }
 
-    fn take_granted(&self, owner: &str) -> bool {
-        let slot = self.wakeups.try_lock();
-        slot.ok()
-            .and_then(|w| w.as_ref().map(|w| w.take_granted(owner)))
-            .unwrap_or(false)
+    fn grants(&self) -> Option<&GrantSlots> {
+        self.listen.then_some(&*self.grants)
     }
 
     async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error> {

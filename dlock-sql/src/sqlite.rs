@@ -121,7 +121,10 @@ impl Store for Sqlite {
             Some(row) => row.try_get(0)?,
             None => None,
         };
-        Ok(Taken::No(from_millis(ms)))
+        Ok(Taken::No {
+            remaining: from_millis(ms),
+            counter: None,
+        })
     }
 
     async fn renew_batch(&self, batch: &[Renewal]) -> Result<Vec<bool>, sqlx::Error> {

@@ -12,8 +12,14 @@ use crate::shared::{SharedHolder, SharedRequest, SharedTaken};
 pub(crate) enum Taken {
     /// The row was free or expired and is now ours, with this token.
     Yes(i64),
-    /// Someone holds it; the database says for how much longer (if it told us).
-    No(Option<Duration>),
+    /// Someone holds it (or it is free but a queue waits for it).
+    No {
+        /// The holder's remaining time, if the database told it.
+        remaining: Option<Duration>,
+        /// The row's token then, if read (a later grant's is above it: see
+        /// `dlock_core::backend::grants`).
+        counter: Option<u64>,
+    },
 }
 
 /// What a release statement did.
@@ -125,6 +131,17 @@ pub(crate) trait Store: SharedStore + QueueStore + ResultRows + ValueRows {
     /// whether anyone is queued for it (PostgreSQL: when nobody is, notifies
     /// observers that it is free).
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<Released, sqlx::Error>;
+    /// [`release`](Self::release) and, when someone is queued, the grant to the head,
+    /// in one call — for a lock that was taken after queueing, so likely wanted again
+    /// (PostgreSQL's queue functions); `None` where there is no such call.
+    async fn release_granting(
+        &self,
+        _name: &str,
+        _owner: &str,
+        _token: i64,
+    ) -> Result<Option<Released>, sqlx::Error> {
+        Ok(None)
+    }
     /// The unexpired holder, if any.
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error>;
     /// What decides whether locking on this database is safe (see `doctor`).
@@ -136,14 +153,15 @@ pub(crate) trait Store: SharedStore + QueueStore + ResultRows + ValueRows {
     async fn subscribe(&self, _name: &str) -> Option<Subscription> {
         None
     }
-    /// The backend pid and channel a waiter's grant is sent to (PostgreSQL's LISTEN
+    /// The mark and channel a waiter's grant is sent to (PostgreSQL's LISTEN
     /// connection); `None` where waiters poll.
     async fn grant_listener(&self) -> Option<(i64, String)> {
         None
     }
-    /// Whether a grant message reached `owner` since the last call (forgetting it).
-    fn take_granted(&self, _owner: &str) -> bool {
-        false
+    /// The grant messages its releases send queued waiters, by owner id, where the
+    /// database can push them (PostgreSQL's LISTEN connection).
+    fn grants(&self) -> Option<&dlock_core::backend::grants::GrantSlots> {
+        None
     }
     /// Raises `resource`'s fence to `token` in a transaction of its own; the mark
     /// after it (above `token`: stale).

@@ -6,15 +6,18 @@
 //! when its entry needs its deadline moved on (its first attempt, then every third of
 //! its liveness window) or the statement found the lock free but refused it for the
 //! queue: that attempt is the queue's transaction, which also joins, grants a free
-//! lock to a live head, or takes it when the waiter is first. A waiter that heard its
-//! grant (PostgreSQL) sends the statement at once.
+//! lock to a live head, or takes it when the waiter is first. A waiter told of its
+//! grant (PostgreSQL) takes the lock from the message when its last "queued" answer is
+//! recent and the grant's token is above that answer's (`dlock_core::backend::grants`:
+//! the lease counts from that attempt), and otherwise sends the statement at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use dlock_core::backend::Claim;
+use dlock_core::backend::grants::{Answer, fresh_for};
 use dlock_core::{FencingToken, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 
@@ -22,16 +25,25 @@ use crate::SqlLock;
 use crate::queue::{QueueRequest, Queued};
 use crate::store::Taken;
 
+/// A token from the lock table.
+fn token_of(token: i64) -> Result<FencingToken, LockError> {
+    FencingToken::from_signed(token, "token in the lock table")
+}
+
 /// The waiting acquisitions of one `SqlLock`, by owner id.
 #[derive(Debug, Default)]
 pub(crate) struct Waiting {
     entries: Mutex<HashMap<String, Entry>>,
+    /// Owners that hold their lock after queueing for it (until they release it).
+    queued_holders: Mutex<HashSet<String>>,
 }
 
 #[derive(Debug, Default)]
 struct Entry {
     /// When its queue entry's deadline was last moved on (`None`: not queued yet).
     joined: Option<Instant>,
+    /// When the holder's lease ends, by the last answer that told it.
+    holder_until: Option<Instant>,
     /// Held by its queue transaction in flight, which runs to its end even when the
     /// acquisition is dropped: its leave waits for it, so a join that commits after
     /// the acquisition gave up is still undone.
@@ -43,6 +55,18 @@ impl Waiting {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether `owner` took its lock after queueing for it (forgetting it): its
+    /// release is likely to find waiters.
+    pub(crate) fn took_after_queueing(&self, owner: &str) -> bool {
+        self.queued_holders().remove(owner)
+    }
+
+    fn queued_holders(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.queued_holders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn joined(&self, owner: &str) -> Option<Instant> {
         self.entries().get(owner).and_then(|e| e.joined)
     }
@@ -50,6 +74,20 @@ impl Waiting {
     /// The serial of `owner`'s queue transactions (its entry made if new).
     fn serial(&self, owner: &str) -> Arc<tokio::sync::Mutex<()>> {
         Arc::clone(&self.entries().entry(owner.to_owned()).or_default().serial)
+    }
+
+    /// When the holder's lease ends, by the last answer, if that is still ahead.
+    fn holder_left(&self, owner: &str) -> Option<Duration> {
+        let until = self.entries().get(owner)?.holder_until?;
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Records what an answer sent at `sent` said of the holder's lease.
+    fn holder_seen(&self, owner: &str, sent: Instant, remaining: Option<Duration>) {
+        if let Some(e) = self.entries().get_mut(owner) {
+            e.holder_until = remaining.map(|r| sent + r);
+        }
     }
 
     /// Records an answer: still queued (deadline moved on now), or done.
@@ -85,21 +123,48 @@ impl SqlLock {
         } else {
             (Duration::ZERO, (0, String::new()))
         };
+        // a waiter told of its grant (PostgreSQL) takes it from the message when that
+        // is safe, without another statement
+        let grants = self.store.grants().filter(|_| joins && live.1.0 != 0);
+        if let Some(grants) = grants {
+            if let Some(granted) = grants.take(owner.as_str(), fresh_for(ttl)) {
+                self.done_waiting(owner);
+                return Ok(granted);
+            }
+            grants.open(owner.as_str());
+        }
         let joined = self.waiting.joined(owner.as_str());
         let heartbeat_due = joined.is_none_or(|at| at.elapsed() >= live.0 / 3);
-        let granted = self.store.take_granted(owner.as_str());
+        // queued, listening, nothing lost and the holder's lease not yet out: its grant
+        // will come as a message, and a statement would only contend for the row
+        if joined.is_some()
+            && !heartbeat_due
+            && grants.is_some_and(|g| g.quiet(owner.as_str()))
+            && let Some(left) = self.waiting.holder_left(owner.as_str())
+        {
+            return Ok(Claim::Held(Some(left)));
+        }
+        // a grant message it may not take alone: the statement confirms it
+        let granted = grants.is_some_and(|g| g.pending(owner.as_str()));
         if !(joins && joined.is_some() && heartbeat_due && !granted) {
+            let sent = Instant::now();
             match self.take_statement(name, owner, ttl).await? {
-                taken @ Claim::Taken(_) => {
-                    self.waiting.answered(owner.as_str(), false);
-                    return Ok(taken);
+                Taken::Yes(token) => {
+                    self.done_waiting(owner);
+                    return Ok(Claim::Taken(token_of(token)?));
                 }
                 // a free lock refused for the queue (a crashed holder's lease ran
                 // out, or only dead waiters queue): the queue's transaction grants
                 // it to the live head, or takes it when there is none
-                Claim::Held(Some(left)) if left.is_zero() => {}
-                held if !joins || !heartbeat_due => return Ok(held),
-                _ => {}
+                Taken::No {
+                    remaining: Some(left),
+                    ..
+                } if left.is_zero() => {}
+                Taken::No { remaining, counter } if !joins || !heartbeat_due => {
+                    self.heard_queued(owner, sent, remaining, counter);
+                    return Ok(Claim::Held(remaining));
+                }
+                Taken::No { .. } => {}
             }
         }
         let req = QueueRequest {
@@ -114,17 +179,48 @@ impl SqlLock {
         };
         let this = self.clone();
         let work = async move { this.op("acquire", || this.store.wait_take(&req)).await };
+        let sent = Instant::now();
         let queued = self.queue_op(owner, joins, work).await?;
         Ok(match queued {
             Queued::Taken(token) => {
-                self.waiting.answered(owner.as_str(), false);
-                Claim::Taken(FencingToken::from_signed(token, "token in the lock table")?)
+                self.done_waiting(owner);
+                Claim::Taken(token_of(token)?)
             }
-            Queued::Waiting(remaining) => {
+            Queued::Waiting { remaining, counter } => {
                 self.waiting.answered(owner.as_str(), joins);
+                self.heard_queued(owner, sent, remaining, counter);
                 Claim::Held(remaining)
             }
         })
+    }
+
+    /// `owner` holds the lock: it waits no more.
+    fn done_waiting(&self, owner: &OwnerId) {
+        if self.waiting.joined(owner.as_str()).is_some() {
+            self.waiting
+                .queued_holders()
+                .insert(owner.as_str().to_owned());
+        }
+        self.waiting.answered(owner.as_str(), false);
+        if let Some(grants) = self.store.grants() {
+            grants.close(owner.as_str());
+        }
+    }
+
+    /// An attempt sent at `sent` was answered "queued" while the row's token was
+    /// `counter`: a grant message with a token above it may be taken from then on; the
+    /// holder's lease ends `remaining` after `sent` at the latest, unless renewed.
+    fn heard_queued(
+        &self,
+        owner: &OwnerId,
+        sent: Instant,
+        remaining: Option<Duration>,
+        counter: Option<u64>,
+    ) {
+        self.waiting.holder_seen(owner.as_str(), sent, remaining);
+        if let (Some(grants), Some(counter)) = (self.store.grants(), counter) {
+            grants.answered(owner.as_str(), sent, &Answer::held(remaining, counter));
+        }
     }
 
     /// Runs `owner`'s queue transaction `work`: for a waiter, on a task of its own
@@ -153,18 +249,11 @@ impl SqlLock {
         name: &LockName,
         owner: &OwnerId,
         ttl: Duration,
-    ) -> Result<Claim, LockError> {
-        let taken = self
-            .op("acquire", || {
-                self.store.try_take(name.as_str(), owner.as_str(), ttl)
-            })
-            .await?;
-        Ok(match taken {
-            Taken::Yes(token) => {
-                Claim::Taken(FencingToken::from_signed(token, "token in the lock table")?)
-            }
-            Taken::No(remaining) => Claim::Held(remaining),
+    ) -> Result<Taken, LockError> {
+        self.op("acquire", || {
+            self.store.try_take(name.as_str(), owner.as_str(), ttl)
         })
+        .await
     }
 
     /// How long a waiter's entry lives without another queued attempt, and how it
@@ -181,8 +270,7 @@ impl SqlLock {
     /// background (a drop cannot wait) and after its queue transaction in flight,
     /// giving back a grant it never took.
     pub(crate) fn leave_queue(&self, name: &LockName, owner: &OwnerId) {
-        let _ = self.store.take_granted(owner.as_str());
-        let Some(serial) = self.waiting.forget(owner.as_str()) else {
+        let Some(serial) = self.forget_waiter(owner) else {
             return; // never queued
         };
         let (this, name, owner) = (
@@ -203,7 +291,9 @@ impl SqlLock {
 
     /// Forgets `owner`'s waiting state, returning the serial its leave must take.
     pub(crate) fn forget_waiter(&self, owner: &OwnerId) -> Option<Arc<tokio::sync::Mutex<()>>> {
-        let _ = self.store.take_granted(owner.as_str());
+        if let Some(grants) = self.store.grants() {
+            grants.close(owner.as_str());
+        }
         self.waiting.forget(owner.as_str())
     }
 

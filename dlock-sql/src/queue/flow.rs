@@ -69,6 +69,8 @@ macro_rules! queue_store {
             }
         }
 
+        queue_calls!($pool, $db);
+
         impl $crate::queue::TxParts<$db> {
             async fn begin<'c>(
                 &self,
@@ -215,6 +217,12 @@ macro_rules! queue_store {
                 req: &$crate::queue::QueueRequest,
             ) -> Result<$crate::queue::Queued, sqlx::Error> {
                 use $crate::queue::{Queued, Step};
+                if let Some(calls) = self.sql.calls.as_ref().filter(|c| c.present()) {
+                    match self.call_take(pool, &calls.take, req).await {
+                        Err(e) if calls.missing(&e) => {}
+                        done => return done,
+                    }
+                }
                 let (name, owner) = (req.name.as_str(), req.owner.as_str());
                 let ttl_ms = dlock_core::backend::millis(req.ttl);
                 let mut conn = pool.acquire().await?;
@@ -247,13 +255,19 @@ macro_rules! queue_store {
                         if req.joins {
                             self.join(&mut tx, req, row.now_ms).await?;
                         }
-                        Queued::Waiting(dlock_core::backend::from_millis(Some(head.ttl_ms)))
+                        Queued::Waiting {
+                            remaining: dlock_core::backend::from_millis(Some(head.ttl_ms)),
+                            counter: None,
+                        }
                     }
                     Step::Join => {
                         if req.joins {
                             self.join(&mut tx, req, row.now_ms).await?;
                         }
-                        Queued::Waiting(held)
+                        Queued::Waiting {
+                            remaining: held,
+                            counter: None,
+                        }
                     }
                 };
                 self.sync_queued(&mut tx, name, row.now_ms).await?;
@@ -327,6 +341,12 @@ macro_rules! queue_store {
                 name: &str,
                 giving_up: Option<&str>,
             ) -> Result<(), sqlx::Error> {
+                if let Some(calls) = self.sql.calls.as_ref().filter(|c| c.present()) {
+                    match self.call_grant(pool, &calls.grant, name, giving_up).await {
+                        Err(e) if calls.missing(&e) => {}
+                        done => return done,
+                    }
+                }
                 let mut conn = pool.acquire().await?;
                 let mut tx = self.begin(&mut conn).await?;
                 let mut row = self.lock_row(&mut tx, name).await?;

@@ -3,11 +3,12 @@
 //!
 //! `<table>_queue` has one row per waiting acquisition (`name`, `owner`, `seq`, what
 //! it waits for, its TTL, its `deadline` in database-clock ms, and on PostgreSQL the
-//! `listener` backend pid and grant `channel` of the waiter's LISTEN connection).
+//! `listener` mark and grant `channel` of the waiter's LISTEN connection).
 //! Every change to a name's queue is made in a transaction that first locks the name's
 //! row of the lock table (semaphores and read-write locks: their head row), so changes
-//! to one name's queue and holder happen one at a time, and each such transaction sets
-//! the lock row's `queued_until` to the latest live deadline. The lock table's own
+//! to one name's queue and holder happen one at a time, and each such transaction
+//! keeps the lock row's `queued_until` at or above the latest live deadline (the
+//! PostgreSQL functions with some slack, `calls`). The lock table's own
 //! one-statement acquire and release read that column under the row's lock — never
 //! the queue table, which a statement that waited for the row lock would read as it
 //! was before it waited — so a waiter that joined just before a release is always
@@ -21,18 +22,26 @@
 //!   deadline, or (PostgreSQL) whose LISTEN connection is gone — a killed waiter — is
 //!   dropped, never granted.
 //! - A release is the lock table's one statement, which also tells whether anyone is
-//!   queued (`queued_until`); only then a second transaction (`QueueStore::grant_next`) writes the
-//!   head as the holder with the next token and its own TTL, removes its entry and
-//!   (PostgreSQL) sends the token on the head's own channel: one notification per
-//!   hand-off, whatever the number of waiters. Between the two, the lock is free but
-//!   a new attempt does not take it: an attempt never passes a live queue.
+//!   queued (`queued_until`); only then a second transaction (`QueueStore::grant_next`)
+//!   writes the head as the holder with the next token and its own TTL, removes its
+//!   entry and (PostgreSQL) sends `"<owner> <token>"` on the head's own channel: one
+//!   notification per hand-off, whatever the number of waiters. Between the two, the
+//!   lock is free but a new attempt does not take it: an attempt never passes a live
+//!   queue. On PostgreSQL a lock taken after queueing is released by one call that
+//!   also grants (`{table}_qrelease1`): the row goes from its holder to the head.
 //! - A waiter that stops waiting leaves (`QueueStore::leave`), giving back a grant
 //!   made to it that it never took.
 //!
-//! The waiter hears its grant (PostgreSQL) or finds it at its next poll (MySQL,
-//! SQLite); its next attempt is the lock table's one statement, which finds the row
-//! its own and refreshes the expiry (the lease counts from that attempt).
+//! On PostgreSQL each of these transactions is one call of a server-side function
+//! (`calls`; the transactions of `flow` where the functions are missing), and the
+//! waiter takes the lock from the grant's message (`dlock_core::backend::grants`: the
+//! lease counts from its last "queued" attempt, which the grant followed). A waiter
+//! that polls (MySQL, SQLite) finds its grant with its next attempt, the lock table's
+//! one statement, which finds the row its own and refreshes the expiry (the lease
+//! counts from that attempt).
 
+#[macro_use]
+mod calls;
 #[macro_use]
 mod flow;
 mod statements;
@@ -92,7 +101,7 @@ pub(crate) struct QueueRequest {
     pub ttl: Duration,
     /// How long its entry lives without another attempt.
     pub live: Duration,
-    /// Its LISTEN connection's backend pid and grant channel (PostgreSQL), or `(0, "")`.
+    /// Its LISTEN connection's mark (`crate::listen`) and grant channel (PostgreSQL), or `(0, "")`.
     pub listener: (i64, String),
     /// It waits: it joins the queue when it does not get the lock (a `try_acquire`
     /// that found only dead waiters queued does not).
@@ -104,8 +113,13 @@ pub(crate) struct QueueRequest {
 pub(crate) enum Queued {
     /// The lock is the waiter's, with this token.
     Taken(i64),
-    /// Not yet: queued; the holder's remaining time, if known.
-    Waiting(Option<Duration>),
+    /// Not yet: queued.
+    Waiting {
+        /// The holder's remaining time, if known.
+        remaining: Option<Duration>,
+        /// The row's token then, if read (a later grant's is above it).
+        counter: Option<u64>,
+    },
 }
 
 /// The lock row as a queued transaction reads it under its row lock.

@@ -46,6 +46,8 @@ pub(crate) struct QueueSql {
     pub sync_queued: String,
     /// PostgreSQL: `pg_notify` of a grant (`channel`, payload).
     pub notify: Option<String>,
+    /// PostgreSQL: the two transactions as one call each (`super::calls`).
+    pub calls: Option<super::calls::QueueCalls>,
     /// PostgreSQL: tells observers (leader watches) that `name` changed hands, on the
     /// table's release channel (`name`).
     pub tell_observers: Option<String>,
@@ -67,7 +69,10 @@ impl QueueSql {
                      PRIMARY KEY (name, owner))"
                 ),
                 format!("CREATE INDEX IF NOT EXISTS {table}_qseq ON {q} (name, seq)"),
-            ],
+            ]
+            .into_iter()
+            .chain(super::calls::create(table))
+            .collect(),
             Dialect::MySql => vec![format!(
                 "CREATE TABLE IF NOT EXISTS {q} (name VARBINARY(300) NOT NULL,
                  owner VARCHAR(255) CHARACTER SET ascii NOT NULL, seq BIGINT NOT NULL,
@@ -228,6 +233,7 @@ impl QueueSql {
             join: n(join),
             leave: n(format!("DELETE FROM {q} WHERE name = ? AND owner = ?")),
             notify: (dialect == Dialect::Postgres).then(|| n("SELECT pg_notify(?, ?)".into())),
+            calls: (dialect == Dialect::Postgres).then(|| super::calls::QueueCalls::new(table)),
             tell_observers: (dialect == Dialect::Postgres)
                 .then(|| n(format!("SELECT pg_notify('{}', ?)", release_channel(table)))),
         }
@@ -269,12 +275,14 @@ pub(crate) fn release_channel(table: &str) -> String {
 /// there; nothing elsewhere.
 fn listening(dialect: Dialect, alias: &str) -> String {
     match dialect {
-        // the one backend's status, not the pg_stat_activity view (which reads every
-        // backend's and joins the catalogs: 0.1 ms a statement)
-        Dialect::Postgres => format!(
-            " AND ({alias}.listener = 0 OR EXISTS
-               (SELECT 1 FROM pg_stat_get_activity({alias}.listener::int)))"
-        ),
+        Dialect::Postgres => listening_sql(alias),
         _ => String::new(),
     }
+}
+
+/// PostgreSQL: ` AND` the entry `alias` polls, or the mark its LISTEN connection took
+/// (`crate::listen`) is still held — a lock-table probe, where reading a backend's
+/// status would copy every backend's (0.1 ms a statement).
+pub(crate) fn listening_sql(alias: &str) -> String {
+    format!(" AND ({alias}.listener = 0 OR NOT pg_try_advisory_xact_lock_shared({alias}.listener))")
 }

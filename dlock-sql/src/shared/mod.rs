@@ -41,7 +41,7 @@ pub(crate) struct SharedRequest {
     pub intent: Option<Duration>,
     /// How long its queue entry lives without another attempt.
     pub live: Duration,
-    /// Its LISTEN connection's backend pid and grant channel (PostgreSQL), or `(0, "")`.
+    /// Its LISTEN connection's mark (`crate::listen`) and grant channel (PostgreSQL), or `(0, "")`.
     pub listener: (i64, String),
 }
 

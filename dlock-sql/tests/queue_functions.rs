@@ -1,0 +1,78 @@
+//! PostgreSQL runs the queue's transactions as server-side functions, one call each
+//! (issue #34.2). A schema made by hand without them must still queue, in order,
+//! through the transactions the other databases run: these cases drop the functions
+//! and connect without creating anything.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, LockName, random_u64};
+use dlock_sql::SqlLock;
+use sqlx::Connection;
+use tokio::sync::Mutex;
+use tokio::time::{sleep, timeout};
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// A table of its own, created with its functions, then the functions dropped: the
+/// URL to connect to it with.
+async fn table_without_functions() -> String {
+    let url = common::postgres_url();
+    let table = format!("dlock_nofn_{:08x}", random_u64() as u32);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let with_table = format!("{url}{sep}table={table}");
+    drop(common::connect(&with_table).await);
+    let plain = url.split('?').next().unwrap();
+    let mut c = sqlx::PgConnection::connect(plain).await.unwrap();
+    let functions = ["qtake1", "qgrant1", "qrelease1", "qgive1"].map(|f| format!("{table}_{f}"));
+    let drop_them = format!("DROP FUNCTION {}", functions.join(", "));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(drop_them))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    with_table
+}
+
+async fn connect_without_creating(url: &str) -> SqlLock {
+    SqlLock::builder(url)
+        .op_timeout(Duration::from_secs(2))
+        .create_table(false)
+        .connect()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_functions_a_table_still_queues_in_order_and_grants() {
+    const WAITERS: usize = 4;
+    let url = table_without_functions().await;
+    let holder = connect_without_creating(&url).await;
+    let name = LockName::new(&format!("queue/nofn/{:016x}", random_u64())).unwrap();
+    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let c = connect_without_creating(&url).await;
+        let (name, order) = (name.clone(), Arc::clone(&order));
+        tasks.push(tokio::spawn(async move {
+            let lease = c.acquire(&name, LONG, LONG).await.expect("waiter acquires");
+            order.lock().await.push(i);
+            sleep(Duration::from_millis(20)).await;
+            assert!(c.release(&lease).await.unwrap());
+        }));
+        sleep(Duration::from_millis(150)).await;
+    }
+    assert!(holder.release(&held).await.unwrap());
+    let granted = holder.inspect(&name).await.unwrap();
+    assert!(
+        granted.is_some_and(|g| g.token > held.token()),
+        "the release granted the lock to the first waiter"
+    );
+    for t in tasks {
+        timeout(LONG, t).await.expect("waiter finished").unwrap();
+    }
+    assert_eq!(*order.lock().await, (0..WAITERS).collect::<Vec<_>>());
+}
