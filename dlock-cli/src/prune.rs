@@ -37,8 +37,9 @@ async fn run(url: &str, args: &PruneArgs) -> Result<String, LockError> {
     );
     let p = locks.prune(args.idle_for).await?;
     Ok(format!(
-        "deleted {} lock rows, {} semaphore and read-write lock rows, {} expired holders\n",
-        p.locks, p.shared, p.holders
+        "deleted {} lock rows, {} semaphore and read-write lock rows, {} expired holders, \
+         {} entries of vanished waiters\n",
+        p.locks, p.shared, p.holders, p.queued
     ))
 }
 

@@ -44,19 +44,23 @@ pub struct Pruned {
     pub shared: u64,
     /// Holders of semaphores and read-write locks that expired without a release.
     pub holders: u64,
+    /// Queue entries of waiters that vanished without leaving (past their deadline by
+    /// `idle`; a later queue change of the same name would have dropped them too).
+    pub queued: u64,
 }
 
 impl Pruned {
     /// Every row deleted.
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.locks + self.shared + self.holders
+        self.locks + self.shared + self.holders + self.queued
     }
 }
 
 impl SqlLock {
     /// Deletes the rows of names unheld for longer than `idle` (mutexes, semaphores,
-    /// read-write locks, and semaphore holders that expired without a release), in
+    /// read-write locks, semaphore holders that expired without a release, and queue
+    /// entries of waiters that vanished without leaving), in
     /// batches, until none is left. Tokens stay monotonic as long as the database
     /// clock never steps back by more than `idle`: pick a day or more in production.
     /// Safe to run while locks are taken and released; run it from cron, e.g.
@@ -95,7 +99,7 @@ impl SqlLock {
         let timeout = self.opts.op_timeout.max(BATCH_TIMEOUT);
         let what = format!("prune on {}", self.store.kind());
         loop {
-            let [locks, shared, holders] = within(timeout, &what, async {
+            let [locks, shared, holders, queued] = within(timeout, &what, async {
                 self.store
                     .prune_batch(idle_ms)
                     .await
@@ -105,7 +109,8 @@ impl SqlLock {
             pruned.locks += locks;
             pruned.shared += shared;
             pruned.holders += holders;
-            if locks < BATCH && shared < BATCH && holders < BATCH {
+            pruned.queued += queued;
+            if [locks, shared, holders, queued].iter().all(|&n| n < BATCH) {
                 return Ok(pruned);
             }
         }
@@ -125,9 +130,11 @@ pub(crate) fn now_us(dialect: Dialect) -> &'static str {
 }
 
 /// One batch of deletes for rows idle for longer than `idle_ms`: the lock table's,
-/// the shared table's, the holders'. Integers only are formatted in, so no binds.
-pub(crate) fn statements(dialect: Dialect, table: &str, idle_ms: i64) -> [String; 3] {
+/// the shared table's, the holders', the queue's. Integers only are formatted in, so
+/// no binds.
+pub(crate) fn statements(dialect: Dialect, table: &str, idle_ms: i64) -> [String; 4] {
     let (s, h) = (format!("{table}_shared"), format!("{table}_holders"));
+    let q = format!("{table}_queue");
     let (us, ms) = (now_us(dialect), dialect.now_ms());
     let idle_us = idle_ms.saturating_mul(1000);
     let lock_expired = match dialect {
@@ -143,10 +150,12 @@ pub(crate) fn statements(dialect: Dialect, table: &str, idle_ms: i64) -> [String
          AND NOT EXISTS (SELECT 1 FROM {h} WHERE {h}.name = {s}.name AND {h}.expires_at > {ms} - {idle_ms})"
     );
     let holders = format!("expires_at < {ms} - {idle_ms}");
+    let queued = format!("deadline < {ms} - {idle_ms}");
     [
         (table, "name", locks),
         (s.as_str(), "name", shared),
         (h.as_str(), "name, owner", holders),
+        (q.as_str(), "name, owner", queued),
     ]
     .map(|(t, key, cond)| delete_batch(dialect, t, key, &cond))
 }
@@ -175,7 +184,7 @@ mod tests {
     #[test]
     fn every_delete_is_bounded_and_checks_the_token() {
         for d in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
-            let [locks, shared, holders] = statements(d, "t", 60_000);
+            let [locks, shared, holders, queued] = statements(d, "t", 60_000);
             assert!(
                 locks.contains("token <") && locks.contains("60000000"),
                 "{locks}"
@@ -184,7 +193,8 @@ mod tests {
                 shared.contains("NOT EXISTS") && shared.contains("token <"),
                 "{shared}"
             );
-            for s in [&locks, &shared, &holders] {
+            assert!(queued.contains("deadline <"), "{queued}");
+            for s in [&locks, &shared, &holders, &queued] {
                 assert!(s.contains(&format!("LIMIT {BATCH}")), "{s}");
             }
         }

@@ -94,8 +94,8 @@ pub(crate) trait SharedStore: Send + Sync {
     /// The unexpired holders, oldest grant first.
     async fn holders_shared(&self, key: &str) -> Result<Vec<SharedHolder>, sqlx::Error>;
     /// Deletes one batch of rows idle for longer than `idle_ms` from the lock table,
-    /// the shared table and the holders table (see [`crate::prune`]); how many of each.
-    async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 3], sqlx::Error>;
+    /// the shared table, the holders table and the queue (see [`crate::prune`]); how many of each.
+    async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 4], sqlx::Error>;
 }
 
 /// The exclusive lock's queue (see [`crate::queue`]), implemented for each dialect by

@@ -43,13 +43,24 @@ async fn prune_deletes_idle_rows_and_keeps_tokens_monotonic(url: &str) {
         .unwrap()
         .unwrap();
 
-    // nothing is idle for a second yet
-    assert_eq!(locks.prune(IDLE).await.unwrap().total(), 0);
+    // a waiter that vanished without leaving the queue (its deadline is long past)
+    common::raw_execute(
+        url,
+        &format!(
+            "INSERT INTO {table}_queue (name, owner, seq, access, permits, ttl_ms, deadline)
+             VALUES ('prune/vanished', 'gone', 1, 'x', 0, 1000, 0)"
+        ),
+    )
+    .await;
+
+    // nothing is idle for a second yet, but the vanished waiter's entry
+    let first = locks.prune(IDLE).await.unwrap();
+    assert_eq!((first.total(), first.queued), (1, 1), "{first:?}");
     tokio::time::sleep(IDLE * 2 + Duration::from_millis(500)).await;
     let pruned = locks.prune(IDLE).await.unwrap();
     assert_eq!(
-        (pruned.locks, pruned.shared, pruned.holders),
-        (2, 2, 1),
+        (pruned.locks, pruned.shared, pruned.holders, pruned.queued),
+        (2, 2, 1, 0),
         "released + crashed mutexes, both semaphores, the crashed permit: {pruned:?}"
     );
     assert_eq!(locks.prune(IDLE).await.unwrap().total(), 0, "nothing left");

@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::{DistributedLock, LockName, random_u64};
+use dlock_core::{DistributedLock, DistributedSemaphore, LockName, random_u64};
 use tokio::sync::Mutex;
 use tokio::time::{sleep, timeout};
 
@@ -172,26 +172,7 @@ async fn a_table_from_before_the_queue_gets_its_column(url: &str) {
              token INTEGER NOT NULL, expires_at INTEGER NOT NULL) STRICT"
         ),
     };
-    {
-        use sqlx::Connection;
-        let old = sqlx::raw_sql(sqlx::AssertSqlSafe(old));
-        let url = url.split('?').next().unwrap(); // without dlock's parameters
-        match url.split(':').next() {
-            Some("postgres") => {
-                let mut c = sqlx::PgConnection::connect(url).await.unwrap();
-                old.execute(&mut c).await.unwrap();
-            }
-            Some("mysql") => {
-                let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
-                old.execute(&mut c).await.unwrap();
-            }
-            _ => {
-                let create = format!("{url}?mode=rwc");
-                let mut c = sqlx::SqliteConnection::connect(&create).await.unwrap();
-                old.execute(&mut c).await.unwrap();
-            }
-        }
-    }
+    common::raw_execute(url, &old).await;
     let sep = if url.contains('?') { '&' } else { '?' };
     let with_table = format!("{url}{sep}table={table}");
     let (a, b) = tokio::join!(common::connect(&with_table), common::connect(&with_table));
@@ -209,6 +190,46 @@ async fn a_table_from_before_the_queue_gets_its_column(url: &str) {
     );
     let (lease, b) = timeout(LONG, waiting).await.unwrap().unwrap();
     assert!(b.release(&lease).await.unwrap());
+}
+
+/// An exclusive lock named like a semaphore's row key (`sem:<name>`) and that
+/// semaphore queue apart: a release of the lock grants it to the lock's own waiter,
+/// never to one waiting for a permit.
+async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
+    let (a, b, c, d) = (
+        common::connect(url).await,
+        common::connect(url).await,
+        common::connect(url).await,
+        common::connect(url).await,
+    );
+    let base = format!("{:016x}", random_u64());
+    let (sem, lock) = (
+        LockName::new(&base).unwrap(),
+        LockName::new(&format!("sem:{base}")).unwrap(),
+    );
+    let permit = a.try_acquire_permit(&sem, 1, LONG).await.unwrap().unwrap();
+    let held = c.try_acquire(&lock, LONG).await.unwrap().unwrap();
+    // the semaphore's waiter queues first
+    let for_permit = {
+        let sem = sem.clone();
+        tokio::spawn(async move { b.acquire_permit(&sem, 1, LONG, LONG).await.map(|l| (b, l)) })
+    };
+    sleep(Duration::from_millis(200)).await;
+    let for_lock = {
+        let lock = lock.clone();
+        tokio::spawn(async move { d.acquire(&lock, LONG, LONG).await.map(|l| (d, l)) })
+    };
+    sleep(Duration::from_millis(200)).await;
+    assert!(c.release(&held).await.unwrap());
+    let (d, lease) = timeout(Duration::from_secs(5), for_lock)
+        .await
+        .expect("the lock went to its own waiter, not to the semaphore's")
+        .unwrap()
+        .unwrap();
+    assert!(d.release(&lease).await.unwrap());
+    assert!(a.release(&permit).await.unwrap());
+    let (b, permit) = timeout(LONG, for_permit).await.unwrap().unwrap().unwrap();
+    assert!(b.release(&permit).await.unwrap());
 }
 
 macro_rules! queue_cases {
@@ -230,6 +251,10 @@ macro_rules! queue_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_table_from_before_the_queue_gets_its_column() {
                 super::a_table_from_before_the_queue_gets_its_column(&$url).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart() {
+                super::a_lock_and_a_semaphore_of_the_same_key_queue_apart(&$url).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_waiter_that_gives_up_leaves_the_queue() {

@@ -173,13 +173,13 @@ pub(crate) fn create(table: &str) -> Vec<String> {
     let head = format!(
         "DELETE FROM {q} h WHERE h.name = p_name AND h.deadline < r_now;
          SELECT h.owner, h.ttl_ms, h.channel INTO h_owner, h_ttl, h_channel FROM {q} h
-           WHERE h.name = p_name AND h.deadline >= r_now{alive}
+           WHERE h.name = p_name AND h.deadline >= r_now AND h.access = 'x'{alive}
            ORDER BY h.seq LIMIT 1;"
     );
     // `queued_until` for the entries now: 0 when none, else with its slack
     let queued = format!(
         "v_last := COALESCE((SELECT MAX(h.deadline) FROM {q} h
-           WHERE h.name = p_name AND h.deadline >= r_now), 0);
+           WHERE h.name = p_name AND h.deadline >= r_now AND h.access = 'x'), 0);
          v_queued := CASE WHEN v_last = 0 THEN 0 ELSE 2 * v_last - r_now END;"
     );
     // written only when a deadline passed it, or to clear it when nobody is left

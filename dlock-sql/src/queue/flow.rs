@@ -106,12 +106,15 @@ macro_rules! queue_store {
                 })
             }
 
-            /// Drops the dead entries and reads the oldest live one.
+            /// Drops the dead entries and reads the oldest live one waiting for the
+            /// exclusive lock (`exclusive`) or for a semaphore's or read-write lock's
+            /// key (a lock may be named like such a key).
             async fn head(
                 &self,
                 tx: &mut sqlx::Transaction<'_, $db>,
                 name: &str,
                 now_ms: i64,
+                exclusive: bool,
             ) -> Result<Option<$crate::queue::QueueHead>, sqlx::Error> {
                 use sqlx::Row;
                 self.q(&self.sql.purge)
@@ -123,6 +126,7 @@ macro_rules! queue_store {
                     .q(&self.sql.head)
                     .bind(name)
                     .bind(now_ms)
+                    .bind(exclusive)
                     .fetch_optional(&mut **tx)
                     .await?;
                 row.map(|r| {
@@ -228,7 +232,7 @@ macro_rules! queue_store {
                 let mut conn = pool.acquire().await?;
                 let mut tx = self.begin(&mut conn).await?;
                 let row = self.lock_row(&mut tx, name).await?;
-                let head = self.head(&mut tx, name, row.now_ms).await?;
+                let head = self.head(&mut tx, name, row.now_ms, true).await?;
                 let held = dlock_core::backend::from_millis(Some(row.remaining_ms));
                 let queued = match $crate::queue::step(&row, head.as_ref(), owner) {
                     Step::Confirm => {
@@ -363,7 +367,7 @@ macro_rules! queue_store {
                     }
                 }
                 if row.remaining_ms <= 0
-                    && let Some(head) = self.head(&mut tx, name, row.now_ms).await?
+                    && let Some(head) = self.head(&mut tx, name, row.now_ms, true).await?
                 {
                     self.grant_head(&mut tx, name, &head).await?;
                 }

@@ -23,8 +23,10 @@ pub(crate) struct QueueSql {
     pub give_back: String,
     /// Drops the entries of `name` past their deadline (`name`, `now_ms`).
     pub purge: String,
-    /// The oldest live entry of `name` (`name`, `now_ms`): `owner, ttl_ms, channel,
-    /// access, permits`; PostgreSQL passes over one whose LISTEN connection is gone.
+    /// The oldest live entry of `name` (`name`, `now_ms`, whether it waits for the
+    /// exclusive lock): `owner, ttl_ms, channel, access, permits`; PostgreSQL passes
+    /// over one whose LISTEN connection is gone. (An exclusive lock may be named like a
+    /// semaphore's key, `sem:<name>`: the kinds queue apart.)
     pub head: String,
     /// The highest `seq` of `name` (0 when none).
     pub last_seq: String,
@@ -213,7 +215,7 @@ impl QueueSql {
             add_column,
             sync_queued: n(format!(
                 "UPDATE {table} SET queued_until = COALESCE((SELECT MAX(q.deadline) FROM {q} q
-                   WHERE q.name = ? AND q.deadline >= ?), 0) WHERE name = ?"
+                   WHERE q.name = ? AND q.deadline >= ? AND q.access = 'x'), 0) WHERE name = ?"
             )),
             create,
             lock_row: lock_row.into_iter().map(n).collect(),
@@ -225,7 +227,7 @@ impl QueueSql {
             purge: n(format!("DELETE FROM {q} WHERE name = ? AND deadline < ?")),
             head: n(format!(
                 "SELECT owner, ttl_ms, channel, access, permits FROM {q} WHERE name = ?
-                 AND deadline >= ?{alive} ORDER BY seq LIMIT 1"
+                 AND deadline >= ? AND (access = 'x') = ?{alive} ORDER BY seq LIMIT 1"
             )),
             last_seq: n(format!(
                 "SELECT COALESCE(MAX(seq), 0) FROM {q} WHERE name = ?"
@@ -253,7 +255,7 @@ impl QueueSql {
     pub(crate) fn first_in_line(dialect: Dialect, table: &str, name_expr: &str) -> String {
         format!(
             "(SELECT q.owner FROM {table}_queue q WHERE q.name = {name_expr}
-              AND q.deadline >= {now}{alive} ORDER BY q.seq LIMIT 1)",
+              AND q.deadline >= {now} AND q.access <> 'x'{alive} ORDER BY q.seq LIMIT 1)",
             now = dialect.now_ms(),
             alive = listening(dialect, "q"),
         )

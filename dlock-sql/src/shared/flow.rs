@@ -132,8 +132,8 @@ macro_rules! shared_store {
                     .map_err(|e| sqlx::Error::Protocol(format!("the grant task failed: {e}")))?
             }
 
-            async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 3], sqlx::Error> {
-                let mut deleted = [0; 3];
+            async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 4], sqlx::Error> {
+                let mut deleted = [0; 4];
                 let statements =
                     $crate::prune::statements(self.shared.dialect, &self.shared.table, idle_ms);
                 let mut conn = self.pool.acquire().await?;

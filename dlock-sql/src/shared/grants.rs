@@ -134,7 +134,7 @@ macro_rules! shared_grants {
                 if head.first_in_line.is_none() {
                     return Ok(()); // nobody waited when the head row was locked
                 }
-                while let Some(next) = parts.head(tx, key, head.now).await? {
+                while let Some(next) = parts.head(tx, key, head.now, false).await? {
                     let access = $crate::shared::access_of(&next.access, next.permits);
                     if decide(access, &next.owner, head, holders, false) != Decision::Grant {
                         break;

@@ -34,6 +34,32 @@ pub fn sqlite_url() -> String {
     format!("sqlite://{}/t-{:016x}.sqlite", dir.display(), random_u64())
 }
 
+/// Runs `sql` (one or more statements) on the database of `url`, dlock's own URL
+/// parameters left out, on a connection of its own (SQLite: creating the file).
+pub async fn raw_execute(url: &str, sql: &str) {
+    use sqlx::Connection;
+    let raw = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()));
+    let url = url.split('?').next().unwrap();
+    match url.split(':').next() {
+        Some("postgres") => {
+            // (no startup parameter PgBouncer would refuse)
+            let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+            let options = options.extra_float_digits(None);
+            let mut c = sqlx::PgConnection::connect_with(&options).await.unwrap();
+            raw.execute(&mut c).await.unwrap();
+        }
+        Some("mysql") => {
+            let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
+            raw.execute(&mut c).await.unwrap();
+        }
+        _ => {
+            let create = format!("{url}?mode=rwc");
+            let mut c = sqlx::SqliteConnection::connect(&create).await.unwrap();
+            raw.execute(&mut c).await.unwrap();
+        }
+    }
+}
+
 pub async fn connect(url: &str) -> SqlLock {
     SqlLock::builder(url)
         .op_timeout(Duration::from_secs(2))
