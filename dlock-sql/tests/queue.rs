@@ -232,6 +232,61 @@ async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
     assert!(b.release(&permit).await.unwrap());
 }
 
+/// A grant made to a polling waiter that vanished before taking it frees the lock
+/// when that waiter's entry would have lapsed, not a TTL later: here a "ghost" entry
+/// (600 s TTL, live for 800 ms more) is first in line when the holder releases.
+async fn a_grant_to_a_vanished_poller_lapses_with_its_entry(url: &str) {
+    let (holder, waiter) = (common::connect(url).await, common::connect(url).await);
+    let name = name("ghost");
+    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let now = match url.split(':').next() {
+        Some("postgres") => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
+        Some("mysql") => {
+            "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)"
+        }
+        _ => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+    };
+    let n = name.as_str();
+    common::raw_execute(
+        url,
+        &format!(
+            "INSERT INTO dlock_locks_queue (name, owner, seq, access, permits, ttl_ms, deadline)
+             VALUES ('{n}', 'ghost', 0, 'x', 0, 600000, {now} + 800)"
+        ),
+    )
+    .await;
+    common::raw_execute(
+        url,
+        &format!("UPDATE dlock_locks SET queued_until = {now} + 800 WHERE name = '{n}'"),
+    )
+    .await;
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move { waiter.acquire(&name, LONG, LONG).await.map(|l| (waiter, l)) })
+    };
+    sleep(Duration::from_millis(200)).await;
+    assert!(holder.release(&held).await.unwrap());
+    let ghost = holder
+        .inspect(&name)
+        .await
+        .unwrap()
+        .expect("granted to the ghost");
+    assert_eq!(ghost.owner.as_str(), "ghost");
+    assert!(
+        ghost.remaining <= Duration::from_secs(1),
+        "the grant lasts no longer than the ghost's entry: {:?}",
+        ghost.remaining
+    );
+    // (a waiter that listens learns nothing of a grant to a poller: it looks again at
+    // its next heartbeat, within its notify fallback of 5 s)
+    let (waiter, lease) = timeout(Duration::from_secs(15), waiting)
+        .await
+        .expect("the lock went to the live waiter soon after, not a TTL later")
+        .unwrap()
+        .unwrap();
+    assert!(waiter.release(&lease).await.unwrap());
+}
+
 macro_rules! queue_cases {
     ($($db:ident => $url:expr),* $(,)?) => {$(
         mod $db {
@@ -255,6 +310,10 @@ macro_rules! queue_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart() {
                 super::a_lock_and_a_semaphore_of_the_same_key_queue_apart(&$url).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_grant_to_a_vanished_poller_lapses_with_its_entry() {
+                super::a_grant_to_a_vanished_poller_lapses_with_its_entry(&$url).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_waiter_that_gives_up_leaves_the_queue() {

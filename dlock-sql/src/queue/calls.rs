@@ -170,9 +170,10 @@ pub(crate) fn create(table: &str) -> Vec<String> {
          END IF;"
     );
     // the oldest live entry, after the dead ones are dropped
+    let grant_ttl = super::statements::grant_ttl(crate::shared::Dialect::Postgres, "h.");
     let head = format!(
         "DELETE FROM {q} h WHERE h.name = p_name AND h.deadline < r_now;
-         SELECT h.owner, h.ttl_ms, h.channel INTO h_owner, h_ttl, h_channel FROM {q} h
+         SELECT h.owner, {grant_ttl}, h.channel INTO h_owner, h_ttl, h_channel FROM {q} h
            WHERE h.name = p_name AND h.deadline >= r_now AND h.access = 'x'{alive}
            ORDER BY h.seq LIMIT 1;"
     );

@@ -226,8 +226,9 @@ impl QueueSql {
             give_back: n(give_back),
             purge: n(format!("DELETE FROM {q} WHERE name = ? AND deadline < ?")),
             head: n(format!(
-                "SELECT owner, ttl_ms, channel, access, permits FROM {q} WHERE name = ?
-                 AND deadline >= ? AND (access = 'x') = ?{alive} ORDER BY seq LIMIT 1"
+                "SELECT owner, {grant_ttl}, channel, access, permits FROM {q} WHERE name = ?
+                 AND deadline >= ? AND (access = 'x') = ?{alive} ORDER BY seq LIMIT 1",
+                grant_ttl = grant_ttl(dialect, "")
             )),
             last_seq: n(format!(
                 "SELECT COALESCE(MAX(seq), 0) FROM {q} WHERE name = ?"
@@ -265,6 +266,25 @@ impl QueueSql {
     pub(crate) fn someone_queued(dialect: Dialect, row: &str) -> String {
         format!("{row}queued_until >= {now}", now = dialect.now_ms())
     }
+}
+
+/// The TTL a grant to the queue entry `alias` (`"h."`, or `""`) is written with:
+/// its own, or — for a waiter that polls, which confirms its grant with its next
+/// attempt (extending it to its TTL) — no longer than its entry lives, so that a
+/// grant made to a waiter that died meanwhile frees the lock that soon, not a TTL
+/// later. A waiter told by a message (PostgreSQL) may take the grant as its lease, so
+/// its grant carries its whole TTL.
+pub(crate) fn grant_ttl(dialect: Dialect, alias: &str) -> String {
+    let least = if dialect == Dialect::Sqlite {
+        "MIN"
+    } else {
+        "LEAST"
+    };
+    format!(
+        "CASE WHEN {alias}channel = '' THEN {least}({alias}ttl_ms, {alias}deadline - {now})
+         ELSE {alias}ttl_ms END",
+        now = dialect.now_ms()
+    )
 }
 
 /// The PostgreSQL channel on which releases and hand-offs of `table`'s locks are told
