@@ -36,7 +36,11 @@ impl Standby {
         .await?;
         psql(&url, "SELECT pg_reload_conf()").await?;
         let standby = Self { url, addr, feed };
-        for _ in 0..200 {
+        // the standby's WAL receiver restarts on the new conninfo; one that fails to
+        // connect retries after wal_retrieve_retry_interval (5 s): a generous bound,
+        // since a CI machine under load missed 10 s once
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline {
             let through = psql(
                 &standby.url,
                 "SELECT sender_port FROM pg_stat_wal_receiver WHERE status = 'streaming'",
