@@ -25,6 +25,9 @@ use crate::SqlLock;
 use crate::queue::{QueueRequest, Queued};
 use crate::store::Taken;
 
+/// How many owners `Waiting::queued_holders` keeps at most.
+const QUEUED_HOLDERS_KEPT: usize = 4096;
+
 /// A token from the lock table.
 fn token_of(token: i64) -> Result<FencingToken, LockError> {
     FencingToken::from_signed(token, "token in the lock table")
@@ -44,6 +47,8 @@ struct Entry {
     joined: Option<Instant>,
     /// When the holder's lease ends, by the last answer that told it.
     holder_until: Option<Instant>,
+    /// The mark and channel its queue entry carries (how it hears of a grant).
+    registered: (i64, String),
     /// Held by its queue transaction in flight, which runs to its end even when the
     /// acquisition is dropped: its leave waits for it, so a join that commits after
     /// the acquisition gave up is still undone.
@@ -65,6 +70,16 @@ impl Waiting {
         self.queued_holders
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// When `owner`'s entry's deadline was last moved on, if its entry still carries
+    /// `listener` (a LISTEN connection that reconnected has a new mark; a waiter that
+    /// polled and now listens has a channel): else its entry must be written again.
+    fn joined_as(&self, owner: &str, listener: &(i64, String)) -> Option<Instant> {
+        self.entries()
+            .get(owner)
+            .filter(|e| e.registered == *listener)
+            .and_then(|e| e.joined)
     }
 
     fn joined(&self, owner: &str) -> Option<Instant> {
@@ -90,13 +105,20 @@ impl Waiting {
         }
     }
 
-    /// Records an answer: still queued (deadline moved on now), or done.
-    fn answered(&self, owner: &str, queued: bool) {
+    /// Records an answer: still queued (deadline moved on now, the entry carrying
+    /// `listener`), or done (`None`).
+    fn answered(&self, owner: &str, queued: Option<&(i64, String)>) {
         let mut entries = self.entries();
-        if !queued {
-            entries.remove(owner);
-        } else if let Some(e) = entries.get_mut(owner) {
-            e.joined = Some(Instant::now());
+        match queued {
+            None => {
+                entries.remove(owner);
+            }
+            Some(listener) => {
+                if let Some(e) = entries.get_mut(owner) {
+                    e.joined = Some(Instant::now());
+                    e.registered = listener.clone();
+                }
+            }
         }
     }
 
@@ -134,7 +156,10 @@ impl SqlLock {
             grants.open(owner.as_str());
         }
         let joined = self.waiting.joined(owner.as_str());
-        let heartbeat_due = joined.is_none_or(|at| at.elapsed() >= live.0 / 3);
+        let heartbeat_due = self
+            .waiting
+            .joined_as(owner.as_str(), &live.1)
+            .is_none_or(|at| at.elapsed() >= live.0 / 3);
         // queued, listening, nothing lost and the holder's lease not yet out: its grant
         // will come as a message, and a statement would only contend for the row
         if joined.is_some()
@@ -174,7 +199,7 @@ impl SqlLock {
             owner: owner.as_str().to_owned(),
             ttl,
             live: live.0,
-            listener: live.1,
+            listener: live.1.clone(),
             joins,
         };
         let this = self.clone();
@@ -187,7 +212,8 @@ impl SqlLock {
                 Claim::Taken(token_of(token)?)
             }
             Queued::Waiting { remaining, counter } => {
-                self.waiting.answered(owner.as_str(), joins);
+                self.waiting
+                    .answered(owner.as_str(), joins.then_some(&live.1));
                 self.heard_queued(owner, sent, remaining, counter);
                 Claim::Held(remaining)
             }
@@ -197,11 +223,15 @@ impl SqlLock {
     /// `owner` holds the lock: it waits no more.
     fn done_waiting(&self, owner: &OwnerId) {
         if self.waiting.joined(owner.as_str()).is_some() {
-            self.waiting
-                .queued_holders()
-                .insert(owner.as_str().to_owned());
+            let mut holders = self.waiting.queued_holders();
+            // a hint for the release; leases lost or never released would leave their
+            // owners here, so it is cleared rather than let grow
+            if holders.len() >= QUEUED_HOLDERS_KEPT {
+                holders.clear();
+            }
+            holders.insert(owner.as_str().to_owned());
         }
-        self.waiting.answered(owner.as_str(), false);
+        self.waiting.answered(owner.as_str(), None);
         if let Some(grants) = self.store.grants() {
             grants.close(owner.as_str());
         }

@@ -76,3 +76,43 @@ async fn without_its_functions_a_table_still_queues_in_order_and_grants() {
     }
     assert_eq!(*order.lock().await, (0..WAITERS).collect::<Vec<_>>());
 }
+
+/// A waiter whose LISTEN connection is cut while it is queued registers its new
+/// connection with its next attempt (its old entry names a connection that is gone,
+/// which a release passes over): the release after the reconnect grants to it at once,
+/// not at its next heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_listen_connection_was_cut_is_granted_after_it_reconnects() {
+    let url = common::postgres_url();
+    let app = format!("dlock_cut_{:08x}", random_u64() as u32);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let waiter_url = format!("{url}{sep}application_name={app}");
+    let holder = common::connect(&url).await;
+    let waiter = common::connect(&waiter_url).await;
+    let name = LockName::new(&format!("queue/cut/{:016x}", random_u64())).unwrap();
+    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move { waiter.acquire(&name, LONG, LONG).await.map(|l| (waiter, l)) })
+    };
+    sleep(Duration::from_millis(300)).await;
+    common::raw_execute(
+        &url,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = '{app}' AND query LIKE 'LISTEN%'"
+        ),
+    )
+    .await;
+    // the listener reconnects (200 ms) and the waiter looks again
+    sleep(Duration::from_millis(1500)).await;
+    assert!(holder.release(&held).await.unwrap());
+    let released = tokio::time::Instant::now();
+    let (waiter, lease) = timeout(LONG, waiting).await.unwrap().unwrap().unwrap();
+    assert!(
+        released.elapsed() < Duration::from_millis(2500),
+        "granted at the release, not at a heartbeat: {:?}",
+        released.elapsed()
+    );
+    assert!(waiter.release(&lease).await.unwrap());
+}

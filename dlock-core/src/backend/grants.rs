@@ -72,9 +72,9 @@ struct Slot {
     queued: Option<(Instant, u64)>,
     /// The highest token a grant message brought, and when it arrived.
     granted: Option<(u64, Instant)>,
-    /// Messages may have been lost since the last "queued" answer (the connection
-    /// dropped).
-    lost: bool,
+    /// When messages may have been lost (the connection dropped), unless an attempt
+    /// sent after that was answered since.
+    lost: Option<Instant>,
 }
 
 impl GrantSlots {
@@ -112,7 +112,7 @@ impl GrantSlots {
     pub fn quiet(&self, key: &str) -> bool {
         self.slots()
             .get(key)
-            .is_some_and(|s| s.queued.is_some() && !s.lost && s.granted.is_none())
+            .is_some_and(|s| s.queued.is_some() && s.lost.is_none() && s.granted.is_none())
     }
 
     /// A grant message: `token` for `key`. Kept only for an open slot.
@@ -127,9 +127,10 @@ impl GrantSlots {
     /// The connection dropped: a message may have been lost, and what arrived before
     /// is not trusted (the next attempt asks the server).
     pub fn forget_grants(&self) {
+        let now = Instant::now();
         for slot in self.slots().values_mut() {
             slot.granted = None;
-            slot.lost = true;
+            slot.lost = Some(now);
         }
     }
 
@@ -140,7 +141,11 @@ impl GrantSlots {
         }
         if let Some(slot) = self.slots().get_mut(key) {
             slot.queued = Some((sent, answer.counter));
-            slot.lost = false;
+            // an attempt sent before the loss may have been answered before a grant
+            // that was then lost: only a later one clears it
+            if slot.lost.is_some_and(|at| sent > at) {
+                slot.lost = None;
+            }
             // a grant that arrived before this attempt went out, or whose token is not
             // above what the server had when it ran it, came before: not ours now
             slot.granted = slot
@@ -240,8 +245,16 @@ mod tests {
         assert!(!slots.quiet(CH), "a grant is kept");
         queued(&slots, 6);
         assert!(slots.quiet(CH));
+        let before_the_loss = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
         slots.forget_grants();
         assert!(!slots.quiet(CH), "a message may have been lost");
+        slots.answered(CH, before_the_loss, &Answer::held(None, 6));
+        assert!(
+            !slots.quiet(CH),
+            "an attempt sent before the loss clears nothing"
+        );
+        std::thread::sleep(Duration::from_millis(2));
         queued(&slots, 6);
         assert!(slots.quiet(CH), "asked the server since");
         slots.close(CH);

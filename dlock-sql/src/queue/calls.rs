@@ -1,7 +1,7 @@
-//! PostgreSQL: the queue's two transactions as server-side functions, so that a
-//! waiter's attempt and a release's grant are one round trip each instead of eight
-//! and eleven — the name's row lock is held for the time the server needs, not for
-//! as many round trips (a hand-off serialises on that row lock).
+//! PostgreSQL: the queue's transactions as server-side functions, so that a waiter's
+//! attempt, a release's grant and a release that grants are one round trip each
+//! instead of eight and eleven — the name's row lock is held for the time the server
+//! needs, not for as many round trips (a hand-off serialises on that row lock).
 //!
 //! Each function does, statement for statement, what `flow.rs` does in a transaction
 //! (it stays the reference and the path of MySQL and SQLite): under READ COMMITTED a
@@ -13,12 +13,19 @@
 //! The names carry a version (`…_qtake1`): a later change to a body gets a new name,
 //! so clients of two versions never replace each other's function.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// The SQLSTATE of a call to a function that does not exist.
 const UNDEFINED_FUNCTION: &str = "42883";
 
-/// The calls of the two functions, and whether they are there to call.
+/// How long a client that found the functions missing runs the transactions before it
+/// calls them again (another process's `migrate` may create them meanwhile).
+const MISSING_FOR: Duration = Duration::from_secs(60);
+
+/// The calls of the functions, and whether they are there to call.
 pub(crate) struct QueueCalls {
     /// A waiter's attempt: `(name, owner, ttl_ms, live_ms, listener, channel, joins)` →
     /// one row `(token, remaining_ms, counter)`: a token when taken, else the holder's
@@ -30,9 +37,9 @@ pub(crate) struct QueueCalls {
     /// A release that grants in the same call: `(name, owner, token)` → whether the
     /// row was the caller's.
     pub release: String,
-    /// Cleared when a call found its function missing (a schema made by hand): the
-    /// client then runs the transactions.
-    present: AtomicBool,
+    /// When a call last found its function missing (a schema made by hand): the
+    /// client then runs the transactions for [`MISSING_FOR`].
+    missing_since: Mutex<Option<Instant>>,
 }
 
 impl QueueCalls {
@@ -43,16 +50,20 @@ impl QueueCalls {
             ),
             grant: format!("SELECT {table}_qgrant1($1, $2)"),
             release: format!("SELECT {table}_qrelease1($1, $2, $3)"),
-            present: AtomicBool::new(true),
+            missing_since: Mutex::new(None),
         }
     }
 
     /// Whether to call the functions.
     pub(crate) fn present(&self) -> bool {
-        self.present.load(Ordering::Relaxed)
+        let since = self
+            .missing_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        since.is_none_or(|at| at.elapsed() >= MISSING_FOR)
     }
 
-    /// Whether `e` says a function is missing; if so, stops calling them.
+    /// Whether `e` says a function is missing; if so, stops calling them for a while.
     pub(crate) fn missing(&self, e: &sqlx::Error) -> bool {
         let undefined = e
             .as_database_error()
@@ -64,7 +75,10 @@ impl QueueCalls {
                 "the queue's functions are missing (a schema made by hand?); \
                  queue changes run as transactions of several statements"
             );
-            self.present.store(false, Ordering::Relaxed);
+            *self
+                .missing_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         }
         undefined
     }
@@ -316,9 +330,12 @@ pub(crate) fn create(table: &str) -> Vec<String> {
                    PERFORM {table}_qgive1(p_name, h_owner, h_ttl, h_channel, r_now);
                    RETURN;
                  END IF;
+                 -- free, and nobody live waits: observers hear it as after a release
+                 PERFORM pg_notify('{observers}', p_name);
                END IF;
                {sync_queued}
-             END $f$"
+             END $f$",
+            observers = super::release_channel(table),
         ),
     ]
 }
