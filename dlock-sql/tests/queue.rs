@@ -7,11 +7,9 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::{DistributedLock, DistributedSemaphore, LockName, random_u64};
-use tokio::sync::Mutex;
 use tokio::time::{sleep, timeout};
 
 const LONG: Duration = Duration::from_secs(30);
@@ -27,24 +25,13 @@ async fn waiters_get_the_lock_in_arrival_order(url: &str) {
     let holder = common::connect(url).await;
     let name = name("fifo");
     let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..WAITERS {
-        let c = common::connect(url).await;
-        let (name, order) = (name.clone(), Arc::clone(&order));
-        tasks.push(tokio::spawn(async move {
-            let lease = c.acquire(&name, LONG, LONG).await.expect("waiter acquires");
-            order.lock().await.push(i);
-            sleep(Duration::from_millis(20)).await;
-            assert!(c.release(&lease).await.unwrap());
-        }));
-        sleep(Duration::from_millis(150)).await;
+    let mut clients = Vec::new();
+    for _ in 0..WAITERS {
+        clients.push(common::connect(url).await);
     }
+    let waiters = common::queue_waiters(clients, &name).await;
     assert!(holder.release(&held).await.unwrap());
-    for t in tasks {
-        timeout(LONG, t).await.expect("waiter finished").unwrap();
-    }
-    assert_eq!(*order.lock().await, (0..WAITERS).collect::<Vec<_>>());
+    assert_eq!(waiters.order().await, (0..WAITERS).collect::<Vec<_>>());
 }
 
 /// The release hands the lock over: read right after it, the lock is held already —

@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::{DistributedLock, LockName, random_u64};
 use dlock_sql::SqlLock;
 use sqlx::Connection;
-use tokio::sync::Mutex;
 use tokio::time::{sleep, timeout};
 
 const LONG: Duration = Duration::from_secs(30);
@@ -52,29 +50,18 @@ async fn without_its_functions_a_table_still_queues_in_order_and_grants() {
     let holder = connect_without_creating(&url).await;
     let name = LockName::new(&format!("queue/nofn/{:016x}", random_u64())).unwrap();
     let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..WAITERS {
-        let c = connect_without_creating(&url).await;
-        let (name, order) = (name.clone(), Arc::clone(&order));
-        tasks.push(tokio::spawn(async move {
-            let lease = c.acquire(&name, LONG, LONG).await.expect("waiter acquires");
-            order.lock().await.push(i);
-            sleep(Duration::from_millis(20)).await;
-            assert!(c.release(&lease).await.unwrap());
-        }));
-        sleep(Duration::from_millis(150)).await;
+    let mut clients = Vec::new();
+    for _ in 0..WAITERS {
+        clients.push(connect_without_creating(&url).await);
     }
+    let waiters = common::queue_waiters(clients, &name).await;
     assert!(holder.release(&held).await.unwrap());
     let granted = holder.inspect(&name).await.unwrap();
     assert!(
         granted.is_some_and(|g| g.token > held.token()),
         "the release granted the lock to the first waiter"
     );
-    for t in tasks {
-        timeout(LONG, t).await.expect("waiter finished").unwrap();
-    }
-    assert_eq!(*order.lock().await, (0..WAITERS).collect::<Vec<_>>());
+    assert_eq!(waiters.order().await, (0..WAITERS).collect::<Vec<_>>());
 }
 
 /// A waiter whose LISTEN connection is cut while it is queued registers its new

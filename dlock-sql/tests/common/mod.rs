@@ -60,6 +60,45 @@ pub async fn raw_execute(url: &str, sql: &str) {
     }
 }
 
+/// Waiters acquiring one name, started 150 ms apart (see [`queue_waiters`]).
+pub struct QueuedWaiters {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    order: Arc<tokio::sync::Mutex<Vec<usize>>>,
+}
+
+/// Starts one waiter per client on `name`, 150 ms apart; each holds the lock 20 ms
+/// once it gets it.
+pub async fn queue_waiters(clients: Vec<SqlLock>, name: &dlock_core::LockName) -> QueuedWaiters {
+    use dlock_core::DistributedLock;
+    const LONG: Duration = Duration::from_secs(30);
+    let order = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, c) in clients.into_iter().enumerate() {
+        let (name, order) = (name.clone(), Arc::clone(&order));
+        tasks.push(tokio::spawn(async move {
+            let lease = c.acquire(&name, LONG, LONG).await.expect("waiter acquires");
+            order.lock().await.push(i);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(c.release(&lease).await.unwrap());
+        }));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    QueuedWaiters { tasks, order }
+}
+
+impl QueuedWaiters {
+    /// Waits for every waiter; the order in which they got the lock.
+    pub async fn order(self) -> Vec<usize> {
+        for t in self.tasks {
+            tokio::time::timeout(Duration::from_secs(30), t)
+                .await
+                .expect("waiter finished")
+                .unwrap();
+        }
+        self.order.lock().await.clone()
+    }
+}
+
 pub async fn connect(url: &str) -> SqlLock {
     SqlLock::builder(url)
         .op_timeout(Duration::from_secs(2))
