@@ -1,12 +1,17 @@
 //! Guards renew from one timetable per runtime: a held lock is an entry in it, not a
 //! task of its own, and a runtime started after another one shut down renews its own
-//! guards.
+//! guards; the renewals in flight at once are bounded, and a backend whose renewals
+//! hang holds up no other backend's.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dlock_core::{DistributedLock, LockName, Locker, MemoryLock};
+use dlock_core::{
+    Acquisition, Capabilities, DistributedLock, Lease, LockError, LockInfo, LockName, Locker,
+    MemoryLock, async_trait,
+};
 use tokio::runtime::{Builder, Handle};
 use tokio::time::sleep;
 
@@ -81,4 +86,140 @@ fn two_runtimes_at_once_each_renew_their_guards() {
     for t in threads {
         assert!(t.join().unwrap(), "a guard was not renewed");
     }
+}
+
+/// A `MemoryLock` whose renewals take `delay` (or hang while `hang` is set), counting
+/// how many are in flight at once. It declares batched renewals, so its guards renew
+/// together on the grid, as a Redis or etcd client's do.
+struct SlowRenewals {
+    inner: MemoryLock,
+    delay: Duration,
+    hang: AtomicBool,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    renewed: AtomicUsize,
+}
+
+impl SlowRenewals {
+    fn new(delay: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            inner: MemoryLock::new(),
+            delay,
+            hang: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            most_in_flight: AtomicUsize::new(0),
+            renewed: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// Counts a renewal out of flight when its future ends, answered or dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl DistributedLock for SlowRenewals {
+    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+        self.inner.acquire_with(request).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let _counted = InFlight(&self.in_flight);
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        sleep(self.delay).await;
+        let renewed = self.inner.renew(lease).await?;
+        self.renewed.fetch_add(1, Ordering::SeqCst);
+        Ok(renewed)
+    }
+    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        self.inner.release(lease).await
+    }
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.inner.inspect(name).await
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities().with_batched_renewals(true)
+    }
+}
+
+/// The timetable's limit on renewals in flight at once (its `WORKERS`).
+const WORKERS: usize = 4096;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_in_flight_at_once_are_bounded() {
+    // 10 000 guards due on one or two grid instants, each renewal 100 ms in flight:
+    // without a bound all of them are in flight at once (each future ≈ 0.8 KiB, a peak
+    // the allocator keeps); with it at most WORKERS, and every guard still renews
+    let ttl = Duration::from_secs(3);
+    let backend = SlowRenewals::new(Duration::from_millis(100));
+    let locker = Locker::new(backend.clone()).with_ttl(ttl);
+    let mut guards = Vec::new();
+    for i in 0..10_000 {
+        guards.push(locker.lock(format!("timetable/bounded-{i}")).await.unwrap());
+    }
+    // two rounds of renewals: the first at ≤ 5/12 of the TTL, the next a third later
+    sleep(ttl * 5 / 6).await;
+    assert!(
+        backend.renewed.load(Ordering::SeqCst) >= 10_000,
+        "only {} renewals in {:?}",
+        backend.renewed.load(Ordering::SeqCst),
+        ttl * 5 / 6
+    );
+    let most = backend.most_in_flight.load(Ordering::SeqCst);
+    assert!(most <= WORKERS, "{most} renewals in flight at once");
+    assert!(guards.iter().all(|g| g.is_held()), "every guard renewed");
+    for g in guards {
+        assert!(g.release().await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_whose_renewals_hang_holds_up_no_other_backends_renewals() {
+    // more guards than workers on a backend whose renewals never answer: every worker
+    // ends up waiting on it (each attempt until its time limit, then a retry, until
+    // the lease runs out), and the other backend's guards, due behind them in the
+    // ready queue, must still renew in time
+    let stuck = SlowRenewals::new(Duration::ZERO);
+    let stuck_locker = Locker::new(stuck.clone()).with_ttl(Duration::from_secs(3));
+    let mut stuck_guards = Vec::new();
+    for i in 0..WORKERS + 1_000 {
+        stuck_guards.push(
+            stuck_locker
+                .lock(format!("timetable/stuck-{i}"))
+                .await
+                .unwrap(),
+        );
+    }
+    stuck.hang.store(true, Ordering::SeqCst);
+    let healthy = Locker::new(Arc::new(MemoryLock::new())).with_ttl(Duration::from_millis(600));
+    let mut guards = Vec::new();
+    for i in 0..10 {
+        guards.push(
+            healthy
+                .lock(format!("timetable/healthy-{i}"))
+                .await
+                .unwrap(),
+        );
+    }
+    sleep(Duration::from_millis(2_500)).await;
+    let most = stuck.most_in_flight.load(Ordering::SeqCst);
+    assert!(
+        most >= WORKERS,
+        "the stuck backend's renewals did not fill the workers: at most {most} in flight"
+    );
+    for (i, g) in guards.iter().enumerate() {
+        assert!(g.is_held(), "healthy-{i} lost behind the stuck backend");
+    }
+    for g in guards {
+        assert!(g.release().await.unwrap());
+    }
+    drop(stuck_guards);
 }

@@ -1,8 +1,14 @@
 //! One renewal timetable per tokio runtime. Every guard started on a runtime is an
 //! entry in its timetable, ordered by when it is due, and one task starts the renewals
 //! of the entries that come due: a held lock costs an entry in a map, not a task and a
-//! timer of its own (100 000 held locks were 100 000 sleeping tasks). Only a renewal in
-//! flight has a task, for as long as it is in flight.
+//! timer of its own (100 000 held locks were 100 000 sleeping tasks).
+//!
+//! The renewals that come due go to a ready queue that at most [`WORKERS`] tasks drain,
+//! one renewal after another: a renewal in flight costs its future (≈ 0.8 KiB through
+//! the layers), and 100 000 of them in flight at once were the process's peak, which the
+//! allocator keeps. A renewal that waited a sixth of its TTL in the queue (the workers
+//! stuck on a dead backend's retries, say) gets a task of its own at once, so one
+//! backend's outage never delays another's renewals past that.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -22,6 +28,18 @@ use crate::DistributedLock;
 /// A guard's place in the timetable: when it is due, and a tie-breaker.
 pub(super) type Slot = (Instant, u64);
 
+/// The most tasks that drain the ready queue at once: more than a batching backend puts
+/// in one request (Redis 256 renewals per script call, SQL 1 000 per statement, etcd
+/// 4 096 keys per lease read), so batches still fill, and few enough that their futures
+/// are a small part of what 100 000 held locks cost.
+const WORKERS: usize = 4096;
+
+/// How long a due renewal may wait in the ready queue before it gets a task of its own:
+/// a sixth of its TTL, so its first attempt still starts before 7/12 of the lease.
+fn patience(entry: &Entry) -> Duration {
+    entry.shared.lease().ttl() / 6
+}
+
 /// What the timetable keeps per guard.
 struct Entry {
     lock: Arc<dyn DistributedLock>,
@@ -32,6 +50,11 @@ struct Entry {
 #[derive(Default)]
 struct Table {
     due: BTreeMap<Slot, Entry>,
+    /// Due entries not yet started, by when each stops waiting (the most urgent first,
+    /// whatever their TTLs).
+    ready: BTreeMap<Slot, Entry>,
+    /// Tasks draining `ready`, at most [`WORKERS`].
+    workers: usize,
     next_id: u64,
     /// When the task looks next (`None`: when an entry is added). An entry due before
     /// it wakes the task; one due at or after it does not.
@@ -111,47 +134,89 @@ impl Renewals {
         }
     }
 
-    /// The entries due by `now`, out of the table; records when to look next.
-    fn take_due(&self, now: Instant) -> (Vec<Entry>, Option<Instant>) {
+    /// Moves the entries due by `now` to the ready queue. Returns how many workers to
+    /// start (counted as started), the entries that waited too long for one (each to get
+    /// a task of its own), and when to look next; records the latter.
+    fn schedule(&self, now: Instant) -> (usize, Vec<Entry>, Option<Instant>) {
         let mut table = self.table();
-        let mut due = Vec::new();
         while let Some(first) = table.due.first_entry() {
             if first.key().0 > now {
                 break;
             }
             let entry = first.remove();
             *entry.shared.slot() = None;
-            due.push(entry);
+            let give_up = (now + patience(&entry), table.next_id);
+            table.next_id += 1;
+            table.ready.insert(give_up, entry);
         }
-        table.wake_at = table.due.first_key_value().map(|(slot, _)| slot.0);
-        (due, table.wake_at)
+        let mut impatient = Vec::new();
+        while let Some(first) = table.ready.first_entry() {
+            if first.key().0 > now {
+                break;
+            }
+            impatient.push(first.remove());
+        }
+        let start = WORKERS.saturating_sub(table.workers).min(table.ready.len());
+        table.workers += start;
+        let next_due = table.due.first_key_value().map(|(slot, _)| slot.0);
+        let next_give_up = table.ready.first_key_value().map(|(give_up, _)| give_up.0);
+        table.wake_at = match (next_due, next_give_up) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        (start, impatient, table.wake_at)
+    }
+
+    /// The next ready entry for a worker; `None` ends the worker (counted out under the
+    /// same lock, so an entry queued later finds the worker gone and starts another).
+    fn next_ready(&self) -> Option<Entry> {
+        let mut table = self.table();
+        let next = table.ready.pop_first().map(|(_, entry)| entry);
+        if next.is_none() {
+            table.workers -= 1;
+        }
+        next
+    }
+
+    /// Renews `entry` when due and puts it back in the timetable if its hold goes on.
+    async fn renew(&self, entry: Entry) {
+        if renew_when_due(&*entry.lock, &entry.shared).await {
+            self.insert(entry);
+        }
     }
 }
 
-/// The runtime's renewal task: sleeps until the first entry is due, and starts the
-/// renewal of every entry that is, each on a task of its own for as long as it is in
-/// flight (so renewals spread over the runtime's workers, as a batching backend's
-/// answers come back, and one slow answer holds up no other); a renewed entry goes
-/// back in the table for its next renewal.
+/// The runtime's renewal task: sleeps until the first entry is due (or a ready one
+/// has waited too long), and starts the workers that renew the due entries, each on a
+/// task of its own (so renewals spread over the runtime's workers, as a batching
+/// backend's answers come back, and one slow answer holds up only its worker); a
+/// renewed entry goes back in the table for its next renewal.
 async fn run(renewals: Arc<Renewals>) {
-    // one timer for the task, moved to each next due instant
+    // one timer for the task, moved to each next instant to look
     let mut sleep = pin!(tokio::time::sleep(Duration::ZERO));
     let mut armed: Option<Instant> = None;
     loop {
-        let (due, wake_at) = renewals.take_due(Instant::now());
-        if !due.is_empty() {
+        let (start, impatient, wake_at) = renewals.schedule(Instant::now());
+        if start > 0 || !impatient.is_empty() {
             // held shut until every task is spawned, then opened at once: the renewals
             // due together reach a batching backend together (one request), not the
             // first few ahead of the rest as each task starts
             let gate = Arc::new(tokio::sync::RwLock::new(()));
             let shut = Arc::clone(&gate).write_owned().await;
-            for entry in due {
+            for _ in 0..start {
                 let (renewals, gate) = (Arc::clone(&renewals), Arc::clone(&gate));
                 tokio::spawn(async move {
                     drop(gate.read().await);
-                    if renew_when_due(&*entry.lock, &entry.shared).await {
-                        renewals.insert(entry);
+                    while let Some(entry) = renewals.next_ready() {
+                        renewals.renew(entry).await;
                     }
+                });
+            }
+            for entry in impatient {
+                let (renewals, gate) = (Arc::clone(&renewals), Arc::clone(&gate));
+                tokio::spawn(async move {
+                    drop(gate.read().await);
+                    renewals.renew(entry).await;
                 });
             }
             drop(shut);
@@ -211,7 +276,12 @@ struct EndOfRuntime(Arc<Renewals>);
 impl Drop for EndOfRuntime {
     fn drop(&mut self) {
         self.0.alive.store(false, Ordering::Release);
-        let entries = std::mem::take(&mut self.0.table().due);
+        let mut table = self.0.table();
+        let entries = (
+            std::mem::take(&mut table.due),
+            std::mem::take(&mut table.ready),
+        );
+        drop(table);
         drop(entries);
     }
 }
