@@ -168,7 +168,7 @@ pub(crate) fn create(table: &str) -> Vec<String> {
         "GREATEST(0, CEIL(EXTRACT(EPOCH FROM (d.expires_at - clock_timestamp())) * 1000))::bigint";
     // a waiter whose LISTEN connection is gone (the server released its mark when its
     // socket closed) is passed over at once, as in `statements.rs`
-    let alive = super::statements::listening_sql("h");
+    let alive = super::fragments::listening_sql("h");
     // the name's row, created free if missing, locked for the transaction
     let read_row = format!(
         "SELECT d.owner, {left}, {now}, d.token, d.queued_until
@@ -184,7 +184,7 @@ pub(crate) fn create(table: &str) -> Vec<String> {
          END IF;"
     );
     // the oldest live entry, after the dead ones are dropped
-    let grant_ttl = super::statements::grant_ttl(crate::shared::Dialect::Postgres, "h.");
+    let grant_ttl = super::fragments::grant_ttl(crate::shared::Dialect::Postgres, "h.");
     let head = format!(
         "DELETE FROM {q} h WHERE h.name = p_name AND h.deadline < r_now;
          SELECT h.owner, {grant_ttl}, h.channel INTO h_owner, h_ttl, h_channel FROM {q} h

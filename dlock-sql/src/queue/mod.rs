@@ -44,9 +44,11 @@
 mod calls;
 #[macro_use]
 mod flow;
+mod fragments;
 mod statements;
 
-pub(crate) use statements::{QueueSql, release_channel};
+pub(crate) use fragments::release_channel;
+pub(crate) use statements::QueueSql;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
