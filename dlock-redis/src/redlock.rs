@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed, resume_held,
+    Backend, Claim, ClaimDriver, ClaimRequest, Claims, Subscription, WaitPolicy, break_claimed,
+    resume_held,
 };
 use dlock_core::{
     Access, Capabilities, FencingToken, HolderValue, Lease, LockError, LockInfo, LockName, OwnerId,
@@ -274,16 +275,9 @@ impl ClaimDriver for Redlock {
     /// a guard then releases on every node whatever the round won (each node's
     /// connection sends the release after the grant, so it finds it), rather than
     /// leaving it held until its TTL.
-    async fn claim(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-        waits: bool,
-    ) -> Result<Claim, LockError> {
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+        let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         if access != Access::Exclusive {
-            let _ = waits;
             return Err(LockError::unsupported(Backend::backend_name(self), access));
         }
         check_ttl_within_restart_delay(ttl, self.opts.restart_delay)?;
@@ -299,16 +293,11 @@ impl ClaimDriver for Redlock {
         outcome
     }
 
-    async fn subscribe(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-    ) -> Option<Subscription> {
+    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
         // wake-up and attempt: a queue on each of independent masters would order the
         // waiters differently on each, and no order would hold on a quorum
-        let _ = (access, owner);
-        self.subscribe_all(&Keys::new(&self.opts, name)).await
+        self.subscribe_all(&Keys::new(&self.opts, request.name))
+            .await
     }
 
     fn wait_policy(&self) -> WaitPolicy {

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed, resume_held,
+    Backend, Claim, ClaimDriver, ClaimRequest, Claims, Subscription, WaitPolicy, break_claimed,
+    resume_held,
 };
 use dlock_core::{
     Access, Capabilities, FencingToken, Held, Holding, Lease, LockError, LockInfo, LockName,
@@ -92,31 +93,19 @@ impl RedisLock {
 /// the release grants: FIFO, one message per hand-off (`waiting.rs`, `queue.rs`).
 #[async_trait]
 impl ClaimDriver for RedisLock {
-    async fn claim(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-        waits: bool,
-    ) -> Result<Claim, LockError> {
-        self.attempt(name, access, owner, ttl, waits).await
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+        self.attempt(request).await
     }
 
-    async fn subscribe(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-    ) -> Option<Subscription> {
-        self.listen_for_grant(name, access, owner)
+    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
+        self.listen_for_grant(request.name, request.access, request.owner)
             .await
             .inspect_err(|e| tracing::debug!(error = %e, "subscribe failed; polling instead"))
             .ok()
     }
 
-    fn abandon(&self, name: &LockName, access: Access, owner: &OwnerId) {
-        self.leave_queue(name, access, owner);
+    fn abandon(&self, request: &ClaimRequest<'_>) {
+        self.leave_queue(request.name, request.access, request.owner);
     }
 
     async fn watch(&self, name: &LockName) -> Option<Subscription> {

@@ -3,10 +3,9 @@
 //! queue left when the wait ends without the lock.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use dlock_core::backend::grants::fresh_for;
-use dlock_core::backend::{Claim, Subscription};
+use dlock_core::backend::{Claim, ClaimRequest, Subscription};
 use dlock_core::{Access, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 
@@ -59,16 +58,10 @@ impl Target {
 impl RedisLock {
     /// One attempt (see `ClaimDriver::claim`); a waiting one takes a grant the release
     /// already sent it, or queues.
-    pub(crate) async fn attempt(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-        waits: bool,
-    ) -> Result<Claim, LockError> {
-        let target = Target::new(self, name, access)?;
-        let channel = target.grant_channel(owner.as_str());
+    pub(crate) async fn attempt(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+        let (owner, ttl, waits) = (request.owner.as_str(), request.ttl, request.waits);
+        let target = Target::new(self, request.name, request.access)?;
+        let channel = target.grant_channel(owner);
         let grants = self.node.grants();
         if waits && let Some(granted) = grants.take(&channel, fresh_for(ttl)) {
             return Ok(granted);
@@ -76,12 +69,12 @@ impl RedisLock {
         let queueing = (waits && target.queues()).then(|| self.queueing(&channel));
         let sent = Instant::now();
         let answer = match &target {
-            Target::Exclusive(keys) => self.node.claim(keys, owner.as_str(), ttl, queueing).await?,
+            Target::Exclusive(keys) => self.node.claim(keys, owner, ttl, queueing).await?,
             Target::Shared(keys, _) => {
                 let attempt = SharedAttempt {
-                    name,
-                    access,
-                    owner: owner.as_str(),
+                    name: request.name,
+                    access: request.access,
+                    owner,
                     ttl,
                     queueing,
                 };

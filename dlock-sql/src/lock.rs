@@ -1,11 +1,10 @@
 //! `SqlLock` as a claim backend: the acquisition attempt, the waiting hooks and the
 //! `Backend` operations, each a statement (or, with waiters, a queue transaction).
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed, resume_held,
+    Backend, Claim, ClaimDriver, ClaimRequest, Claims, Subscription, WaitPolicy, break_claimed,
+    resume_held,
 };
 use dlock_core::{
     Access, Capabilities, FencingToken, Held, HolderValue, Holding, Lease, LockError, LockInfo,
@@ -22,39 +21,28 @@ use crate::{SqlLock, queue};
 /// (`crate::queue`), and a release that finds waiters grants the lock to the oldest.
 #[async_trait]
 impl ClaimDriver for SqlLock {
-    async fn claim(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-        waits: bool,
-    ) -> Result<Claim, LockError> {
-        if access != Access::Exclusive {
-            return self.claim_shared(name, access, owner, ttl, waits).await;
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+        if request.access != Access::Exclusive {
+            return self.claim_shared(request).await;
         }
+        let (name, owner, ttl, waits) = (request.name, request.owner, request.ttl, request.waits);
         self.claim_exclusive(name, owner, ttl, waits).await
     }
 
-    async fn subscribe(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-    ) -> Option<Subscription> {
+    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
         if !self.opts.listen || !self.fifo() {
             // releases announce nothing a waiter that does not queue could take
             // (`fifo=false` on PostgreSQL): it polls
             return None;
         }
-        let _ = (name, access);
         // a queued waiter hears only its own grant
         self.store
-            .subscribe(&queue::grant_key(owner.as_str()))
+            .subscribe(&queue::grant_key(request.owner.as_str()))
             .await
     }
 
-    fn abandon(&self, name: &LockName, access: Access, owner: &OwnerId) {
+    fn abandon(&self, request: &ClaimRequest<'_>) {
+        let (name, access, owner) = (request.name, request.access, request.owner);
         if access == Access::Exclusive {
             self.leave_queue(name, owner);
         } else {

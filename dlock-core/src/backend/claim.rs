@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{Attempt, Backend, Subscription, WaitPolicy, wait_for_lock};
-use crate::{Access, FencingToken, Lease, LockError, LockName, OwnerId};
+use crate::{Access, Acquisition, FencingToken, Lease, LockError, LockName, OwnerId};
 
 /// What one claim found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,17 +43,55 @@ pub enum Claim {
     },
 }
 
+/// One claim attempt: what [`ClaimDriver::claim`] is asked to take.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct ClaimRequest<'a> {
+    /// The lock's name.
+    pub name: &'a LockName,
+    /// What is asked for: the lock, N permits, a read or the write lease (validated).
+    pub access: Access,
+    /// The acquisition's owner id, the same for each of its attempts.
+    pub owner: &'a OwnerId,
+    /// The lease's TTL (validated).
+    pub ttl: Duration,
+    /// The caller will wait and try again if this attempt fails.
+    pub waits: bool,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// A request for `access` to `name` by `owner` for `ttl`, that does not wait
+    /// (see [`ClaimRequest::waiting`]).
+    #[must_use]
+    pub fn new(name: &'a LockName, access: Access, owner: &'a OwnerId, ttl: Duration) -> Self {
+        Self {
+            name,
+            access,
+            owner,
+            ttl,
+            waits: false,
+        }
+    }
+
+    /// The same request, from a caller that will (or will not) wait and try again.
+    #[must_use]
+    pub fn waiting(self, waits: bool) -> Self {
+        Self { waits, ..self }
+    }
+}
+
 /// A claim backend's protocol (see the [module](self)); releasing is the
 /// [`Backend`]'s.
 #[async_trait]
 pub trait ClaimDriver: Backend {
-    /// One attempt to take `name` with `access` for `owner` for `ttl`: when it admits
+    /// One attempt to take the request's `name` with its `access` for its `owner` for
+    /// its `ttl`: when it admits
     /// one more such holder, or already holds `owner` — an earlier attempt of the same
     /// acquisition whose answer was lost may have committed, and a retry must find its
     /// own record taken, not busy. A backend without [`crate::Capabilities::shared`]
     /// answers [`LockError::Unsupported`] for anything but [`Access::Exclusive`].
     ///
-    /// `waits`: the caller will wait and try again if this attempt fails. A writer's
+    /// `request.waits`: the caller will wait and try again if this attempt fails. A writer's
     /// failed attempt that waits leaves an intent, live for
     /// [`WaitPolicy::writer_intent`], that refuses new readers until the writer got the
     /// lock or stopped trying — so a steady stream of readers cannot starve it.
@@ -61,17 +99,10 @@ pub trait ClaimDriver: Backend {
     /// # Cancel safety
     /// As [`crate::DistributedLock::try_acquire`]: a claim whose answer was dropped may
     /// hold the lock until its TTL.
-    async fn claim(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-        waits: bool,
-    ) -> Result<Claim, LockError>;
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError>;
 
-    /// Registers `owner`'s acquisition for a wake-up when `name` (of `access`'s
-    /// primitive) is released — or, on a backend whose release grants, when the lock is
+    /// Registers the request's acquisition (its owner) for a wake-up when its name (of
+    /// its access's primitive) is released — or, on a backend whose release grants, when the lock is
     /// handed to `owner` (`None`: poll instead). The subscription lives as long as the
     /// acquisition waits; dropping it without having acquired is the place to leave a
     /// server-side queue.
@@ -79,25 +110,20 @@ pub trait ClaimDriver: Backend {
     /// # Cancel safety
     /// Dropping it changes nothing a caller sees: the subscription, if made, ends with
     /// it.
-    async fn subscribe(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-    ) -> Option<Subscription> {
-        let _ = (name, access, owner);
+    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
+        let _ = request;
         None
     }
 
-    /// `owner`'s waiting acquisition of `name` ended without the lock — its wait ran
+    /// The request's waiting acquisition ended without the lock — its wait ran
     /// out, it failed, or it was dropped. A backend that queues waiters on the server
-    /// removes `owner`'s entry here, and gives back a grant made to it that it never
+    /// removes the owner's entry here, and gives back a grant made to it that it never
     /// took. Called from a drop, so it must not block: work that needs the server goes
     /// to a task of the current runtime (best effort; a backend's queue must also drop
     /// a waiter that never leaves — a killed process — on its own). The default does
     /// nothing.
-    fn abandon(&self, name: &LockName, access: Access, owner: &OwnerId) {
-        let _ = (name, access, owner);
+    fn abandon(&self, request: &ClaimRequest<'_>) {
+        let _ = request;
     }
 
     /// Registers an observer (no acquisition: a leader watch) for a wake-up at the
@@ -110,7 +136,8 @@ pub trait ClaimDriver: Backend {
     /// As [`ClaimDriver::subscribe`].
     async fn watch(&self, name: &LockName) -> Option<Subscription> {
         let observer = OwnerId::from_stored("observer");
-        self.subscribe(name, Access::Exclusive, &observer).await
+        let request = ClaimRequest::new(name, Access::Exclusive, &observer, Duration::ZERO);
+        self.subscribe(&request).await
     }
 
     /// How to wait when the lock is busy.
@@ -128,14 +155,11 @@ pub trait ClaimDriver: Backend {
 /// As [`crate::DistributedLock::try_acquire`].
 pub async fn attempt<D: ClaimDriver + ?Sized>(
     driver: &D,
-    name: &LockName,
-    access: Access,
-    owner: &OwnerId,
-    ttl: Duration,
-    waits: bool,
+    request: &ClaimRequest<'_>,
 ) -> Result<Attempt, LockError> {
     let sent = Instant::now();
-    let (token, sent) = match driver.claim(name, access, owner, ttl, waits).await? {
+    let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
+    let (token, sent) = match driver.claim(request).await? {
         Claim::Taken(token) => (token, sent),
         Claim::Granted { token, since } => (token, since),
         Claim::Held(remaining) => return Ok(Attempt::Held { remaining }),
@@ -160,16 +184,13 @@ pub async fn attempt<D: ClaimDriver + ?Sized>(
 /// Dropping it after the request was sent may leave the record taken until its TTL.
 pub async fn try_claim<D: ClaimDriver + ?Sized>(
     driver: &D,
-    name: &LockName,
-    access: Access,
-    ttl: Duration,
-    value: Option<&crate::HolderValue>,
+    acquisition: &Acquisition<'_>,
 ) -> Result<Option<Lease>, LockError> {
-    let access = access.validate()?;
-    let owner = super::new_acquisition(ttl, value)?;
-    Ok(attempt(driver, name, access, &owner, ttl, false)
-        .await?
-        .into_lease())
+    let access = acquisition.access().validate()?;
+    let (name, ttl) = (acquisition.name(), acquisition.ttl());
+    let owner = super::new_acquisition(ttl, acquisition.value())?;
+    let request = ClaimRequest::new(name, access, &owner, ttl);
+    Ok(attempt(driver, &request).await?.into_lease())
 }
 
 /// `acquire` (or a shared kin, per `access`) for a claim backend: attempts under one owner id until one takes the
@@ -185,28 +206,25 @@ pub async fn try_claim<D: ClaimDriver + ?Sized>(
 /// until its TTL — or until that background leave gives it back.
 pub async fn claim<D: ClaimDriver + ?Sized>(
     driver: &D,
-    name: &LockName,
-    access: Access,
-    ttl: Duration,
+    acquisition: &Acquisition<'_>,
     wait: Duration,
-    value: Option<&crate::HolderValue>,
 ) -> Result<Lease, LockError> {
-    let access = access.validate()?;
-    let owner = super::new_acquisition(ttl, value)?;
+    let access = acquisition.access().validate()?;
+    let (name, ttl) = (acquisition.name(), acquisition.ttl());
+    let owner = super::new_acquisition(ttl, acquisition.value())?;
     let waits = !wait.is_zero();
+    let request = ClaimRequest::new(name, access, &owner, ttl).waiting(waits);
     let mut abandoned = Abandoned {
         driver,
-        name,
-        access,
-        owner: &owner,
+        request: &request,
         armed: waits,
     };
     let taken = wait_for_lock(
         name,
         wait,
         &driver.wait_policy(),
-        || attempt(driver, name, access, &owner, ttl, waits),
-        || driver.subscribe(name, access, &owner),
+        || attempt(driver, &request),
+        || driver.subscribe(&request),
     )
     .await;
     abandoned.armed &= taken.is_err();
@@ -218,16 +236,14 @@ pub async fn claim<D: ClaimDriver + ?Sized>(
 /// acquisition's future is dropped mid-wait.
 struct Abandoned<'a, D: ClaimDriver + ?Sized> {
     driver: &'a D,
-    name: &'a LockName,
-    access: Access,
-    owner: &'a OwnerId,
+    request: &'a ClaimRequest<'a>,
     armed: bool,
 }
 
 impl<D: ClaimDriver + ?Sized> Drop for Abandoned<'_, D> {
     fn drop(&mut self) {
         if self.armed {
-            self.driver.abandon(self.name, self.access, self.owner);
+            self.driver.abandon(self.request);
         }
     }
 }

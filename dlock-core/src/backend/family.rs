@@ -23,8 +23,8 @@ use tokio::time::Instant;
 
 use super::{ClaimDriver, QueueDriver, claim, queue};
 use crate::{
-    Access, Acquisition, Capabilities, DistributedLock, Held, HolderValue, Holding, Lease,
-    LockError, LockInfo, LockName, Ticket,
+    Access, Acquisition, Capabilities, DistributedLock, Held, Holding, Lease, LockError, LockInfo,
+    LockName, Ticket,
 };
 
 /// What an adapter writes besides its family's driver: the parts of
@@ -196,12 +196,9 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
         backend: &B,
         request: &Acquisition<'_>,
     ) -> Result<Option<Lease>, LockError> {
-        let (name, access, ttl, value) = parts(request);
         match request.wait() {
-            None => claim::try_claim(backend, name, access, ttl, value).await,
-            Some(wait) => claim::claim(backend, name, access, ttl, wait, value)
-                .await
-                .map(Some),
+            None => claim::try_claim(backend, request).await,
+            Some(wait) => claim::claim(backend, request, wait).await.map(Some),
         }
     }
 
@@ -247,16 +244,15 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
         backend: &B,
         request: &Acquisition<'_>,
     ) -> Result<Option<Lease>, LockError> {
-        let (name, access, ttl, value) = parts(request);
         match request.wait() {
             None => {
-                let access = access.validate()?;
-                let owner = super::new_acquisition(ttl, value)?;
-                backend.try_take(name, access, &owner, ttl).await
+                let access = request.access().validate()?;
+                let owner = super::new_acquisition(request.ttl(), request.value())?;
+                backend
+                    .try_take(request.name(), access, &owner, request.ttl())
+                    .await
             }
-            Some(wait) => queue::queue(backend, name, access, ttl, wait, value)
-                .await
-                .map(Some),
+            Some(wait) => queue::queue(backend, request, wait).await.map(Some),
         }
     }
 
@@ -274,18 +270,6 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
             }
         }
     }
-}
-
-/// A request's parts, as the family algorithms take them.
-fn parts<'a>(
-    request: &Acquisition<'a>,
-) -> (&'a LockName, Access, Duration, Option<&'a HolderValue>) {
-    (
-        request.name(),
-        request.access(),
-        request.ttl(),
-        request.value(),
-    )
 }
 
 #[async_trait]

@@ -31,7 +31,7 @@ mod wait;
 mod wakeups;
 
 pub use batch::{Batcher, Pending, gather_batch};
-pub use claim::{Claim, ClaimDriver};
+pub use claim::{Claim, ClaimDriver, ClaimRequest};
 pub use family::{Backend, Claims, Family, Queues};
 pub use operators::{break_claimed, proclaimable, resume_held};
 pub use query::take_query;

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::retry_transient;
 use crate::backoff::Deadline;
-use crate::{Access, Lease, LockError, LockName, OwnerId};
+use crate::{Access, Acquisition, Lease, LockError, LockName, OwnerId};
 
 /// Where an entry stands in its queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,32 +121,29 @@ pub trait QueueDriver: Send + Sync {
 /// Dropping it at any point leaves the queue (the entry's `Drop`).
 pub async fn queue<D: QueueDriver + ?Sized>(
     driver: &D,
-    name: &LockName,
-    access: Access,
-    ttl: Duration,
+    acquisition: &Acquisition<'_>,
     wait: Duration,
-    value: Option<&crate::HolderValue>,
 ) -> Result<Lease, LockError> {
     // the TTL is checked once, by each attempt's `new_acquisition` (a permanent error:
     // the first attempt ends the loop)
-    let access = access.validate()?;
-    retry_transient(name, wait, |left| {
-        wait_in_line(driver, name, access, ttl, left, value)
+    let access = acquisition.access().validate()?;
+    let acquisition = acquisition.with_access(access);
+    retry_transient(acquisition.name(), wait, |left| {
+        wait_in_line(driver, &acquisition, left)
     })
     .await
 }
 
-/// One acquisition: join, then wait for the entries ahead until it may hold.
+/// One acquisition (its access validated): join, then wait for the entries ahead
+/// until it may hold.
 async fn wait_in_line<D: QueueDriver + ?Sized>(
     driver: &D,
-    name: &LockName,
-    access: Access,
-    ttl: Duration,
+    acquisition: &Acquisition<'_>,
     wait: Duration,
-    value: Option<&crate::HolderValue>,
 ) -> Result<Lease, LockError> {
     let deadline = Deadline::after(wait);
-    let owner = super::new_acquisition(ttl, value)?;
+    let (name, access, ttl) = (acquisition.name(), acquisition.access(), acquisition.ttl());
+    let owner = super::new_acquisition(ttl, acquisition.value())?;
     let (mut entry, mut turn) = driver.enqueue(name, access, &owner, ttl).await?;
     let mut waited = false;
     loop {

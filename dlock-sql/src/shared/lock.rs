@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::backend::Claim;
+use dlock_core::backend::{Claim, ClaimRequest};
 use dlock_core::{Access, FencingToken, Holding, Lease, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 
@@ -15,27 +15,24 @@ impl SqlLock {
     /// One attempt at a permit, a read or the write lease: one transaction.
     pub(crate) async fn claim_shared(
         &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-        waits: bool,
+        request: &ClaimRequest<'_>,
     ) -> Result<Claim, LockError> {
+        let (access, owner) = (request.access, request.owner);
         // a waiter of a client that does not queue polls, and a writer's intent keeps
         // readers from starving it
         let queues = self.fifo();
-        let intent = (waits && !queues).then(|| self.wait_policy_now().writer_intent());
-        let waits = waits && queues;
+        let intent = (request.waits && !queues).then(|| self.wait_policy_now().writer_intent());
+        let waits = request.waits && queues;
         let (live, listener) = if waits {
             self.queue_live().await
         } else {
             (Duration::ZERO, (0, String::new()))
         };
         let req = SharedRequest {
-            key: shared_key(name, access),
+            key: shared_key(request.name, access),
             access,
             owner: owner.as_str().to_owned(),
-            ttl,
+            ttl: request.ttl,
             waits,
             intent,
             live,
@@ -59,7 +56,7 @@ impl SqlLock {
                     _ => 0,
                 };
                 Err(LockError::permits_mismatch(
-                    name,
+                    request.name,
                     u32::try_from(n).unwrap_or(0),
                     asked,
                 ))
