@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::{
-    Access, Acquisition, Capabilities, Coordination, DistributedLock, Holding, Lease, LockError,
-    LockInfo, LockName, SharedLock,
+    Access, Acquisition, Capabilities, Coordination, DistributedLock, HolderWatch, Holding, Lease,
+    LockError, LockInfo, LockName, SharedLock,
 };
 
 /// Hands out clients of one backend, each as if it ran in another process.
@@ -231,13 +231,8 @@ impl DistributedLock for Crashable {
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         self.viewed_lock()?.release_after(lease, linger).await
     }
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: tokio::time::Instant,
-    ) -> Result<(), LockError> {
-        self.viewed_lock()?.holder_changed(name, seen, until).await
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        self.viewed_lock()?.holder_changed(watch).await
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::{
-    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, Holding, Lease, LockError,
-    LockInfo, LockName, Ticket,
+    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, HolderWatch, Holding, Lease,
+    LockError, LockInfo, LockName, Ticket,
 };
 
 /// `lock` with semaphores and read-write locks answered `Unsupported`.
@@ -42,13 +42,8 @@ impl DistributedLock for MutexOnly {
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         self.0.release_after(lease, linger).await
     }
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: tokio::time::Instant,
-    ) -> Result<(), LockError> {
-        self.0.holder_changed(name, seen, until).await
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        self.0.holder_changed(watch).await
     }
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
         self.0.hand_over(lease).await

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::backend::retry_transient;
 use dlock_core::{
-    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, Holding, Lease, LockError,
-    LockInfo, LockName, Ticket, waited,
+    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, HolderWatch, Holding, Lease,
+    LockError, LockInfo, LockName, Ticket, waited,
 };
 
 use crate::{Link, TestClient};
@@ -102,14 +102,9 @@ impl DistributedLock for Switched {
         self.check()?;
         self.inner.release_after(lease, linger).await
     }
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: tokio::time::Instant,
-    ) -> Result<(), LockError> {
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
         self.check()?;
-        self.inner.holder_changed(name, seen, until).await
+        self.inner.holder_changed(watch).await
     }
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
         self.check()?;

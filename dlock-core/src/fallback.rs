@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 pub use crate::fallback_policy::Fallback;
 use crate::{
-    Access, Acquisition, Capabilities, Deadline, DistributedLock, FencingToken, Holding, Lease,
-    LockError, LockInfo, LockName, MemoryLock, OwnerId,
+    Access, Acquisition, Capabilities, Deadline, DistributedLock, FencingToken, HolderWatch,
+    Holding, Lease, LockError, LockInfo, LockName, MemoryLock, OwnerId,
 };
 
 /// Counter: acquisitions served by a fallback, by `policy` = `local` | `proceed`.
@@ -369,13 +369,8 @@ impl DistributedLock for FallbackLock {
         self.inner().await?.break_holder(name).await
     }
 
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: Instant,
-    ) -> Result<(), LockError> {
-        self.inner().await?.holder_changed(name, seen, until).await
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        self.inner().await?.holder_changed(watch).await
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -7,8 +7,8 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::{
-    Access, Acquisition, Capabilities, DistributedLock, Held, Holding, Lease, LockError, LockInfo,
-    LockName, Ticket,
+    Access, Acquisition, Capabilities, DistributedLock, Held, HolderWatch, Holding, Lease,
+    LockError, LockInfo, LockName, Ticket,
 };
 
 /// The metric names dlock records (through the `metrics` facade: install any recorder
@@ -335,13 +335,8 @@ impl<L: DistributedLock> DistributedLock for Instrumented<L> {
         self.count_release(&span, lease, &r);
         r
     }
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: tokio::time::Instant,
-    ) -> Result<(), LockError> {
-        self.inner.holder_changed(name, seen, until).await
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        self.inner.holder_changed(watch).await
     }
 
     fn capabilities(&self) -> Capabilities {

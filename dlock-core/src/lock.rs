@@ -5,8 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Access, Acquisition, Capabilities, Finding, Held, HolderValue, Holding, Lease, LockError,
-    LockInfo, LockName, MIN_TTL, Ticket, poll_until, waited,
+    Access, Acquisition, Capabilities, Finding, Held, HolderValue, HolderWatch, Holding, Lease,
+    LockError, LockInfo, LockName, MIN_TTL, Ticket, poll_until, waited,
 };
 
 /// A distributed lock with leases, renewal and fencing tokens.
@@ -238,8 +238,8 @@ pub trait DistributedLock: Send + Sync {
         }
     }
 
-    /// Completes when the holder of `name` may no longer be `seen` (released,
-    /// expired, replaced, or a holder appeared), or at `until`. Callers inspect again:
+    /// Completes when the holder of `watch.name` may no longer be `watch.seen`
+    /// (released, expired, replaced, or a holder appeared), or at `watch.until`. Callers inspect again:
     /// a wake-up may be spurious, never missed for long. Backends with server
     /// notifications ([`Capabilities::notify`]) are woken by them; the provided
     /// implementation polls every 100 ms at most.
@@ -249,14 +249,8 @@ pub trait DistributedLock: Send + Sync {
     ///
     /// # Cancel safety
     /// A wait: dropping it changes nothing.
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: tokio::time::Instant,
-    ) -> Result<(), LockError> {
-        let _ = name;
-        tokio::time::sleep_until(poll_until(seen, until)).await;
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        tokio::time::sleep_until(poll_until(watch.seen, watch.until)).await;
         Ok(())
     }
 

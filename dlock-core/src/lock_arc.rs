@@ -5,8 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, Holding, Lease, LockError,
-    LockInfo, LockName, Ticket,
+    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, HolderWatch, Holding, Lease,
+    LockError, LockInfo, LockName, Ticket,
 };
 
 /// A shared backend is a backend, so `Instrumented<Arc<dyn DistributedLock>>` works.
@@ -32,13 +32,8 @@ impl<T: DistributedLock + ?Sized> DistributedLock for std::sync::Arc<T> {
     async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
         (**self).holders(name, of).await
     }
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: tokio::time::Instant,
-    ) -> Result<(), LockError> {
-        (**self).holder_changed(name, seen, until).await
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        (**self).holder_changed(watch).await
     }
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
         (**self).hand_over(lease).await

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use dlock_core::{
     Access, Acquisition, Capabilities, DistributedLock, Fallback, FallbackLock, Finding, Held,
-    HolderValue, Holding, Instrumented, Lease, LockError, LockInfo, LockName, MemoryLock,
-    SharedLock, Ticket, async_trait,
+    HolderValue, HolderWatch, Holding, Instrumented, Lease, LockError, LockInfo, LockName,
+    MemoryLock, SharedLock, Ticket, async_trait,
 };
 
 /// A backend whose every answer is recognisable, counting the calls that return
@@ -43,12 +43,7 @@ impl DistributedLock for Probe {
     async fn holders(&self, _: &LockName, _: Access) -> Result<Vec<Holding>, LockError> {
         Ok(Vec::new())
     }
-    async fn holder_changed(
-        &self,
-        _: &LockName,
-        _: Option<&LockInfo>,
-        _: tokio::time::Instant,
-    ) -> Result<(), LockError> {
+    async fn holder_changed(&self, _: &HolderWatch<'_>) -> Result<(), LockError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
@@ -153,9 +148,8 @@ async fn wrappers_forward_every_method() {
             "{label}: proclaim"
         );
         let before = probe.calls.load(Ordering::SeqCst);
-        lock.holder_changed(&name, None, tokio::time::Instant::now())
-            .await
-            .unwrap();
+        let watch = HolderWatch::new(&name, None, tokio::time::Instant::now());
+        lock.holder_changed(&watch).await.unwrap();
         // a view over one side polls on purpose: the backend's watches follow the
         // mutex's holder, not the side's
         let watched = usize::from(label != "SharedLock");

@@ -23,8 +23,8 @@ use tokio::time::Instant;
 
 use super::{ClaimDriver, QueueDriver, claim, queue};
 use crate::{
-    Access, Acquisition, Capabilities, DistributedLock, Held, Holding, Lease, LockError, LockInfo,
-    LockName, Ticket,
+    Access, Acquisition, Capabilities, DistributedLock, Held, HolderWatch, Holding, Lease,
+    LockError, LockInfo, LockName, Ticket,
 };
 
 /// What an adapter writes besides its family's driver: the parts of
@@ -173,12 +173,7 @@ pub trait Family<B: ?Sized + Sync>: Send + Sync {
     ///
     /// # Cancel safety
     /// A wait: dropping it changes nothing.
-    async fn holder_changed(
-        backend: &B,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: Instant,
-    ) -> Result<(), LockError>;
+    async fn holder_changed(backend: &B, watch: &HolderWatch<'_>) -> Result<(), LockError>;
 }
 
 /// The claim family (Redis, Redlock, SQL): [`claim::try_claim`] and [`claim::claim`].
@@ -206,12 +201,10 @@ impl<B: ClaimDriver + ?Sized> Family<B> for Claims {
     /// at the holder's expiry too (and at the policy's fallback, in case a
     /// notification was lost). Subscribed first, then looked at again, so a release
     /// between the caller's look and the subscription is not missed.
-    async fn holder_changed(
-        backend: &B,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: Instant,
-    ) -> Result<(), LockError> {
+    async fn holder_changed(backend: &B, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        let HolderWatch {
+            name, seen, until, ..
+        } = *watch;
         let subscription = match seen {
             Some(_) => backend.watch(name).await,
             None => None,
@@ -256,16 +249,11 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
         }
     }
 
-    async fn holder_changed(
-        backend: &B,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: Instant,
-    ) -> Result<(), LockError> {
-        match seen {
-            Some(holder) => backend.holder_gone(name, holder, until).await,
+    async fn holder_changed(backend: &B, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        match watch.seen {
+            Some(holder) => backend.holder_gone(watch.name, holder, watch.until).await,
             None => {
-                tokio::time::sleep_until(crate::poll_until(None, until)).await;
+                tokio::time::sleep_until(crate::poll_until(None, watch.until)).await;
                 Ok(())
             }
         }
@@ -294,13 +282,8 @@ impl<B: Backend> DistributedLock for B {
         Backend::release_after(self, lease, linger).await
     }
 
-    async fn holder_changed(
-        &self,
-        name: &LockName,
-        seen: Option<&LockInfo>,
-        until: Instant,
-    ) -> Result<(), LockError> {
-        B::Family::holder_changed(self, name, seen, until).await
+    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
+        B::Family::holder_changed(self, watch).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Leader;
-use crate::{DistributedLock, FencingToken, LockError, LockInfo, LockName};
+use crate::{DistributedLock, FencingToken, HolderWatch, LockError, LockInfo, LockName};
 
 /// A stream of leadership changes (see [`super::Election::observe`]): `Some(leader)`
 /// when a new leader is seen or the leader proclaims a new value
@@ -74,9 +74,8 @@ impl Observer {
         match &self.last {
             Some(holder) => {
                 let until = Instant::now() + LONGEST_WAIT;
-                self.lock
-                    .holder_changed(&self.name, Some(holder), until)
-                    .await
+                let watch = HolderWatch::new(&self.name, Some(holder), until);
+                self.lock.holder_changed(&watch).await
             }
             None => {
                 tokio::time::sleep(self.vacant_pause).await;
