@@ -1,11 +1,9 @@
 //! Acquiring on etcd: the queue driver core's waiting loop runs.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
-use dlock_core::backend::Standing;
 use dlock_core::backend::queue::{QueueDriver, Turn};
-use dlock_core::{Access, Lease, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::backend::{AttemptRequest, Standing};
+use dlock_core::{Access, Lease, LockError, LockInfo, LockName};
 use etcd_client::KeyValue;
 use tokio::time::Instant;
 
@@ -20,13 +18,8 @@ use crate::shared::stand;
 impl QueueDriver for EtcdLock {
     type Entry = EtcdEntry;
 
-    async fn try_take(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
+    async fn try_take(&self, request: &AttemptRequest<'_>) -> Result<Option<Lease>, LockError> {
+        let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         let (dir, key, ticket, pending) = self.prepare(name, access, owner, ttl).await?;
         if access != Access::Exclusive {
             let (rev, ahead) = self
@@ -81,13 +74,8 @@ impl QueueDriver for EtcdLock {
         Ok(Some(lease))
     }
 
-    async fn enqueue(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<(EtcdEntry, Turn), LockError> {
+    async fn enqueue(&self, request: &AttemptRequest<'_>) -> Result<(EtcdEntry, Turn), LockError> {
+        let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         let (dir, key, ticket, pending) = self.prepare(name, access, owner, ttl).await?;
         let entry = |rev| EtcdEntry {
             name: name.clone(),

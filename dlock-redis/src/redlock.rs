@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, ClaimRequest, Claims, Subscription, WaitPolicy, break_claimed,
+    AttemptRequest, Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed,
     resume_held,
 };
 use dlock_core::{
@@ -275,7 +275,7 @@ impl ClaimDriver for Redlock {
     /// a guard then releases on every node whatever the round won (each node's
     /// connection sends the release after the grant, so it finds it), rather than
     /// leaving it held until its TTL.
-    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+    async fn claim(&self, request: &AttemptRequest<'_>) -> Result<Claim, LockError> {
         let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         if access != Access::Exclusive {
             return Err(LockError::unsupported(Backend::backend_name(self), access));
@@ -293,7 +293,7 @@ impl ClaimDriver for Redlock {
         outcome
     }
 
-    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
+    async fn subscribe(&self, request: &AttemptRequest<'_>) -> Option<Subscription> {
         // wake-up and attempt: a queue on each of independent masters would order the
         // waiters differently on each, and no order would hold on a quorum
         self.subscribe_all(&Keys::new(&self.opts, request.name))

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, ClaimRequest, Claims, Subscription, WaitPolicy, break_claimed,
+    AttemptRequest, Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed,
     resume_held,
 };
 use dlock_core::{
@@ -93,18 +93,18 @@ impl RedisLock {
 /// the release grants: FIFO, one message per hand-off (`waiting.rs`, `queue.rs`).
 #[async_trait]
 impl ClaimDriver for RedisLock {
-    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+    async fn claim(&self, request: &AttemptRequest<'_>) -> Result<Claim, LockError> {
         self.attempt(request).await
     }
 
-    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
+    async fn subscribe(&self, request: &AttemptRequest<'_>) -> Option<Subscription> {
         self.listen_for_grant(request.name, request.access, request.owner)
             .await
             .inspect_err(|e| tracing::debug!(error = %e, "subscribe failed; polling instead"))
             .ok()
     }
 
-    fn abandon(&self, request: &ClaimRequest<'_>) {
+    fn abandon(&self, request: &AttemptRequest<'_>) {
         self.leave_queue(request.name, request.access, request.owner);
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use dlock_core::backend::grants::fresh_for;
-use dlock_core::backend::{Claim, ClaimRequest, Subscription};
+use dlock_core::backend::{AttemptRequest, Claim, Subscription};
 use dlock_core::{Access, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 
@@ -58,7 +58,7 @@ impl Target {
 impl RedisLock {
     /// One attempt (see `ClaimDriver::claim`); a waiting one takes a grant the release
     /// already sent it, or queues.
-    pub(crate) async fn attempt(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+    pub(crate) async fn attempt(&self, request: &AttemptRequest<'_>) -> Result<Claim, LockError> {
         let (owner, ttl, waits) = (request.owner.as_str(), request.ttl, request.waits);
         let target = Target::new(self, request.name, request.access)?;
         let channel = target.grant_channel(owner);

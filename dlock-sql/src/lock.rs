@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use dlock_core::backend::{
-    Backend, Claim, ClaimDriver, ClaimRequest, Claims, Subscription, WaitPolicy, break_claimed,
+    AttemptRequest, Backend, Claim, ClaimDriver, Claims, Subscription, WaitPolicy, break_claimed,
     resume_held,
 };
 use dlock_core::{
@@ -21,7 +21,7 @@ use crate::{SqlLock, queue};
 /// (`crate::queue`), and a release that finds waiters grants the lock to the oldest.
 #[async_trait]
 impl ClaimDriver for SqlLock {
-    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError> {
+    async fn claim(&self, request: &AttemptRequest<'_>) -> Result<Claim, LockError> {
         if request.access != Access::Exclusive {
             return self.claim_shared(request).await;
         }
@@ -29,7 +29,7 @@ impl ClaimDriver for SqlLock {
         self.claim_exclusive(name, owner, ttl, waits).await
     }
 
-    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
+    async fn subscribe(&self, request: &AttemptRequest<'_>) -> Option<Subscription> {
         if !self.opts.listen || !self.fifo() {
             // releases announce nothing a waiter that does not queue could take
             // (`fifo=false` on PostgreSQL): it polls
@@ -41,7 +41,7 @@ impl ClaimDriver for SqlLock {
             .await
     }
 
-    fn abandon(&self, request: &ClaimRequest<'_>) {
+    fn abandon(&self, request: &AttemptRequest<'_>) {
         let (name, access, owner) = (request.name, request.access, request.owner);
         if access == Access::Exclusive {
             self.leave_queue(name, owner);

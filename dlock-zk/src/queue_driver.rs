@@ -1,11 +1,9 @@
 //! Acquiring on ZooKeeper: the queue driver core's waiting loop runs.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
-use dlock_core::backend::Standing;
 use dlock_core::backend::queue::{QueueDriver, Turn};
-use dlock_core::{Access, Lease, LockError, LockInfo, LockName, OwnerId};
+use dlock_core::backend::{AttemptRequest, Standing};
+use dlock_core::{Access, Lease, LockError, LockInfo, LockName};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -26,13 +24,8 @@ use crate::shared::stand;
 impl QueueDriver for ZkLock {
     type Entry = ZkEntry;
 
-    async fn try_take(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
+    async fn try_take(&self, request: &AttemptRequest<'_>) -> Result<Option<Lease>, LockError> {
+        let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         let (dir, slot, client, mut cleanup) = self.prepare(name, access, owner, ttl).await?;
         let sent = Instant::now();
         let q = self.enqueue_node(&client, &dir, &cleanup.prefix).await?;
@@ -67,13 +60,8 @@ impl QueueDriver for ZkLock {
         Ok(Some(lease))
     }
 
-    async fn enqueue(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<(ZkEntry, Turn), LockError> {
+    async fn enqueue(&self, request: &AttemptRequest<'_>) -> Result<(ZkEntry, Turn), LockError> {
+        let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         let (dir, slot, client, cleanup) = self.prepare(name, access, owner, ttl).await?;
         let seen = Instant::now();
         let q = self.enqueue_node(&client, &dir, &cleanup.prefix).await?;

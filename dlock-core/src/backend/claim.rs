@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::{Attempt, Backend, Subscription, WaitPolicy, wait_for_lock};
+use super::{Attempt, AttemptRequest, Backend, Subscription, WaitPolicy, wait_for_lock};
 use crate::{Access, Acquisition, FencingToken, Lease, LockError, LockName, OwnerId};
 
 /// What one claim found.
@@ -43,43 +43,6 @@ pub enum Claim {
     },
 }
 
-/// One claim attempt: what [`ClaimDriver::claim`] is asked to take.
-#[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub struct ClaimRequest<'a> {
-    /// The lock's name.
-    pub name: &'a LockName,
-    /// What is asked for: the lock, N permits, a read or the write lease (validated).
-    pub access: Access,
-    /// The acquisition's owner id, the same for each of its attempts.
-    pub owner: &'a OwnerId,
-    /// The lease's TTL (validated).
-    pub ttl: Duration,
-    /// The caller will wait and try again if this attempt fails.
-    pub waits: bool,
-}
-
-impl<'a> ClaimRequest<'a> {
-    /// A request for `access` to `name` by `owner` for `ttl`, that does not wait
-    /// (see [`ClaimRequest::waiting`]).
-    #[must_use]
-    pub fn new(name: &'a LockName, access: Access, owner: &'a OwnerId, ttl: Duration) -> Self {
-        Self {
-            name,
-            access,
-            owner,
-            ttl,
-            waits: false,
-        }
-    }
-
-    /// The same request, from a caller that will (or will not) wait and try again.
-    #[must_use]
-    pub fn waiting(self, waits: bool) -> Self {
-        Self { waits, ..self }
-    }
-}
-
 /// A claim backend's protocol (see the [module](self)); releasing is the
 /// [`Backend`]'s.
 #[async_trait]
@@ -99,7 +62,7 @@ pub trait ClaimDriver: Backend {
     /// # Cancel safety
     /// As [`crate::DistributedLock::try_acquire`]: a claim whose answer was dropped may
     /// hold the lock until its TTL.
-    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, LockError>;
+    async fn claim(&self, request: &AttemptRequest<'_>) -> Result<Claim, LockError>;
 
     /// Registers the request's acquisition (its owner) for a wake-up when its name (of
     /// its access's primitive) is released — or, on a backend whose release grants, when the lock is
@@ -110,7 +73,7 @@ pub trait ClaimDriver: Backend {
     /// # Cancel safety
     /// Dropping it changes nothing a caller sees: the subscription, if made, ends with
     /// it.
-    async fn subscribe(&self, request: &ClaimRequest<'_>) -> Option<Subscription> {
+    async fn subscribe(&self, request: &AttemptRequest<'_>) -> Option<Subscription> {
         let _ = request;
         None
     }
@@ -122,7 +85,7 @@ pub trait ClaimDriver: Backend {
     /// to a task of the current runtime (best effort; a backend's queue must also drop
     /// a waiter that never leaves — a killed process — on its own). The default does
     /// nothing.
-    fn abandon(&self, request: &ClaimRequest<'_>) {
+    fn abandon(&self, request: &AttemptRequest<'_>) {
         let _ = request;
     }
 
@@ -136,7 +99,7 @@ pub trait ClaimDriver: Backend {
     /// As [`ClaimDriver::subscribe`].
     async fn watch(&self, name: &LockName) -> Option<Subscription> {
         let observer = OwnerId::from_stored("observer");
-        let request = ClaimRequest::new(name, Access::Exclusive, &observer, Duration::ZERO);
+        let request = AttemptRequest::new(name, Access::Exclusive, &observer, Duration::ZERO);
         self.subscribe(&request).await
     }
 
@@ -155,7 +118,7 @@ pub trait ClaimDriver: Backend {
 /// As [`crate::DistributedLock::try_acquire`].
 pub async fn attempt<D: ClaimDriver + ?Sized>(
     driver: &D,
-    request: &ClaimRequest<'_>,
+    request: &AttemptRequest<'_>,
 ) -> Result<Attempt, LockError> {
     let sent = Instant::now();
     let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
@@ -189,7 +152,7 @@ pub async fn try_claim<D: ClaimDriver + ?Sized>(
     let access = acquisition.access().validate()?;
     let (name, ttl) = (acquisition.name(), acquisition.ttl());
     let owner = super::new_acquisition(ttl, acquisition.value())?;
-    let request = ClaimRequest::new(name, access, &owner, ttl);
+    let request = AttemptRequest::new(name, access, &owner, ttl);
     Ok(attempt(driver, &request).await?.into_lease())
 }
 
@@ -213,7 +176,7 @@ pub async fn claim<D: ClaimDriver + ?Sized>(
     let (name, ttl) = (acquisition.name(), acquisition.ttl());
     let owner = super::new_acquisition(ttl, acquisition.value())?;
     let waits = !wait.is_zero();
-    let request = ClaimRequest::new(name, access, &owner, ttl).waiting(waits);
+    let request = AttemptRequest::new(name, access, &owner, ttl).waiting(waits);
     let mut abandoned = Abandoned {
         driver,
         request: &request,
@@ -236,7 +199,7 @@ pub async fn claim<D: ClaimDriver + ?Sized>(
 /// acquisition's future is dropped mid-wait.
 struct Abandoned<'a, D: ClaimDriver + ?Sized> {
     driver: &'a D,
-    request: &'a ClaimRequest<'a>,
+    request: &'a AttemptRequest<'a>,
     armed: bool,
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::{ClaimDriver, QueueDriver, claim, queue};
+use super::{AttemptRequest, ClaimDriver, QueueDriver, claim, queue};
 use crate::{
     Access, Acquisition, Capabilities, DistributedLock, Held, HolderWatch, Holding, Lease,
     LockError, LockInfo, LockName, Ticket,
@@ -241,9 +241,8 @@ impl<B: QueueDriver + ?Sized> Family<B> for Queues {
             None => {
                 let access = request.access().validate()?;
                 let owner = super::new_acquisition(request.ttl(), request.value())?;
-                backend
-                    .try_take(request.name(), access, &owner, request.ttl())
-                    .await
+                let attempt = AttemptRequest::new(request.name(), access, &owner, request.ttl());
+                backend.try_take(&attempt).await
             }
             Some(wait) => queue::queue(backend, request, wait).await.map(Some),
         }

@@ -19,6 +19,7 @@ pub mod family;
 pub mod grants;
 pub mod queue;
 mod reach;
+mod request;
 
 mod batch;
 mod operators;
@@ -31,12 +32,13 @@ mod wait;
 mod wakeups;
 
 pub use batch::{Batcher, Pending, gather_batch};
-pub use claim::{Claim, ClaimDriver, ClaimRequest};
+pub use claim::{Claim, ClaimDriver};
 pub use family::{Backend, Claims, Family, Queues};
 pub use operators::{break_claimed, proclaimable, resume_held};
 pub use query::take_query;
 pub use queue::{QueueDriver, Turn};
 pub use reach::any_reachable;
+pub use request::AttemptRequest;
 pub use standing::{Standing, holds, standing};
 pub use task::OwnedTask;
 pub use timeout::{Answered, retry_within, within};

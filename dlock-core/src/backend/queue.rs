@@ -9,7 +9,7 @@
 //! waited). Leaving the queue is the entry's own `Drop`, so a dropped, failed or
 //! timed-out acquisition leaves nothing behind whichever await it stopped at.
 //!
-//! The same driver carries the other primitives: an entry names its [`Access`], and the
+//! The same driver carries the other primitives: an entry names its [`Access`](crate::Access), and the
 //! driver decides its turn with [`super::standing`] (a permit when fewer than N entries
 //! precede it, a reader when no writer does, a writer when it is first) and watches the
 //! entries that rule names — the waiting loop stays this one.
@@ -19,9 +19,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::retry_transient;
+use super::{AttemptRequest, retry_transient};
 use crate::backoff::Deadline;
-use crate::{Access, Acquisition, Lease, LockError, LockName, OwnerId};
+use crate::{Acquisition, Lease, LockError, LockName};
 
 /// Where an entry stands in its queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,36 +40,26 @@ pub trait QueueDriver: Send + Sync {
     /// next): that is what makes every acquisition cancel safe.
     type Entry: Send;
 
-    /// `try_acquire`'s one attempt for `owner` (a fresh acquisition, TTL and access
-    /// checked): takes `name` with `access` only if the queue lets it hold at once, and
+    /// `try_acquire`'s one attempt for the request's owner (a fresh acquisition, TTL
+    /// and access checked): takes its name with its access only if the queue lets it
+    /// hold at once, and
     /// leaves nothing queued when it does not. A backend without
     /// [`crate::Capabilities::shared`] answers [`LockError::Unsupported`] for anything but
-    /// [`Access::Exclusive`].
+    /// [`Access::Exclusive`](crate::Access::Exclusive).
     ///
     /// # Cancel safety
     /// As the trait method of the same name. A queue entry created for a dropped call
     /// must not outlive its TTL (rule 6).
-    async fn try_take(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError>;
+    async fn try_take(&self, request: &AttemptRequest<'_>) -> Result<Option<Lease>, LockError>;
 
-    /// Joins `name`'s queue (of `access`'s primitive) for `owner`, with `ttl`; where the
-    /// new entry stands.
+    /// Joins the request's name's queue (of its access's primitive) for its owner, with
+    /// its TTL; where the new entry stands.
     ///
     /// # Cancel safety
     /// An entry created for a dropped call must be removed or expire within its TTL
     /// (rule 6).
-    async fn enqueue(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<(Self::Entry, Turn), LockError>;
+    async fn enqueue(&self, request: &AttemptRequest<'_>)
+    -> Result<(Self::Entry, Turn), LockError>;
 
     /// Waits until the entry right before ours is gone (or `until`, then answers
     /// [`Turn::Behind`]) and says where ours stands now. An entry that vanished meanwhile
@@ -144,7 +134,8 @@ async fn wait_in_line<D: QueueDriver + ?Sized>(
     let deadline = Deadline::after(wait);
     let (name, access, ttl) = (acquisition.name(), acquisition.access(), acquisition.ttl());
     let owner = super::new_acquisition(ttl, acquisition.value())?;
-    let (mut entry, mut turn) = driver.enqueue(name, access, &owner, ttl).await?;
+    let request = AttemptRequest::new(name, access, &owner, ttl).waiting(true);
+    let (mut entry, mut turn) = driver.enqueue(&request).await?;
     let mut waited = false;
     loop {
         if turn == Turn::Head

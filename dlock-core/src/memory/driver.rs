@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use super::MemoryLock;
 use super::queue::Entry;
-use crate::backend::Standing;
 use crate::backend::queue::{QueueDriver, Turn};
+use crate::backend::{AttemptRequest, Standing};
 use crate::{Access, Lease, LockError, LockName, OwnerId};
 
 /// One `acquire`'s place in a queue; dropped before its grant, it leaves the queue and
@@ -71,13 +71,8 @@ impl Drop for MemoryEntry {
 impl QueueDriver for MemoryLock {
     type Entry = MemoryEntry;
 
-    async fn try_take(
-        &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, LockError> {
+    async fn try_take(&self, request: &AttemptRequest<'_>) -> Result<Option<Lease>, LockError> {
+        let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         let id = self.table.next_entry.fetch_add(1, Ordering::Relaxed);
         self.with_queue(name, access, |q, now| {
             // behind everyone queued: a try never barges past a waiter
@@ -102,11 +97,9 @@ impl QueueDriver for MemoryLock {
 
     async fn enqueue(
         &self,
-        name: &LockName,
-        access: Access,
-        owner: &OwnerId,
-        ttl: Duration,
+        request: &AttemptRequest<'_>,
     ) -> Result<(MemoryEntry, Turn), LockError> {
+        let (name, access, owner, ttl) = (request.name, request.access, request.owner, request.ttl);
         let id = self.table.next_entry.fetch_add(1, Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
         self.with_queue(name, access, |q, _| {

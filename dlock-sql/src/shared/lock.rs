@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::backend::{Claim, ClaimRequest};
+use dlock_core::backend::{AttemptRequest, Claim};
 use dlock_core::{Access, FencingToken, Holding, Lease, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 
@@ -15,7 +15,7 @@ impl SqlLock {
     /// One attempt at a permit, a read or the write lease: one transaction.
     pub(crate) async fn claim_shared(
         &self,
-        request: &ClaimRequest<'_>,
+        request: &AttemptRequest<'_>,
     ) -> Result<Claim, LockError> {
         let (access, owner) = (request.access, request.owner);
         // a waiter of a client that does not queue polls, and a writer's intent keeps
