@@ -155,11 +155,11 @@ const WORKERS: usize = 4096;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_in_flight_at_once_are_bounded() {
-    // 10 000 guards due on one or two grid instants, each renewal 100 ms in flight:
+    // 10 000 guards due on one or two grid instants, each renewal 50 ms in flight:
     // without a bound all of them are in flight at once (each future ≈ 0.8 KiB, a peak
     // the allocator keeps); with it at most WORKERS, and every guard still renews
     let ttl = Duration::from_secs(3);
-    let backend = SlowRenewals::new(Duration::from_millis(100));
+    let backend = SlowRenewals::new(Duration::from_millis(50));
     let locker = Locker::new(backend.clone()).with_ttl(ttl);
     let mut guards = Vec::new();
     for i in 0..10_000 {
