@@ -17,7 +17,8 @@ pub struct AttemptRequest<'a> {
     pub access: Access,
     /// The acquisition's owner id, the same for each of its attempts.
     pub owner: &'a OwnerId,
-    /// The lease's TTL (validated).
+    /// The lease's TTL (validated; zero in the placeholder request an observer's
+    /// [`super::ClaimDriver::watch`] passes to `subscribe`).
     pub ttl: Duration,
     /// The caller will wait and try again if this attempt fails.
     pub waits: bool,

@@ -28,16 +28,19 @@ use crate::DistributedLock;
 /// A guard's place in the timetable: when it is due, and a tie-breaker.
 pub(super) type Slot = (Instant, u64);
 
-/// The most tasks that drain the ready queue at once: more than a batching backend puts
-/// in one request (Redis 256 renewals per script call, SQL 1 000 per statement, etcd
-/// 4 096 keys per lease read), so batches still fill, and few enough that their futures
+/// The most tasks that drain the ready queue at once: at least what a batching backend
+/// puts in one request (Redis 256 renewals per script call, ZooKeeper 512 per
+/// multi-read, SQL 1 000 per statement, etcd 4 096 keys per lease read), so batches fill, and few enough that their futures
 /// are a small part of what 100 000 held locks cost.
 const WORKERS: usize = 4096;
 
-/// How long a due renewal may wait in the ready queue before it gets a task of its own:
-/// a sixth of its TTL, so its first attempt still starts before 7/12 of the lease.
-fn patience(entry: &Entry) -> Duration {
-    entry.shared.lease().ttl() / 6
+/// When a renewal due `now` stops waiting in the ready queue for a worker and gets a
+/// task of its own: after a sixth of its TTL (so its first attempt still starts before
+/// 7/12 of the lease), and at once when the hold's cap has come (the renewal then only
+/// marks the guard `Expired`, which must not wait behind busy workers).
+fn give_up_at(entry: &Entry, now: Instant) -> Instant {
+    let waited = now + entry.ttl / 6;
+    entry.shared.cap().map_or(waited, |cap| waited.min(cap))
 }
 
 /// What the timetable keeps per guard.
@@ -45,6 +48,8 @@ struct Entry {
     lock: Arc<dyn DistributedLock>,
     shared: Arc<Shared>,
     grid: bool,
+    /// The lease's TTL, kept so that scheduling reads no lease under the table's lock.
+    ttl: Duration,
 }
 
 #[derive(Default)]
@@ -100,7 +105,13 @@ impl Renewals {
     /// Adds a guard, due for its next renewal. Nothing is added for a guard whose hold
     /// is over (released while its renewal was in flight).
     pub(super) fn add(&self, lock: Arc<dyn DistributedLock>, shared: Arc<Shared>, grid: bool) {
-        self.insert(Entry { lock, shared, grid });
+        let ttl = shared.lease().ttl();
+        self.insert(Entry {
+            lock,
+            shared,
+            grid,
+            ttl,
+        });
     }
 
     fn insert(&self, entry: Entry) {
@@ -125,12 +136,15 @@ impl Renewals {
         }
     }
 
-    /// Removes a guard whose hold is over (its state already final). A renewal of it in
-    /// flight ends on the state change.
+    /// Removes a guard whose hold is over (its state already final), from the table or
+    /// the ready queue (both keyed from one counter). A renewal of it in flight ends on
+    /// the state change.
     pub(super) fn forget(&self, shared: &Shared) {
         let mut table = self.table();
-        if let Some(slot) = shared.slot().take() {
-            table.due.remove(&slot);
+        if let Some(slot) = shared.slot().take()
+            && table.due.remove(&slot).is_none()
+        {
+            table.ready.remove(&slot);
         }
     }
 
@@ -144,9 +158,9 @@ impl Renewals {
                 break;
             }
             let entry = first.remove();
-            *entry.shared.slot() = None;
-            let give_up = (now + patience(&entry), table.next_id);
+            let give_up = (give_up_at(&entry, now), table.next_id);
             table.next_id += 1;
+            *entry.shared.slot() = Some(give_up);
             table.ready.insert(give_up, entry);
         }
         let mut impatient = Vec::new();
@@ -154,7 +168,9 @@ impl Renewals {
             if first.key().0 > now {
                 break;
             }
-            impatient.push(first.remove());
+            let entry = first.remove();
+            *entry.shared.slot() = None;
+            impatient.push(entry);
         }
         let start = WORKERS.saturating_sub(table.workers).min(table.ready.len());
         table.workers += start;
@@ -172,8 +188,9 @@ impl Renewals {
     fn next_ready(&self) -> Option<Entry> {
         let mut table = self.table();
         let next = table.ready.pop_first().map(|(_, entry)| entry);
-        if next.is_none() {
-            table.workers -= 1;
+        match &next {
+            Some(entry) => *entry.shared.slot() = None,
+            None => table.workers -= 1,
         }
         next
     }
@@ -206,10 +223,15 @@ async fn run(renewals: Arc<Renewals>) {
             for _ in 0..start {
                 let (renewals, gate) = (Arc::clone(&renewals), Arc::clone(&gate));
                 tokio::spawn(async move {
+                    let mut worker = Worker {
+                        renewals,
+                        counted_out: false,
+                    };
                     drop(gate.read().await);
-                    while let Some(entry) = renewals.next_ready() {
-                        renewals.renew(entry).await;
+                    while let Some(entry) = worker.renewals.next_ready() {
+                        worker.renewals.renew(entry).await;
                     }
+                    worker.counted_out = true;
                 });
             }
             for entry in impatient {
@@ -231,6 +253,23 @@ async fn run(renewals: Arc<Renewals>) {
         tokio::select! {
             () = &mut sleep, if armed.is_some() => armed = None,
             () = changed => {}
+        }
+    }
+}
+
+/// A worker task's place in the count: given back by `next_ready` when the queue is
+/// empty, or here when the task ends otherwise (a driver's renewal panicked, the runtime
+/// shut down), so a lost worker never leaves the queue with fewer than it counts.
+struct Worker {
+    renewals: Arc<Renewals>,
+    counted_out: bool,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if !self.counted_out {
+            let mut table = self.renewals.table();
+            table.workers = table.workers.saturating_sub(1);
         }
     }
 }
@@ -310,6 +349,7 @@ mod tests {
         for g in guards {
             assert!(g.release().await.unwrap());
         }
-        assert!(renewals.table().due.is_empty(), "entries left behind");
+        let table = renewals.table();
+        assert!(table.due.is_empty() && table.ready.is_empty(), "entries left behind");
     }
 }
