@@ -350,6 +350,9 @@ mod tests {
             assert!(g.release().await.unwrap());
         }
         let table = renewals.table();
-        assert!(table.due.is_empty() && table.ready.is_empty(), "entries left behind");
+        assert!(
+            table.due.is_empty() && table.ready.is_empty(),
+            "entries left behind"
+        );
     }
 }
