@@ -62,7 +62,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod break_holder;
-mod client;
+mod builder;
+mod doctor;
 mod errors;
 mod guarded;
 mod keys;
@@ -72,6 +73,7 @@ mod proclaim;
 mod queue;
 mod queue_driver;
 mod reads;
+mod rpc;
 mod session;
 mod shared;
 mod tickets;
@@ -80,7 +82,7 @@ mod watches;
 
 use std::sync::Arc;
 
-pub use client::{DEFAULT_PREFIX, EtcdLockBuilder};
+pub use builder::{DEFAULT_PREFIX, EtcdLockBuilder};
 /// The etcd client library, for the operations of [`EtcdLock::guarded_txn`].
 pub use etcd_client;
 
@@ -88,8 +90,8 @@ pub use etcd_client;
 #[derive(Clone)]
 pub struct EtcdLock {
     client: etcd_client::Client,
-    opts: Arc<client::Options>,
-    leases: Arc<session::shared::SharedLeases>,
+    opts: Arc<builder::Options>,
+    leases: Arc<session::bookkeeping::SharedLeases>,
     watches: Arc<watches::Watches>,
 }
 

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use crate::EtcdLock;
 use crate::keys::dir_for;
+use crate::session::bookkeeping::Lookup;
 use crate::session::leases::SharedLease;
-use crate::session::shared::Lookup;
 
 /// The head of a queue.
 pub(crate) fn first_by_create() -> GetOptions {

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use crate::EtcdLock;
 use crate::keys::queue_dir;
 use crate::lock::{KeyLease, revision};
-use crate::session::shared::Lookup;
+use crate::session::bookkeeping::Lookup;
 
 /// The value of a key handed over (other keys' values are empty).
 pub(crate) const HANDED_OVER: &str = "dlock:handed-over";

@@ -10,10 +10,10 @@ use dlock_core::{Access, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 
 use crate::keys::Keys;
+use crate::lock::RedisLock;
 use crate::node::Node;
 use crate::queue::Queueing;
 use crate::shared::{SharedAttempt, SharedKeys};
-use crate::single::RedisLock;
 
 /// Where an acquisition of one access to one name lives.
 #[derive(Clone)]

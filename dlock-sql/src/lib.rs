@@ -103,7 +103,7 @@
 #[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
 compile_error!("dlock-sql needs at least one of the features postgres, mysql, sqlite");
 
-mod connect;
+mod builder;
 mod doctor;
 mod errors;
 pub mod fence;
@@ -132,6 +132,7 @@ mod retake_tests;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
+mod url;
 mod waiting;
 
 use std::future::Future;
@@ -141,7 +142,7 @@ use std::time::Duration;
 use dlock_core::LockError;
 use dlock_core::backend::{Batcher, WaitPolicy};
 
-pub use connect::SqlLockBuilder;
+pub use builder::SqlLockBuilder;
 pub use fence::SqlFence;
 pub use options::{DEFAULT_TABLE, validate_table_name};
 pub use prune::Pruned;

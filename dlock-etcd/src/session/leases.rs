@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::EtcdLock;
 use crate::errors::is_lease_not_found;
-use crate::session::shared::SharedLeases;
+use crate::session::bookkeeping::SharedLeases;
 
 /// Marks lease `id`'s attached-keys read as finished when dropped.
 struct CheckDone<'a>(&'a SharedLeases, i64);

@@ -3,9 +3,9 @@
 //! and until when, and the sweeper that deletes a key its lock no longer renews.
 //!
 //! - `leases`: granting, refreshing and handing out the shared leases (the RPCs);
-//! - `shared`: the bookkeeping (no I/O);
+//! - `bookkeeping`: which key is on which shared lease until when (no I/O);
 //! - `sweeper`: the background task that deletes expired and stray keys.
 
+pub(crate) mod bookkeeping;
 pub(crate) mod leases;
-pub(crate) mod shared;
 pub(crate) mod sweeper;

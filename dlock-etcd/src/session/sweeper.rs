@@ -7,7 +7,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 use tokio::time::Instant;
 
-use crate::session::shared::{Expired, SharedLeases};
+use crate::session::bookkeeping::{Expired, SharedLeases};
 
 /// Deletes per txn. etcd accepts 128 operations per txn by default, and counts a
 /// nested txn's operations against what its parent leaves: 42 guarded deletes (each a

@@ -1,4 +1,4 @@
-//! URL parsing and pool setup.
+//! [`SqlLockBuilder`]: options, then a pool and a first connection for each database.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -9,8 +9,9 @@ use dlock_core::{LockError, redact_url};
 
 use crate::SqlLock;
 use crate::errors::from_sqlx;
-use crate::options::{Options, take_url_options, validate_table_name};
+use crate::options::{Options, validate_table_name};
 use crate::store::Store;
+use crate::url::take_url_options;
 
 /// Builds a [`SqlLock`] with options beyond the URL.
 ///
