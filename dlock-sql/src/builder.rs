@@ -256,6 +256,7 @@ where
 }
 
 /// The `host:port` part of a database URL, for messages (no userinfo).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 fn host_port(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);

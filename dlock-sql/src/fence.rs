@@ -86,6 +86,25 @@ fn judge(resource: &str, token: FencingToken, stored: i64) -> Result<(), LockErr
     }
 }
 
+/// Runs one dialect's `raise` with `token` as a BIGINT and judges the mark it returns:
+/// the one body of every `fence_*` function.
+async fn raised<F, Fut>(resource: &str, token: FencingToken, raise: F) -> Result<(), LockError>
+where
+    F: FnOnce(i64) -> Fut,
+    Fut: std::future::Future<Output = Result<i64, sqlx::Error>>,
+{
+    let stored = raise(as_i64(resource, token)?)
+        .await
+        .map_err(|e| from_sqlx("fence", e))?;
+    judge(resource, token, stored)
+}
+
+/// The fence table of `lock_table`, after checking the name (it is spliced into SQL).
+fn checked_fence_table(lock_table: &str) -> Result<String, sqlx::Error> {
+    crate::validate_table_name(lock_table).map_err(|e| sqlx::Error::Configuration(e.into()))?;
+    Ok(fence_table(lock_table))
+}
+
 /// Raises `resource`'s mark to `token` inside the caller's PostgreSQL transaction.
 ///
 /// ```no_run
@@ -118,10 +137,10 @@ pub async fn fence_postgres(
     resource: &str,
     token: FencingToken,
 ) -> Result<(), LockError> {
-    let stored = raise_postgres(conn, lock_table, resource, as_i64(resource, token)?, true)
-        .await
-        .map_err(|e| from_sqlx("fence", e))?;
-    judge(resource, token, stored)
+    raised(resource, token, |t| {
+        raise_postgres(conn, lock_table, resource, t, true)
+    })
+    .await
 }
 
 /// [`fence_postgres`] without a prepared statement, for a connection behind a
@@ -159,10 +178,10 @@ pub async fn fence_postgres_unprepared(
     resource: &str,
     token: FencingToken,
 ) -> Result<(), LockError> {
-    let stored = raise_postgres(conn, lock_table, resource, as_i64(resource, token)?, false)
-        .await
-        .map_err(|e| from_sqlx("fence", e))?;
-    judge(resource, token, stored)
+    raised(resource, token, |t| {
+        raise_postgres(conn, lock_table, resource, t, false)
+    })
+    .await
 }
 
 #[cfg(feature = "postgres")]
@@ -173,8 +192,7 @@ pub(crate) async fn raise_postgres(
     token: i64,
     persistent: bool,
 ) -> Result<i64, sqlx::Error> {
-    crate::validate_table_name(lock_table).map_err(|e| sqlx::Error::Configuration(e.into()))?;
-    let t = fence_table(lock_table);
+    let t = checked_fence_table(lock_table)?;
     let sql = format!(
         "INSERT INTO {t} (resource, token) VALUES ($1, $2) ON CONFLICT (resource) DO UPDATE
          SET token = GREATEST({t}.token, EXCLUDED.token) RETURNING token"
@@ -202,10 +220,10 @@ pub async fn fence_mysql(
     resource: &str,
     token: FencingToken,
 ) -> Result<(), LockError> {
-    let stored = raise_mysql(conn, lock_table, resource, as_i64(resource, token)?)
-        .await
-        .map_err(|e| from_sqlx("fence", e))?;
-    judge(resource, token, stored)
+    raised(resource, token, |t| {
+        raise_mysql(conn, lock_table, resource, t)
+    })
+    .await
 }
 
 #[cfg(feature = "mysql")]
@@ -215,8 +233,7 @@ pub(crate) async fn raise_mysql(
     resource: &str,
     token: i64,
 ) -> Result<i64, sqlx::Error> {
-    crate::validate_table_name(lock_table).map_err(|e| sqlx::Error::Configuration(e.into()))?;
-    let t = fence_table(lock_table);
+    let t = checked_fence_table(lock_table)?;
     let upsert = format!(
         "INSERT INTO {t} (resource, token) VALUES (?, ?)
          ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))"
@@ -249,10 +266,10 @@ pub async fn fence_sqlite(
     resource: &str,
     token: FencingToken,
 ) -> Result<(), LockError> {
-    let stored = raise_sqlite(conn, lock_table, resource, as_i64(resource, token)?)
-        .await
-        .map_err(|e| from_sqlx("fence", e))?;
-    judge(resource, token, stored)
+    raised(resource, token, |t| {
+        raise_sqlite(conn, lock_table, resource, t)
+    })
+    .await
 }
 
 #[cfg(feature = "sqlite")]
@@ -262,8 +279,7 @@ pub(crate) async fn raise_sqlite(
     resource: &str,
     token: i64,
 ) -> Result<i64, sqlx::Error> {
-    crate::validate_table_name(lock_table).map_err(|e| sqlx::Error::Configuration(e.into()))?;
-    let t = fence_table(lock_table);
+    let t = checked_fence_table(lock_table)?;
     let sql = format!(
         "INSERT INTO {t} (resource, token) VALUES (?, ?) ON CONFLICT (resource) DO UPDATE
          SET token = MAX(token, excluded.token) RETURNING token"

@@ -46,6 +46,7 @@ where
 
     /// Whether each statement runs in a transaction of its own: statements run
     /// elsewhere must then be unprepared too (`Query::persistent(false)`).
+    #[cfg(feature = "postgres")]
     pub(crate) fn own_transactions(&self) -> bool {
         self.own_transactions
     }

@@ -119,6 +119,18 @@ pub mod results;
 mod shared;
 #[macro_use]
 mod queue;
+
+/// The parts of a dialect's store written once for every dialect (semaphores and
+/// read-write locks, their grants, the queue, idempotency results, proclaimed values).
+macro_rules! dialect_parts {
+    ($store:ident, $pool:ty, $db:ty) => {
+        shared_store!($store, $pool, $db);
+        shared_grants!($store, $pool, $db);
+        queue_store!($store, $pool, $db);
+        result_rows!($store);
+        value_rows!($store);
+    };
+}
 #[cfg(feature = "mysql")]
 mod mysql;
 mod options;

@@ -333,10 +333,4 @@ impl Store for MySql {
     }
 }
 
-shared_store!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);
-shared_grants!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);
-
-queue_store!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);
-
-result_rows!(MySql);
-value_rows!(MySql);
+dialect_parts!(MySql, sqlx::mysql::MySqlPool, sqlx::MySql);

@@ -361,10 +361,4 @@ impl Store for Postgres {
 
 // A release of the lock table always notifies observers when nobody is queued, and a
 // grant tells its waiter, so listening clients are woken by one that does not listen.
-shared_grants!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
-shared_store!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
-
-queue_store!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);
-
-result_rows!(Postgres);
-value_rows!(Postgres);
+dialect_parts!(Postgres, sqlx::postgres::PgPool, sqlx::Postgres);

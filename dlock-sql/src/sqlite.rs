@@ -211,10 +211,4 @@ impl Store for Sqlite {
     }
 }
 
-shared_store!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);
-shared_grants!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);
-
-queue_store!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);
-
-result_rows!(Sqlite);
-value_rows!(Sqlite);
+dialect_parts!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);

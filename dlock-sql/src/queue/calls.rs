@@ -36,6 +36,7 @@ pub(crate) struct QueueCalls {
     pub grant: String,
     /// A release that grants in the same call: `(name, owner, token)` → whether the
     /// row was the caller's.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub release: String,
     /// When a call last found its function missing (a schema made by hand): the
     /// client then runs the transactions for [`MISSING_FOR`].

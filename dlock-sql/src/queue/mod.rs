@@ -173,6 +173,7 @@ pub(crate) fn grant_payload(owner: &str, token: i64) -> String {
 }
 
 /// Reads a grant payload back.
+#[cfg(any(feature = "postgres", test))]
 pub(crate) fn parse_grant(payload: &str) -> Option<(&str, i64)> {
     let (owner, token) = payload.rsplit_once(' ')?;
     Some((owner, token.parse().ok()?))
