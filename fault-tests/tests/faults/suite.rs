@@ -16,40 +16,48 @@ pub(crate) async fn faults(label: &str, env_var: Option<&str>) {
     run_all(backend(label, env_var)).await;
 }
 
+/// One nemesis on the mutex, fenced, judged — no overlap, no stale write, no lost
+/// increment, progress, and a killed holder (or a killed waiter the lock was granted
+/// to) replaced within TTL + 1 s — and its report row.
+pub(crate) async fn mutex_under(b: &Backend, nemesis: Nemesis) -> Row {
+    let label = b.label;
+    let o = judged(&plan(true), b, nemesis).await;
+    let v = &o.verdict;
+    assert!(
+        o.applied,
+        "{label}: {} could not be applied",
+        nemesis.label()
+    );
+    assert!(
+        v.safe_under(nemesis),
+        "{label} / {}: {v:?}\n{}",
+        nemesis.label(),
+        o.evidence.as_deref().unwrap_or_default()
+    );
+    assert_eq!(v.lost_increments, 0, "{label} / {}: {v:?}", nemesis.label());
+    assert!(v.ops > 0, "{label} / {}: no progress", nemesis.label());
+    // a dead holder, or a dead waiter granted the lock, holds it one TTL at most
+    if matches!(nemesis, Nemesis::KillHolder | Nemesis::KillWaiter) {
+        let r = o.recovery.expect("someone took over");
+        assert!(
+            r <= TTL + Duration::from_secs(1),
+            "{label}: recovery after kill -9 took {r:?}"
+        );
+    }
+    Row {
+        backend: label.into(),
+        nemesis: nemesis.label().into(),
+        verdict: v.clone(),
+        recoveries: o.recovery.into_iter().collect(),
+        not_applied: u32::from(!o.applied),
+    }
+}
+
 pub(crate) async fn run_all(b: Backend) {
     let label = b.label;
     let mut rows = Vec::new();
     for nemesis in b.nemeses() {
-        let o = judged(&plan(true), &b, nemesis).await;
-        let v = &o.verdict;
-        rows.push(Row {
-            backend: label.into(),
-            nemesis: nemesis.label().into(),
-            verdict: v.clone(),
-            recoveries: o.recovery.into_iter().collect(),
-            not_applied: u32::from(!o.applied),
-        });
-        assert!(
-            o.applied,
-            "{label}: {} could not be applied",
-            nemesis.label()
-        );
-        assert!(
-            v.safe_under(nemesis),
-            "{label} / {}: {v:?}\n{}",
-            nemesis.label(),
-            o.evidence.as_deref().unwrap_or_default()
-        );
-        assert_eq!(v.lost_increments, 0, "{label} / {}: {v:?}", nemesis.label());
-        assert!(v.ops > 0, "{label} / {}: no progress", nemesis.label());
-        // a dead holder, or a dead waiter granted the lock, holds it one TTL at most
-        if matches!(nemesis, Nemesis::KillHolder | Nemesis::KillWaiter) {
-            let r = o.recovery.expect("someone took over");
-            assert!(
-                r <= TTL + Duration::from_secs(1),
-                "{label}: recovery after kill -9 took {r:?}"
-            );
-        }
+        rows.push(mutex_under(&b, nemesis).await);
     }
     // The semaphore (3 permits, 5 workers) and the read-write lock (4 workers, a writer
     // one time in four) under a crashed and a paused holder: no over-admission or
