@@ -131,6 +131,7 @@ macro_rules! dialect_parts {
         value_rows!($store);
     };
 }
+
 #[cfg(feature = "mysql")]
 mod mysql;
 mod options;
