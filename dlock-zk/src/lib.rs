@@ -37,7 +37,8 @@
 //!   so a crashed ticket holder's lock frees soon after its TTL).
 //!
 //! ```no_run
-//! //! use dlock_core::{DistributedLock, LockName};
+//! use std::time::Duration;
+//! use dlock_core::{DistributedLock, LockName};
 //! use dlock_zk::ZkLock;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
