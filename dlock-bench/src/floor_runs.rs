@@ -7,6 +7,7 @@ use std::time::Duration;
 use dlock_any::{DistributedLock, LockError};
 use tokio::time::Instant;
 
+use crate::floor_wait::Raw;
 use crate::stats::Samples;
 use crate::{floor, floor_wait};
 
@@ -21,16 +22,20 @@ pub(crate) async fn connect_many(
     Ok(v)
 }
 
-/// The hand-off scenario on the raw blocking lock, where the backend has one: time
+/// The hand-off scenario on the `raw` blocking lock, where the backend has one: time
 /// from the holder's release returning to the blocked waiter holding.
-pub(crate) async fn floor_handoff(url: &str, trials: usize) -> Result<Option<Samples>, LockError> {
+pub(crate) async fn floor_handoff(
+    url: &str,
+    trials: usize,
+    raw: Raw,
+) -> Result<Option<Samples>, LockError> {
     let name = format!("{:016x}", dlock_any::random_u64());
-    let Some(holder) = floor_wait::for_url(url, &name).await else {
+    let Some(holder) = floor_wait::connect(raw, url, &name).await else {
         return Ok(None);
     };
     let holder = holder.map_err(floor_error)?;
     let waiter: Arc<dyn floor_wait::FloorWaiter> = Arc::from(
-        floor_wait::for_url(url, &name)
+        floor_wait::connect(raw, url, &name)
             .await
             .ok_or_else(|| floor_error("no second floor client".into()))?
             .map_err(floor_error)?,
@@ -53,17 +58,18 @@ pub(crate) async fn floor_handoff(url: &str, trials: usize) -> Result<Option<Sam
     Ok(Some(s))
 }
 
-/// The contended scenario on the raw blocking lock: `clients` clients, each on its own
-/// connection, on one name for `duration`. Cycles per second and each wait.
+/// The contended scenario on the `raw` blocking lock: `clients` clients, each on its
+/// own connection, on one name for `duration`. Cycles per second and each wait.
 pub(crate) async fn floor_contended(
     url: &str,
     clients: usize,
     duration: Duration,
+    raw: Raw,
 ) -> Result<Option<(f64, Samples)>, LockError> {
     let name = format!("{:016x}", dlock_any::random_u64());
     let mut waiters = Vec::with_capacity(clients);
     for _ in 0..clients {
-        match floor_wait::for_url(url, &name).await {
+        match floor_wait::connect(raw, url, &name).await {
             Some(w) => waiters.push(w.map_err(floor_error)?),
             None => return Ok(None),
         }

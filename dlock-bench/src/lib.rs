@@ -4,7 +4,8 @@
 //! [`DistributedLock`](dlock_any::DistributedLock), the raw-protocol [`floor`]s they are
 //! compared with (the same job with the fewest server commands, on the client crates the
 //! adapters use), the server's own request counts ([`server_requests`]), the
-//! [`stats`], and [`run`](run()) which interleaves ours and the floor's in one run. The
+//! [`stats`], and [`run`](run()) which interleaves ours and the floor's in one run (and,
+//! on PostgreSQL, a [`peer`]'s: advisory locks). The
 //! `dlock` binary prints what it returns; the peer comparison (`bench-peers`) runs the
 //! same scenarios against other lock clients.
 //!
@@ -32,6 +33,7 @@ pub mod floor;
 mod floor_runs;
 pub mod floor_wait;
 pub mod footprint;
+pub mod peer;
 pub(crate) mod process;
 mod report;
 mod run;

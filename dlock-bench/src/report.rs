@@ -186,6 +186,9 @@ pub struct Report {
     pub url: String,
     /// What the floor is, when there was one.
     pub floor: Option<&'static str>,
+    /// What the peer is, when the backend has one ([`crate::peer`]): the figures whose
+    /// metric ends in "vs peer" hold the peer's figure where the others hold the floor's.
+    pub peer: Option<&'static str>,
     /// How the server's own request count was read, when it was.
     pub server_count: Option<&'static str>,
     /// The figures, in scenario order.

@@ -10,10 +10,11 @@ use tokio::time::Instant;
 use crate::floor_runs::{
     connect_many, floor_contended, floor_error, floor_handoff, floor_parallel,
 };
+use crate::floor_wait::Raw;
 use crate::process::CpuClock;
 use crate::report::{Distribution, Figure, Options, Report, Scenario, Step, Steps};
 use crate::stats::Samples;
-use crate::{election_runs, floor, scale_runs, scenarios, server_requests, shared_runs};
+use crate::{election_runs, floor, peer, scale_runs, scenarios, server_requests, shared_runs};
 
 /// Runs the scenarios `args` asks for against `url`, each next to its floor.
 ///
@@ -68,6 +69,21 @@ async fn run_scenarios(
             .map_err(floor_error)?
     };
     let floor_described = floor.as_ref().map(|f| f.describe());
+    // the peer's rounds run between ours and the floor's, as the floor's do
+    let peer_described = if args.floor {
+        peer::describe(&url)
+    } else {
+        None
+    };
+    let versus_peer =
+        |scenario, metric, dlock, theirs: &Samples, pick: &dyn Fn(&Samples) -> f64| {
+            (peer_described.is_some() && !theirs.is_empty()).then(|| Figure {
+                scenario,
+                metric,
+                dlock,
+                floor: Some(pick(theirs)),
+            })
+        };
     let wants =
         |s: Scenario| (args.scenarios.is_empty() && s.by_default()) || args.scenarios.contains(&s);
     let rounds: u32 = 3;
@@ -82,6 +98,7 @@ async fn run_scenarios(
             // ours and the floor alternate in rounds, so both see the same machine load
             let per_round = (args.cycles / rounds as usize).max(10);
             let (mut ours, mut raw) = (Samples::default(), Samples::default());
+            let mut theirs = Samples::default();
             let (mut ours_time, mut raw_time) = (Duration::ZERO, Duration::ZERO);
             // the client's CPU per cycle, dlock's and the floor's
             let (mut ours_cpu, mut raw_cpu) = (Duration::ZERO, Duration::ZERO);
@@ -102,6 +119,11 @@ async fn run_scenarios(
                     raw_time += t.elapsed();
                     raw_cpu += cpu.elapsed();
                 }
+                if peer_described.is_some()
+                    && let Some(s) = peer::uncontended(&url, per_round).await?
+                {
+                    theirs.extend(s);
+                }
             }
             let raw_some = |v: f64| floor.as_ref().map(|_| v);
             distributions.push(Distribution::of("uncontended", "cycle", &ours, Some(&raw)));
@@ -117,6 +139,13 @@ async fn run_scenarios(
                 dlock: ours.percentile_ms(99.0),
                 floor: raw_some(raw.percentile_ms(99.0)),
             });
+            figures.extend(versus_peer(
+                "uncontended",
+                "cycle p50 ms vs peer",
+                ours.percentile_ms(50.0),
+                &theirs,
+                &|s| s.percentile_ms(50.0),
+            ));
             let rate = |n: usize, t: Duration| n as f64 * 1.1 / t.as_secs_f64();
             figures.push(Figure {
                 scenario: "uncontended",
@@ -165,6 +194,7 @@ async fn run_scenarios(
             // alternating rounds: a third of the trials each, ours then the floor's
             let per_round = (args.trials / rounds as usize).max(3);
             let (mut ours, mut raw, mut has_raw) = (Samples::default(), Samples::default(), false);
+            let mut theirs = Samples::default();
             for _ in 0..rounds {
                 ours.extend(
                     scenarios::handoff(
@@ -175,10 +205,15 @@ async fn run_scenarios(
                     .await?,
                 );
                 if args.floor
-                    && let Some(s) = floor_handoff(&url, per_round).await?
+                    && let Some(s) = floor_handoff(&url, per_round, Raw::Floor).await?
                 {
                     raw.extend(s);
                     has_raw = true;
+                }
+                if peer_described.is_some()
+                    && let Some(s) = floor_handoff(&url, per_round, Raw::Peer).await?
+                {
+                    theirs.extend(s);
                 }
             }
             let raw_some = |v: f64| has_raw.then_some(v);
@@ -195,6 +230,15 @@ async fn run_scenarios(
                 dlock: ours.percentile_ms(99.0),
                 floor: raw_some(raw.percentile_ms(99.0)),
             });
+            for (metric, p) in [("p50 ms vs peer", 50.0), ("p99 ms vs peer", 99.0)] {
+                figures.extend(versus_peer(
+                    "handoff",
+                    metric,
+                    ours.percentile_ms(p),
+                    &theirs,
+                    &|s| s.percentile_ms(p),
+                ));
+            }
             Ok::<(), LockError>(())
         }
         .await;
@@ -206,6 +250,7 @@ async fn run_scenarios(
             let slice = args.duration / rounds;
             let (mut ours_cycles, mut ours_waits) = (0.0, Samples::default());
             let (mut raw_cycles, mut raw_waits, mut has_raw) = (0.0, Samples::default(), false);
+            let (mut their_cycles, mut their_waits) = (0.0, Samples::default());
             for _ in 0..rounds {
                 let c =
                     scenarios::contended(connect_many(&url, args.clients).await?, slice).await?;
@@ -213,11 +258,18 @@ async fn run_scenarios(
                 ours_waits.extend(c.waits);
                 if args.floor
                     && let Some((cycles, waits)) =
-                        floor_contended(&url, args.clients, slice).await?
+                        floor_contended(&url, args.clients, slice, Raw::Floor).await?
                 {
                     raw_cycles += cycles;
                     raw_waits.extend(waits);
                     has_raw = true;
+                }
+                if peer_described.is_some()
+                    && let Some((cycles, waits)) =
+                        floor_contended(&url, args.clients, slice, Raw::Peer).await?
+                {
+                    their_cycles += cycles;
+                    their_waits.extend(waits);
                 }
             }
             let raw_some = |v: f64| has_raw.then_some(v);
@@ -245,6 +297,20 @@ async fn run_scenarios(
                 dlock: ours_waits.max_ms(),
                 floor: raw_some(raw_waits.max_ms()),
             });
+            figures.extend(versus_peer(
+                "contended",
+                "cycles/s vs peer",
+                ours_cycles / f64::from(rounds),
+                &their_waits,
+                &|_| their_cycles / f64::from(rounds),
+            ));
+            figures.extend(versus_peer(
+                "contended",
+                "p99 wait ms vs peer",
+                ours_waits.percentile_ms(99.0),
+                &their_waits,
+                &|s| s.percentile_ms(99.0),
+            ));
             Ok::<(), LockError>(())
         }
         .await;
@@ -285,38 +351,7 @@ async fn run_scenarios(
                 counter.as_deref(),
             )
             .await?;
-            figures.push(Figure {
-                scenario: "held",
-                metric: "locks",
-                dlock: h.locks as f64,
-                floor: None,
-            });
-            figures.push(Figure {
-                scenario: "held",
-                metric: "renewals/s",
-                dlock: h.renewals_per_s,
-                floor: None,
-            });
-            if let Some(r) = h.server_requests_per_s {
-                figures.push(Figure {
-                    scenario: "held",
-                    metric: "server req/s",
-                    dlock: r,
-                    floor: None,
-                });
-            }
-            figures.push(Figure {
-                scenario: "held",
-                metric: "RSS bytes/lock",
-                dlock: h.rss_bytes_per_lock,
-                floor: None,
-            });
-            figures.push(Figure {
-                scenario: "held",
-                metric: "CPU %",
-                dlock: h.cpu_percent,
-                floor: None,
-            });
+            figures.extend(h.figures());
             Ok::<(), LockError>(())
         }
         .await;
@@ -386,6 +421,7 @@ async fn run_scenarios(
         backend,
         url: redact_url(&url),
         floor: floor_described,
+        peer: peer_described,
         server_count,
         figures,
         distributions,

@@ -207,6 +207,30 @@ pub struct HeldResult {
     pub cpu_percent: f64,
 }
 
+impl HeldResult {
+    /// The figures the report shows (no floor: a floor holds nothing).
+    #[must_use]
+    pub fn figures(&self) -> Vec<crate::Figure> {
+        let figure = |metric, dlock| crate::Figure {
+            scenario: "held",
+            metric,
+            dlock,
+            floor: None,
+        };
+        let mut figures = vec![
+            figure("locks", self.locks as f64),
+            figure("renewals/s", self.renewals_per_s),
+        ];
+        figures.extend(
+            self.server_requests_per_s
+                .map(|r| figure("server req/s", r)),
+        );
+        figures.push(figure("RSS bytes/lock", self.rss_bytes_per_lock));
+        figures.push(figure("CPU %", self.cpu_percent));
+        figures
+    }
+}
+
 /// Holds `count` locks with renewing guards for three TTLs; `server` counts what the
 /// server received meanwhile.
 ///

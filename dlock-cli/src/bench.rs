@@ -129,6 +129,12 @@ fn as_text(r: &Report) -> String {
     if let Some(f) = r.floor {
         let _ = writeln!(out, "floor: {f}");
     }
+    if let Some(p) = r.peer {
+        let _ = writeln!(
+            out,
+            "peer: {p} (rows \"vs peer\": the peer's figure in the floor column)"
+        );
+    }
     if let Some(c) = r.server_count {
         let _ = writeln!(out, "server req/s: {c}");
     }
@@ -175,6 +181,8 @@ fn as_json(r: &Report) -> String {
     let report = serde_json::json!({
         "backend": r.backend,
         "url": r.url,
+        "floor": r.floor,
+        "peer": r.peer,
         "figures": figures,
         "failed": failed,
         "left_behind": r.left_behind,

@@ -180,6 +180,7 @@ mod tests {
             backend: "redis",
             url: "redis://h<1>".into(),
             floor: None,
+            peer: None,
             server_count: None,
             figures: vec![
                 Figure {

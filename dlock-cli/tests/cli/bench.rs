@@ -1,5 +1,5 @@
 //! `dlock bench`: every scenario reported, the scale scenario's growth and plot, and
-//! the raw floors of a push backend (Redis).
+//! the raw floors of a push backend (Redis), the advisory-lock peer on PostgreSQL.
 
 use dlock_conformance::required_env;
 
@@ -42,6 +42,61 @@ fn bench_handoff_and_contention_have_floors_on_redis() {
             .and_then(|r| r.split('}').next())
             .unwrap_or_else(|| panic!("{scenario} {metric} missing: {json}"));
         assert!(!row.contains("\"floor\":null"), "{scenario}: {json}");
+    }
+}
+
+/// On PostgreSQL the uncontended, hand-off and contended scenarios also measure the
+/// server's own advisory locks (the peer issue #34.2's targets are set against) in the
+/// same rounds: each "vs peer" row carries dlock's figure and the peer's.
+#[test]
+fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
+    let url = required_env("DLOCK_TEST_POSTGRES_URL");
+    let out = output(
+        &url,
+        &[
+            "bench",
+            "--json",
+            "--scenario",
+            "uncontended",
+            "--scenario",
+            "handoff",
+            "--scenario",
+            "contended",
+            "--cycles",
+            "30",
+            "--trials",
+            "3",
+            "--duration",
+            "600ms",
+            "--clients",
+            "3",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.contains("\"peer\":\"pg_advisory_lock"), "{json}");
+    for (scenario, metric) in [
+        ("uncontended", "cycle p50 ms vs peer"),
+        ("handoff", "p50 ms vs peer"),
+        ("contended", "cycles/s vs peer"),
+    ] {
+        let row = json
+            .split(&format!(
+                "{{\"scenario\":\"{scenario}\",\"metric\":\"{metric}\""
+            ))
+            .nth(1)
+            .and_then(|r| r.split('}').next())
+            .unwrap_or_else(|| panic!("{scenario} {metric} missing: {json}"));
+        let peer: f64 = row
+            .split("\"floor\":")
+            .nth(1)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{scenario} {metric}: no peer figure: {json}"));
+        assert!(peer.is_finite() && peer >= 0.0, "{scenario}: {json}");
     }
 }
 
