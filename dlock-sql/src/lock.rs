@@ -98,7 +98,7 @@ impl Backend for SqlLock {
         let (name, owner) = (lease.name().as_str(), lease.owner().as_str());
         // a lock taken after queueing is likely wanted again: release and grant in one
         // call where the database has one
-        let granting = if self.waiting.took_after_queueing(owner) {
+        let granting = if self.waiting.took_after_queueing(name, owner) {
             self.op("release", || {
                 self.store.release_granting(name, owner, token)
             })

@@ -6,7 +6,10 @@
 //! when its entry needs its deadline moved on (its first attempt, then every third of
 //! its liveness window) or the statement found the lock free but refused it for the
 //! queue: that attempt is the queue's transaction, which also joins, grants a free
-//! lock to a live head, or takes it when the waiter is first. A waiter told of its
+//! lock to a live head, or takes it when the waiter is first. A waiter whose client
+//! last held the name after queueing for it (a hot lock, wanted back: its release
+//! granted it on) sends the queue's transaction as its first attempt, without the
+//! statement that would only find the lock held. A waiter told of its
 //! grant (PostgreSQL) takes the lock from the message when its last "queued" answer is
 //! recent and the grant's token is above that answer's (`dlock_core::backend::grants`:
 //! the lease counts from that attempt), and otherwise sends the statement at once.
@@ -25,7 +28,8 @@ use crate::SqlLock;
 use crate::queue::{QueueRequest, Queued};
 use crate::store::Taken;
 
-/// How many owners `Waiting::queued_holders` keeps at most.
+/// How many owners `Waiting::queued_holders` (and names `Waiting::contended`) keeps
+/// at most.
 const QUEUED_HOLDERS_KEPT: usize = 4096;
 
 /// A token from the lock table.
@@ -39,6 +43,10 @@ pub(crate) struct Waiting {
     entries: Mutex<HashMap<String, Entry>>,
     /// Owners that hold their lock after queueing for it (until they release it).
     queued_holders: Mutex<HashSet<String>>,
+    /// Names whose last lock this client held it took after queueing, and released:
+    /// the next waiting acquisition of such a name joins the queue with its first
+    /// statement (one hint each).
+    contended: Mutex<HashSet<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -60,10 +68,34 @@ impl Waiting {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether `owner` took its lock after queueing for it (forgetting it): its
-    /// release is likely to find waiters.
-    pub(crate) fn took_after_queueing(&self, owner: &str) -> bool {
-        self.queued_holders().remove(owner)
+    /// Whether `owner` took its lock on `name` after queueing for it (forgetting it):
+    /// its release is likely to find waiters, and this client's next waiting
+    /// acquisition of `name` to find the lock held (see [`Waiting::was_contended`]).
+    pub(crate) fn took_after_queueing(&self, name: &str, owner: &str) -> bool {
+        let queued = self.queued_holders().remove(owner);
+        if queued {
+            let mut names = self
+                .contended
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if names.len() >= QUEUED_HOLDERS_KEPT {
+                names.clear();
+            }
+            names.insert(name.to_owned());
+        }
+        queued
+    }
+
+    /// Whether this client last held `name` after queueing for it (forgetting it): a
+    /// waiting acquisition then skips the lock table's statement, which would find the
+    /// lock held (granted on, at the release, to the next waiter) and only add a
+    /// holder of the name's row lock to every hand-off; its queue transaction takes a
+    /// lock it finds free with nobody queued all the same.
+    fn was_contended(&self, name: &str) -> bool {
+        self.contended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name)
     }
 
     fn queued_holders(&self) -> MutexGuard<'_, HashSet<String>> {
@@ -171,7 +203,13 @@ impl SqlLock {
         }
         // a grant message it may not take alone: the statement confirms it
         let granted = grants.is_some_and(|g| g.pending(owner.as_str()));
-        if !(joins && joined.is_some() && heartbeat_due && !granted) {
+        // a first attempt where this client's last hold of the name was queued for:
+        // straight to the queue (the lock was granted on when it was released)
+        let queue_first = joins && joined.is_none() && self.waiting.was_contended(name.as_str());
+        // the statement goes first unless the queue's transaction is due anyway (a
+        // queued waiter's heartbeat, no grant to confirm) or the name is hot
+        let queue_due = joins && joined.is_some() && heartbeat_due && !granted;
+        if !(queue_due || queue_first) {
             let sent = Instant::now();
             match self.take_statement(name, owner, ttl).await? {
                 Taken::Yes(token) => {

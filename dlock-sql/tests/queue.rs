@@ -102,6 +102,51 @@ async fn no_attempt_passes_a_live_queue(url: &str) {
     assert!(waiter.release(&lease).await.unwrap());
 }
 
+/// A client whose last hold of a name it queued for wants the name back: its first
+/// attempt goes straight to the queue (its release granted the lock on). It must still
+/// queue behind those already waiting, and, when it turns out nobody waits, take the
+/// free lock at once with the next token.
+async fn a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others(url: &str) {
+    let (first, again) = (common::connect(url).await, common::connect(url).await);
+    let name = name("wants-back");
+    let held = first.try_acquire(&name, LONG).await.unwrap().unwrap();
+    // `again` takes the lock after queueing for it
+    let waiting = {
+        let (again, name) = (again.clone(), name.clone());
+        tokio::spawn(async move { again.acquire(&name, LONG, LONG).await.unwrap() })
+    };
+    sleep(Duration::from_millis(300)).await;
+    assert!(first.release(&held).await.unwrap());
+    let queued_for = timeout(LONG, waiting).await.unwrap().unwrap();
+    // two waiters queue behind it; then it releases and wants the lock back
+    let waiters = common::queue_waiters(
+        vec![common::connect(url).await, common::connect(url).await],
+        &name,
+    )
+    .await;
+    sleep(Duration::from_millis(150)).await;
+    assert!(again.release(&queued_for).await.unwrap());
+    let back = again.acquire(&name, LONG, LONG).await.unwrap();
+    // while it holds the lock again, both waiters are done: it queued behind them
+    let order = timeout(Duration::from_secs(5), waiters.order())
+        .await
+        .expect("a waiter still waits: the holder that wanted the lock back passed it");
+    assert_eq!(order, vec![0, 1]);
+    assert!(back.token() > queued_for.token());
+    assert!(again.release(&back).await.unwrap());
+    // nobody waits now: wanting it back again takes the free lock at once
+    let mut last = back;
+    for _ in 0..2 {
+        let lease = timeout(Duration::from_secs(5), again.acquire(&name, LONG, LONG))
+            .await
+            .expect("a free lock is taken at once")
+            .unwrap();
+        assert!(lease.token() > last.token(), "tokens increase");
+        assert!(again.release(&lease).await.unwrap());
+        last = lease;
+    }
+}
+
 /// A waiter that gives up leaves the queue: the next release grants past it.
 async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
     let (holder, quitter, patient) = (
@@ -301,6 +346,10 @@ macro_rules! queue_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_grant_to_a_vanished_poller_lapses_with_its_entry() {
                 super::a_grant_to_a_vanished_poller_lapses_with_its_entry(&$url).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others() {
+                super::a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others(&$url).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_waiter_that_gives_up_leaves_the_queue() {
