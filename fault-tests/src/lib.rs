@@ -13,6 +13,7 @@
 //!
 //! ```text
 //! eval "$(scripts/services up --cluster)"
+//! cargo build -p dlock-faults --bins   # the runner and its worker
 //! cargo run -p dlock-faults --bin dlock-faults -- --runs 3 --seconds 6 > FAULTS.md
 //! ```
 //!

@@ -41,6 +41,15 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let worker = exe.with_file_name("dlock-fault-worker");
+    // `cargo run --bin dlock-faults` builds this binary only: without the worker every
+    // run would fail one by one (as "could not be made") before saying why
+    if !worker.is_file() {
+        eprintln!(
+            "dlock-faults: the worker binary {} is missing; build it first: cargo build -p dlock-faults --bins",
+            worker.display()
+        );
+        return ExitCode::FAILURE;
+    }
     let services = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/services");
     let dir = std::env::temp_dir().join(format!("dlock-faults-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
