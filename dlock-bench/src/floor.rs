@@ -2,8 +2,6 @@
 //! on the same client crates the adapters use. Our figure divided by the floor's, in
 //! the same run, is what the adapter's own work costs.
 
-use std::time::Duration;
-
 use dlock_any::async_trait;
 
 /// One acquire + release cycle on a free lock, done the cheapest way.
@@ -26,6 +24,15 @@ pub trait Floor: Send + Sync {
     async fn fork(&self) -> Result<Box<dyn Floor>, String>;
 }
 
+#[cfg_attr(
+    not(any(
+        feature = "redis",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite"
+    )),
+    allow(dead_code)
+)]
 fn owner() -> String {
     format!(
         "{:016x}{:016x}",

@@ -14,6 +14,10 @@ pub struct Snapshot {
 pub struct Footprint {
     url: String,
     /// SQL: the lock table (`table=` in the URL, else `dlock_locks`).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )]
     table: String,
 }
 

@@ -38,6 +38,7 @@ pub async fn waiter(url: &str, name: &str) -> Option<Result<Box<dyn FloorWaiter>
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Some(advisory::connect(plain, name).await),
         _ => {
+            // (read by the arms this build has)
             let _ = (plain, name);
             None
         }

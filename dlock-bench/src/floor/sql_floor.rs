@@ -70,7 +70,7 @@ pub async fn sqlite(url: &str) -> Result<Box<dyn Floor>, String> {
         .create_if_missing(true)
         .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
         .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(5));
+        .busy_timeout(std::time::Duration::from_secs(5));
     let pool = sqlx::sqlite::SqlitePoolOptions::new()
         .max_connections(4)
         .test_before_acquire(false)
