@@ -45,6 +45,7 @@ pub mod server_requests;
 pub mod shared_runs;
 pub mod stats;
 mod url_parts;
+mod wait_runs;
 
 pub use report::{CDF_POINTS, Distribution, Figure, Options, Report, Scenario, Step};
 pub use run::{run, run_with_progress};

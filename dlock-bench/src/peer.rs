@@ -45,6 +45,24 @@ pub async fn waiter(url: &str, name: &str) -> Option<Result<Box<dyn FloorWaiter>
     }
 }
 
+/// A "vs peer" row: dlock's figure beside the peer's (`pick` of its samples, in the
+/// floor column), when the backend has a peer and its samples are there.
+pub(crate) fn versus(
+    measured: bool,
+    scenario: &'static str,
+    metric: &'static str,
+    dlock: f64,
+    theirs: &Samples,
+    pick: &dyn Fn(&Samples) -> f64,
+) -> Option<crate::Figure> {
+    (measured && !theirs.is_empty()).then(|| crate::Figure {
+        scenario,
+        metric,
+        dlock,
+        floor: Some(pick(theirs)),
+    })
+}
+
 /// The uncontended scenario on the peer: one client takes and releases a free lock
 /// `cycles` times (plus a tenth to warm up, not kept). `None` if there is no peer.
 ///

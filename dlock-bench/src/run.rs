@@ -7,14 +7,13 @@ use std::time::Duration;
 use dlock_any::{DistributedLock, LockError, redact_url};
 use tokio::time::Instant;
 
-use crate::floor_runs::{
-    connect_many, floor_contended, floor_error, floor_handoff, floor_parallel,
-};
-use crate::floor_wait::Raw;
+use crate::floor_runs::{floor_error, floor_parallel};
 use crate::process::CpuClock;
 use crate::report::{Distribution, Figure, Options, Report, Scenario, Step, Steps};
 use crate::stats::Samples;
-use crate::{election_runs, floor, peer, scale_runs, scenarios, server_requests, shared_runs};
+use crate::{
+    election_runs, floor, peer, scale_runs, scenarios, server_requests, shared_runs, wait_runs,
+};
 
 /// Runs the scenarios `args` asks for against `url`, each next to its floor.
 ///
@@ -69,24 +68,22 @@ async fn run_scenarios(
             .map_err(floor_error)?
     };
     let floor_described = floor.as_ref().map(|f| f.describe());
-    // the peer's rounds run between ours and the floor's, as the floor's do
+    // the peer's rounds follow the floor's in each round (the floor's follow ours), so
+    // all three see the same machine load
     let peer_described = if args.floor {
         peer::describe(&url)
     } else {
         None
     };
-    let versus_peer =
-        |scenario, metric, dlock, theirs: &Samples, pick: &dyn Fn(&Samples) -> f64| {
-            (peer_described.is_some() && !theirs.is_empty()).then(|| Figure {
-                scenario,
-                metric,
-                dlock,
-                floor: Some(pick(theirs)),
-            })
-        };
     let wants =
         |s: Scenario| (args.scenarios.is_empty() && s.by_default()) || args.scenarios.contains(&s);
     let rounds: u32 = 3;
+    let round = wait_runs::Round {
+        url: &url,
+        args,
+        rounds,
+        peer: peer_described.is_some(),
+    };
     let mut figures = Vec::new();
     let mut distributions = Vec::new();
     let mut server_count: Option<&'static str> = None;
@@ -139,7 +136,8 @@ async fn run_scenarios(
                 dlock: ours.percentile_ms(99.0),
                 floor: raw_some(raw.percentile_ms(99.0)),
             });
-            figures.extend(versus_peer(
+            figures.extend(peer::versus(
+                peer_described.is_some(),
                 "uncontended",
                 "cycle p50 ms vs peer",
                 ours.percentile_ms(50.0),
@@ -190,130 +188,12 @@ async fn run_scenarios(
     }
     if wants(Scenario::Handoff) {
         let at = steps.start(Scenario::Handoff, figures.len());
-        let done = async {
-            // alternating rounds: a third of the trials each, ours then the floor's
-            let per_round = (args.trials / rounds as usize).max(3);
-            let (mut ours, mut raw, mut has_raw) = (Samples::default(), Samples::default(), false);
-            let mut theirs = Samples::default();
-            for _ in 0..rounds {
-                ours.extend(
-                    scenarios::handoff(
-                        dlock_any::connect(&url).await?,
-                        dlock_any::connect(&url).await?,
-                        per_round,
-                    )
-                    .await?,
-                );
-                if args.floor
-                    && let Some(s) = floor_handoff(&url, per_round, Raw::Floor).await?
-                {
-                    raw.extend(s);
-                    has_raw = true;
-                }
-                if peer_described.is_some()
-                    && let Some(s) = floor_handoff(&url, per_round, Raw::Peer).await?
-                {
-                    theirs.extend(s);
-                }
-            }
-            let raw_some = |v: f64| has_raw.then_some(v);
-            distributions.push(Distribution::of("handoff", "hand-off", &ours, Some(&raw)));
-            figures.push(Figure {
-                scenario: "handoff",
-                metric: "p50 ms",
-                dlock: ours.percentile_ms(50.0),
-                floor: raw_some(raw.percentile_ms(50.0)),
-            });
-            figures.push(Figure {
-                scenario: "handoff",
-                metric: "p99 ms",
-                dlock: ours.percentile_ms(99.0),
-                floor: raw_some(raw.percentile_ms(99.0)),
-            });
-            for (metric, p) in [("p50 ms vs peer", 50.0), ("p99 ms vs peer", 99.0)] {
-                figures.extend(versus_peer(
-                    "handoff",
-                    metric,
-                    ours.percentile_ms(p),
-                    &theirs,
-                    &|s| s.percentile_ms(p),
-                ));
-            }
-            Ok::<(), LockError>(())
-        }
-        .await;
+        let done = wait_runs::handoff(&round, &mut figures, &mut distributions).await;
         steps.end(Scenario::Handoff, at, done, &figures);
     }
     if wants(Scenario::Contended) {
         let at = steps.start(Scenario::Contended, figures.len());
-        let done = async {
-            let slice = args.duration / rounds;
-            let (mut ours_cycles, mut ours_waits) = (0.0, Samples::default());
-            let (mut raw_cycles, mut raw_waits, mut has_raw) = (0.0, Samples::default(), false);
-            let (mut their_cycles, mut their_waits) = (0.0, Samples::default());
-            for _ in 0..rounds {
-                let c =
-                    scenarios::contended(connect_many(&url, args.clients).await?, slice).await?;
-                ours_cycles += c.cycles_per_s;
-                ours_waits.extend(c.waits);
-                if args.floor
-                    && let Some((cycles, waits)) =
-                        floor_contended(&url, args.clients, slice, Raw::Floor).await?
-                {
-                    raw_cycles += cycles;
-                    raw_waits.extend(waits);
-                    has_raw = true;
-                }
-                if peer_described.is_some()
-                    && let Some((cycles, waits)) =
-                        floor_contended(&url, args.clients, slice, Raw::Peer).await?
-                {
-                    their_cycles += cycles;
-                    their_waits.extend(waits);
-                }
-            }
-            let raw_some = |v: f64| has_raw.then_some(v);
-            distributions.push(Distribution::of(
-                "contended",
-                "wait",
-                &ours_waits,
-                Some(&raw_waits),
-            ));
-            figures.push(Figure {
-                scenario: "contended",
-                metric: "cycles/s",
-                dlock: ours_cycles / f64::from(rounds),
-                floor: raw_some(raw_cycles / f64::from(rounds)),
-            });
-            figures.push(Figure {
-                scenario: "contended",
-                metric: "p99 wait ms",
-                dlock: ours_waits.percentile_ms(99.0),
-                floor: raw_some(raw_waits.percentile_ms(99.0)),
-            });
-            figures.push(Figure {
-                scenario: "contended",
-                metric: "max wait ms",
-                dlock: ours_waits.max_ms(),
-                floor: raw_some(raw_waits.max_ms()),
-            });
-            figures.extend(versus_peer(
-                "contended",
-                "cycles/s vs peer",
-                ours_cycles / f64::from(rounds),
-                &their_waits,
-                &|_| their_cycles / f64::from(rounds),
-            ));
-            figures.extend(versus_peer(
-                "contended",
-                "p99 wait ms vs peer",
-                ours_waits.percentile_ms(99.0),
-                &their_waits,
-                &|s| s.percentile_ms(99.0),
-            ));
-            Ok::<(), LockError>(())
-        }
-        .await;
+        let done = wait_runs::contended(&round, &mut figures, &mut distributions).await;
         steps.end(Scenario::Contended, at, done, &figures);
     }
     if wants(Scenario::Parallel) {
