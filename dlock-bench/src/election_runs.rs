@@ -58,7 +58,7 @@ pub async fn election(url: &str, floor: bool, trials: usize) -> Result<Vec<Figur
         took_over?.resign().await?;
     }
     let raw = if floor {
-        floor_handoff(url, trials.max(1), crate::floor_wait::Raw::Floor).await?
+        floor_handoff(url, trials.max(1), crate::floor_runs::Raw::Floor).await?
     } else {
         None
     };

@@ -7,9 +7,32 @@ use std::time::Duration;
 use dlock_any::{DistributedLock, LockError};
 use tokio::time::Instant;
 
-use crate::floor_wait::Raw;
 use crate::stats::Samples;
 use crate::{floor, floor_wait};
+
+/// Which raw blocking lock a hand-off or contended round runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Raw {
+    /// The floor's (see [`floor_wait::for_url`]).
+    Floor,
+    /// The peer's, where the backend has one ([`crate::peer`]).
+    Peer,
+}
+
+/// A new client of the `raw` lock on `name`, if the URL's backend has one.
+///
+/// # Cancel safety
+/// Dropping it drops the connection being opened.
+pub(crate) async fn connect(
+    raw: Raw,
+    url: &str,
+    name: &str,
+) -> Option<Result<Box<dyn floor_wait::FloorWaiter>, String>> {
+    match raw {
+        Raw::Floor => floor_wait::for_url(url, name).await,
+        Raw::Peer => crate::peer::waiter(url, name).await,
+    }
+}
 
 pub(crate) async fn connect_many(
     url: &str,
@@ -30,12 +53,12 @@ pub(crate) async fn floor_handoff(
     raw: Raw,
 ) -> Result<Option<Samples>, LockError> {
     let name = format!("{:016x}", dlock_any::random_u64());
-    let Some(holder) = floor_wait::connect(raw, url, &name).await else {
+    let Some(holder) = connect(raw, url, &name).await else {
         return Ok(None);
     };
     let holder = holder.map_err(floor_error)?;
     let waiter: Arc<dyn floor_wait::FloorWaiter> = Arc::from(
-        floor_wait::connect(raw, url, &name)
+        connect(raw, url, &name)
             .await
             .ok_or_else(|| floor_error("no second floor client".into()))?
             .map_err(floor_error)?,
@@ -69,7 +92,7 @@ pub(crate) async fn floor_contended(
     let name = format!("{:016x}", dlock_any::random_u64());
     let mut waiters = Vec::with_capacity(clients);
     for _ in 0..clients {
-        match floor_wait::connect(raw, url, &name).await {
+        match connect(raw, url, &name).await {
             Some(w) => waiters.push(w.map_err(floor_error)?),
             None => return Ok(None),
         }

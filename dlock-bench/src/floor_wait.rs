@@ -48,30 +48,6 @@ pub async fn for_url(url: &str, name: &str) -> Option<Result<Box<dyn FloorWaiter
     }
 }
 
-/// Which raw blocking lock a hand-off or contended round runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Raw {
-    /// The floor's (see [`for_url`]).
-    Floor,
-    /// The peer's, where the backend has one ([`crate::peer`]).
-    Peer,
-}
-
-/// A new client of the `raw` lock on `name`, if the URL's backend has one.
-///
-/// # Cancel safety
-/// Dropping it drops the connection being opened.
-pub async fn connect(
-    raw: Raw,
-    url: &str,
-    name: &str,
-) -> Option<Result<Box<dyn FloorWaiter>, String>> {
-    match raw {
-        Raw::Floor => for_url(url, name).await,
-        Raw::Peer => crate::peer::waiter(url, name).await,
-    }
-}
-
 #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
 fn owner() -> String {
     format!(

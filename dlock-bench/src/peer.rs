@@ -11,7 +11,6 @@
 use dlock_any::LockError;
 use tokio::time::Instant;
 
-use crate::floor_runs::floor_error;
 use crate::floor_wait::FloorWaiter;
 use crate::stats::Samples;
 
@@ -76,17 +75,24 @@ pub(crate) async fn uncontended(url: &str, cycles: usize) -> Result<Option<Sampl
     let Some(client) = waiter(url, &name).await else {
         return Ok(None);
     };
-    let client = client.map_err(floor_error)?;
+    let client = client.map_err(peer_error)?;
     let mut samples = Samples::default();
     for i in 0..cycles + cycles / 10 {
         let t = Instant::now();
-        client.lock().await.map_err(floor_error)?;
-        client.unlock().await.map_err(floor_error)?;
+        client.lock().await.map_err(peer_error)?;
+        client.unlock().await.map_err(peer_error)?;
         if i >= cycles / 10 {
             samples.push(t.elapsed());
         }
     }
     Ok(Some(samples))
+}
+
+fn peer_error(e: String) -> LockError {
+    LockError::Backend {
+        message: format!("peer: {e}"),
+        source: None,
+    }
 }
 
 #[cfg(feature = "postgres")]

@@ -3,8 +3,8 @@
 
 use dlock_any::LockError;
 
+use crate::floor_runs::Raw;
 use crate::floor_runs::{connect_many, floor_contended, floor_handoff};
-use crate::floor_wait::Raw;
 use crate::report::{Distribution, Figure, Options};
 use crate::stats::Samples;
 use crate::{peer, scenarios};
