@@ -323,38 +323,22 @@ macro_rules! queue_cases {
     ($($db:ident => $url:expr),* $(,)?) => {$(
         mod $db {
             use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn waiters_get_the_lock_in_arrival_order() {
-                super::waiters_get_the_lock_in_arrival_order(&$url).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_release_grants_the_lock_to_the_waiter() {
-                super::a_release_grants_the_lock_to_the_waiter(&$url).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn no_attempt_passes_a_live_queue() {
-                super::no_attempt_passes_a_live_queue(&$url).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_table_from_before_the_queue_gets_its_column() {
-                super::a_table_from_before_the_queue_gets_its_column(&$url).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart() {
-                super::a_lock_and_a_semaphore_of_the_same_key_queue_apart(&$url).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_grant_to_a_vanished_poller_lapses_with_its_entry() {
-                super::a_grant_to_a_vanished_poller_lapses_with_its_entry(&$url).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others() {
-                super::a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others(&$url).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_waiter_that_gives_up_leaves_the_queue() {
-                super::a_waiter_that_gives_up_leaves_the_queue(&$url).await;
-            }
+            queue_cases!(@cases $url;
+                waiters_get_the_lock_in_arrival_order,
+                a_release_grants_the_lock_to_the_waiter,
+                no_attempt_passes_a_live_queue,
+                a_table_from_before_the_queue_gets_its_column,
+                a_lock_and_a_semaphore_of_the_same_key_queue_apart,
+                a_grant_to_a_vanished_poller_lapses_with_its_entry,
+                a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others,
+                a_waiter_that_gives_up_leaves_the_queue,
+            );
+        }
+    )*};
+    (@cases $url:expr; $($case:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            super::$case(&$url).await;
         }
     )*};
 }

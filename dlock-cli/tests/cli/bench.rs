@@ -5,6 +5,17 @@ use dlock_conformance::required_env;
 
 use crate::common::{output, scratch};
 
+/// The rest of the JSON figure `scenario` / `metric` after its metric (`"dlock":…,
+/// "floor":…`), or a panic naming it.
+fn figure<'a>(json: &'a str, scenario: &str, metric: &str) -> &'a str {
+    json.split(&format!(
+        "{{\"scenario\":\"{scenario}\",\"metric\":\"{metric}\""
+    ))
+    .nth(1)
+    .and_then(|r| r.split('}').next())
+    .unwrap_or_else(|| panic!("{scenario} {metric} missing: {json}"))
+}
+
 /// On a push backend the hand-off and contended scenarios have a raw floor too (a
 /// blocking lock on the server's own wake-up), run in the same rounds.
 #[test]
@@ -34,13 +45,7 @@ fn bench_handoff_and_contention_have_floors_on_redis() {
     );
     let json = String::from_utf8_lossy(&out.stdout);
     for (scenario, metric) in [("handoff", "p50 ms"), ("contended", "cycles/s")] {
-        let row = json
-            .split(&format!(
-                "{{\"scenario\":\"{scenario}\",\"metric\":\"{metric}\""
-            ))
-            .nth(1)
-            .and_then(|r| r.split('}').next())
-            .unwrap_or_else(|| panic!("{scenario} {metric} missing: {json}"));
+        let row = figure(&json, scenario, metric);
         assert!(!row.contains("\"floor\":null"), "{scenario}: {json}");
     }
 }
@@ -84,13 +89,7 @@ fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
         ("handoff", "p50 ms vs peer"),
         ("contended", "cycles/s vs peer"),
     ] {
-        let row = json
-            .split(&format!(
-                "{{\"scenario\":\"{scenario}\",\"metric\":\"{metric}\""
-            ))
-            .nth(1)
-            .and_then(|r| r.split('}').next())
-            .unwrap_or_else(|| panic!("{scenario} {metric} missing: {json}"));
+        let row = figure(&json, scenario, metric);
         let peer: f64 = row
             .split("\"floor\":")
             .nth(1)
