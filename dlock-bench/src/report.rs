@@ -143,6 +143,25 @@ pub struct Figure {
     pub floor: Option<f64>,
 }
 
+impl Figure {
+    /// The median and the 99th percentile of dlock's samples, named `metrics`, each
+    /// beside the floor's when the floor ran (`raw`).
+    pub(crate) fn p50_p99(
+        scenario: &'static str,
+        metrics: [&'static str; 2],
+        ours: &Samples,
+        raw: Option<&Samples>,
+    ) -> [Figure; 2] {
+        let at = |metric, p| Figure {
+            scenario,
+            metric,
+            dlock: ours.percentile_ms(p),
+            floor: raw.map(|r| r.percentile_ms(p)),
+        };
+        [at(metrics[0], 50.0), at(metrics[1], 99.0)]
+    }
+}
+
 /// One latency distribution of a scenario, dlock's and the floor's, for a CDF plot.
 #[derive(Clone, Debug)]
 pub struct Distribution {

@@ -124,18 +124,12 @@ async fn run_scenarios(
             }
             let raw_some = |v: f64| floor.as_ref().map(|_| v);
             distributions.push(Distribution::of("uncontended", "cycle", &ours, Some(&raw)));
-            figures.push(Figure {
-                scenario: "uncontended",
-                metric: "cycle p50 ms",
-                dlock: ours.percentile_ms(50.0),
-                floor: raw_some(raw.percentile_ms(50.0)),
-            });
-            figures.push(Figure {
-                scenario: "uncontended",
-                metric: "cycle p99 ms",
-                dlock: ours.percentile_ms(99.0),
-                floor: raw_some(raw.percentile_ms(99.0)),
-            });
+            figures.extend(Figure::p50_p99(
+                "uncontended",
+                ["cycle p50 ms", "cycle p99 ms"],
+                &ours,
+                floor.as_ref().map(|_| &raw),
+            ));
             figures.extend(peer::versus(
                 peer_described.is_some(),
                 "uncontended",

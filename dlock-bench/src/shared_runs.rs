@@ -64,21 +64,7 @@ async fn cycle(
             }
         }
     }
-    let raw_some = |v: f64| floor.map(|_| v);
-    Ok(vec![
-        Figure {
-            scenario,
-            metric: what.0,
-            dlock: ours.percentile_ms(50.0),
-            floor: raw_some(raw.percentile_ms(50.0)),
-        },
-        Figure {
-            scenario,
-            metric: what.1,
-            dlock: ours.percentile_ms(99.0),
-            floor: raw_some(raw.percentile_ms(99.0)),
-        },
-    ])
+    Ok(Figure::p50_p99(scenario, [what.0, what.1], &ours, floor.map(|_| &raw)).into())
 }
 
 /// `dlock bench --scenario semaphore`: the permit cycle against the mutex floor, a

@@ -59,20 +59,13 @@ pub(crate) async fn handoff(
             theirs.extend(s);
         }
     }
-    let raw_some = |v: f64| has_raw.then_some(v);
     distributions.push(Distribution::of("handoff", "hand-off", &ours, Some(&raw)));
-    figures.push(Figure {
-        scenario: "handoff",
-        metric: "p50 ms",
-        dlock: ours.percentile_ms(50.0),
-        floor: raw_some(raw.percentile_ms(50.0)),
-    });
-    figures.push(Figure {
-        scenario: "handoff",
-        metric: "p99 ms",
-        dlock: ours.percentile_ms(99.0),
-        floor: raw_some(raw.percentile_ms(99.0)),
-    });
+    figures.extend(Figure::p50_p99(
+        "handoff",
+        ["p50 ms", "p99 ms"],
+        &ours,
+        has_raw.then_some(&raw),
+    ));
     for (metric, p) in [("p50 ms vs peer", 50.0), ("p99 ms vs peer", 99.0)] {
         figures.extend(peer::versus(
             r.peer,

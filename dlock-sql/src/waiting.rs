@@ -43,9 +43,9 @@ pub(crate) struct Waiting {
     entries: Mutex<HashMap<String, Entry>>,
     /// Owners that hold their lock after queueing for it (until they release it).
     queued_holders: Mutex<HashSet<String>>,
-    /// Names whose last lock this client held it took after queueing, and released:
-    /// the next waiting acquisition of such a name joins the queue with its first
-    /// statement (one hint each).
+    /// Names this client last held after queueing for them, then released: the next
+    /// waiting acquisition of such a name joins the queue with its first statement
+    /// (one hint each).
     contended: Mutex<HashSet<String>>,
 }
 

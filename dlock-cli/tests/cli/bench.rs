@@ -5,6 +5,17 @@ use dlock_conformance::required_env;
 
 use crate::common::{output, scratch};
 
+/// `dlock … bench --json ARGS` on `url`, which must succeed: its report.
+fn bench_json(url: &str, args: &[&str]) -> String {
+    let out = output(url, args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The rest of the JSON figure `scenario` / `metric` after its metric (`"dlock":…,
 /// "floor":…`), or a panic naming it.
 fn figure<'a>(json: &'a str, scenario: &str, metric: &str) -> &'a str {
@@ -21,7 +32,7 @@ fn figure<'a>(json: &'a str, scenario: &str, metric: &str) -> &'a str {
 #[test]
 fn bench_handoff_and_contention_have_floors_on_redis() {
     let url = required_env("DLOCK_TEST_REDIS_URL");
-    let out = output(
+    let json = bench_json(
         &url,
         &[
             "bench",
@@ -38,12 +49,6 @@ fn bench_handoff_and_contention_have_floors_on_redis() {
             "3",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = String::from_utf8_lossy(&out.stdout);
     for (scenario, metric) in [("handoff", "p50 ms"), ("contended", "cycles/s")] {
         let row = figure(&json, scenario, metric);
         assert!(!row.contains("\"floor\":null"), "{scenario}: {json}");
@@ -56,7 +61,7 @@ fn bench_handoff_and_contention_have_floors_on_redis() {
 #[test]
 fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
     let url = required_env("DLOCK_TEST_POSTGRES_URL");
-    let out = output(
+    let json = bench_json(
         &url,
         &[
             "bench",
@@ -77,12 +82,6 @@ fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
             "3",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = String::from_utf8_lossy(&out.stdout);
     assert!(json.contains("\"peer\":\"pg_advisory_lock"), "{json}");
     for (scenario, metric) in [
         ("uncontended", "cycle p50 ms vs peer"),
@@ -106,7 +105,7 @@ fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
 fn bench_scale_reports_growth() {
     let dir = scratch();
     let url = format!("sqlite://{}/bench-scale.sqlite", dir.display());
-    let out = output(
+    let json = bench_json(
         &url,
         &[
             "bench",
@@ -125,12 +124,6 @@ fn bench_scale_reports_growth() {
             dir.join("scale.svg").to_str().unwrap(),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = String::from_utf8_lossy(&out.stdout);
     for metric in [
         "waiters=1 hand-off ms",
         "waiters=10 hand-off ms",
@@ -167,7 +160,7 @@ fn bench_scale_reports_growth() {
 fn bench_reports_every_scenario() {
     let dir = scratch();
     let url = format!("sqlite://{}/bench.sqlite", dir.display());
-    let out = output(
+    let json = bench_json(
         &url,
         &[
             "bench",
@@ -188,12 +181,6 @@ fn bench_reports_every_scenario() {
             "4",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = String::from_utf8_lossy(&out.stdout);
     for (scenario, metric) in [
         ("uncontended", "cycle p50 ms"),
         ("handoff", "p50 ms"),
