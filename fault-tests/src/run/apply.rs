@@ -61,7 +61,8 @@ pub(super) async fn apply(
             (at, Some(v), true)
         }
         Nemesis::KillWaiter => {
-            let Some(v) = wait_for(|| waiter(store), Duration::from_secs(5)).await else {
+            let Some(v) = wait_for(|| waiter(store, plan.workers), Duration::from_secs(5)).await
+            else {
                 return (store.now(), None, false);
             };
             let at = store.now();

@@ -32,20 +32,26 @@ pub(super) fn holder(store: &FencedStore) -> Option<u32> {
 }
 
 /// A worker waiting for the lock while another holds it: its last step a release at
-/// least 5 ms ago (it is back in `acquire`, queued by now where the backend queues).
-pub(super) fn waiter(store: &FencedStore) -> Option<u32> {
-    let holder = holder(store)?;
-    let now = store.now();
-    let mut released = std::collections::BTreeMap::new();
-    for e in store
-        .log()
-        .into_iter()
+/// least 5 ms ago (it is back in `acquire`, queued by now where the backend queues), or
+/// no step at all — one of the `workers` started before the warm-up that has not got
+/// the lock once (a barging lock's polling waiter can lose every race for seconds).
+pub(super) fn waiter(store: &FencedStore, workers: u32) -> Option<u32> {
+    waiter_in(&store.log(), store.now(), holder(store)?, workers)
+}
+
+/// [`waiter`] over a log read at `now`, `holder` holding.
+fn waiter_in(log: &[Event], now: Duration, holder: u32, workers: u32) -> Option<u32> {
+    // when each worker's wait began; none while it holds
+    let mut waiting_since: std::collections::BTreeMap<u32, Option<Duration>> =
+        (0..workers).map(|w| (w, Some(Duration::ZERO))).collect();
+    for e in log
+        .iter()
         .filter(|e| !matches!(e.kind, Kind::Observed | Kind::Result))
     {
-        released.insert(e.worker, (e.kind == Kind::Released).then_some(e.at));
+        waiting_since.insert(e.worker, (e.kind == Kind::Released).then_some(e.at));
     }
-    released.into_iter().find_map(|(w, at)| {
-        let queued = at.is_some_and(|at| now.saturating_sub(at) > Duration::from_millis(5));
+    waiting_since.into_iter().find_map(|(w, since)| {
+        let queued = since.is_some_and(|at| now.saturating_sub(at) > Duration::from_millis(5));
         (w != holder && queued).then_some(w)
     })
 }
@@ -212,6 +218,24 @@ mod tests {
             ev(15, 1, Kind::Acquired, 7, true, 'r'),
             ev(20, 1, Kind::Read, 7, true, ' '),
         ]
+    }
+
+    /// Worker 0 holds; worker 1 released 2 ms before the look, too recently to be
+    /// back in `acquire`; worker 2 never got the lock (a barging lock's polling waiter
+    /// that lost every race since it started): it is the waiter.
+    #[test]
+    fn a_worker_that_never_held_is_waiting() {
+        let log = vec![
+            ev(10, 1, Kind::Acquired, 1, true, 'x'),
+            ev(30, 1, Kind::Released, 1, true, ' '),
+            ev(31, 0, Kind::Acquired, 2, true, 'x'),
+        ];
+        let now = Duration::from_millis(32);
+        assert_eq!(waiter_in(&log, now, 0, 3), Some(2));
+        // with two workers only, nobody has waited long enough yet
+        assert_eq!(waiter_in(&log, now, 0, 2), None);
+        // later, worker 1 is back in `acquire`
+        assert_eq!(waiter_in(&log, Duration::from_millis(40), 0, 2), Some(1));
     }
 
     #[test]
