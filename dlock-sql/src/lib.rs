@@ -26,7 +26,9 @@
 //! MySQL and SQLite waiters poll with jittered backoff capped by the holder's
 //! remaining time, and the first to look after a release gets it — unless `fifo=true`
 //! ([`SqlLockBuilder::fifo`]) queues them too, and each finds its grant at its next
-//! poll. No session state is relied on, so the lock works behind a
+//! poll. A poller is not starved by a client that releases and asks again at once:
+//! after ten polling gaps (1 s by default) it joins the queue, and the next release
+//! grants it the lock. No session state is relied on, so the lock works behind a
 //! transaction-mode pooler such as PgBouncer: add `pooler=transaction` to the URL
 //! ([`SqlLockBuilder::transaction_pooler`]), and each statement runs unprepared in a
 //! transaction of its own while waiters poll (`LISTEN` needs a session).
@@ -146,6 +148,7 @@ mod retake_tests;
 mod sqlite;
 mod store;
 mod url;
+mod waiters;
 mod waiting;
 
 use std::future::Future;
@@ -173,7 +176,7 @@ pub struct SqlLock {
     /// Renewals of held locks due together, sent as one statement per batch.
     renewals: Arc<Batcher<Renewal, bool>>,
     /// The exclusive acquisitions waiting in the queue (`waiting`).
-    waiting: Arc<waiting::Waiting>,
+    waiting: Arc<waiters::Waiting>,
 }
 
 /// The most renewals sent in one statement: SQLite binds four parameters a lock (far

@@ -24,7 +24,8 @@ pub(crate) struct Options {
     pub transaction_pooler: bool,
     pub create_table: bool,
     /// Whether waiters queue (`crate::queue`); `None`: where they hear their grant
-    /// (PostgreSQL with LISTEN), see [`crate::SqlLockBuilder::fifo`].
+    /// (PostgreSQL with LISTEN), elsewhere once they have polled for ten polling gaps;
+    /// see [`crate::SqlLockBuilder::fifo`].
     pub fifo: Option<bool>,
 }
 

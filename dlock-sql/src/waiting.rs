@@ -14,9 +14,8 @@
 //! recent and the grant's token is above that answer's (`dlock_core::backend::grants`:
 //! the lease counts from that attempt), and otherwise sends the statement at once.
 
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::backend::Claim;
@@ -28,138 +27,10 @@ use crate::SqlLock;
 use crate::queue::{QueueRequest, Queued};
 use crate::store::Taken;
 
-/// How many owners `Waiting::queued_holders` (and names `Waiting::contended`) keeps
-/// at most.
-const QUEUED_HOLDERS_KEPT: usize = 4096;
-
 /// A token from the lock table.
 fn token_of(token: i64) -> Result<FencingToken, LockError> {
     FencingToken::from_signed(token, "token in the lock table")
 }
-
-/// The waiting acquisitions of one `SqlLock`, by owner id.
-#[derive(Debug, Default)]
-pub(crate) struct Waiting {
-    entries: Mutex<HashMap<String, Entry>>,
-    /// Owners that hold their lock after queueing for it (until they release it).
-    queued_holders: Mutex<HashSet<String>>,
-    /// Names this client last held after queueing for them, then released: the next
-    /// waiting acquisition of such a name joins the queue with its first statement
-    /// (one hint each).
-    contended: Mutex<HashSet<String>>,
-}
-
-#[derive(Debug, Default)]
-struct Entry {
-    /// When its queue entry's deadline was last moved on (`None`: not queued yet).
-    joined: Option<Instant>,
-    /// When the holder's lease ends, by the last answer that told it.
-    holder_until: Option<Instant>,
-    /// The mark and channel its queue entry carries (how it hears of a grant).
-    registered: (i64, String),
-    /// Held by its queue transaction in flight, which runs to its end even when the
-    /// acquisition is dropped: its leave waits for it, so a join that commits after
-    /// the acquisition gave up is still undone.
-    serial: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Waiting {
-    fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether `owner` took its lock on `name` after queueing for it (forgetting it):
-    /// its release is likely to find waiters, and this client's next waiting
-    /// acquisition of `name` to find the lock held (see [`Waiting::was_contended`]).
-    pub(crate) fn took_after_queueing(&self, name: &str, owner: &str) -> bool {
-        let queued = self.queued_holders().remove(owner);
-        if queued {
-            let mut names = self
-                .contended
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if names.len() >= QUEUED_HOLDERS_KEPT {
-                names.clear();
-            }
-            names.insert(name.to_owned());
-        }
-        queued
-    }
-
-    /// Whether this client last held `name` after queueing for it (forgetting it): a
-    /// waiting acquisition then skips the lock table's statement, which would find the
-    /// lock held (granted on, at the release, to the next waiter) and only add a
-    /// holder of the name's row lock to every hand-off; its queue transaction takes a
-    /// lock it finds free with nobody queued all the same.
-    fn was_contended(&self, name: &str) -> bool {
-        self.contended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(name)
-    }
-
-    fn queued_holders(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.queued_holders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// When `owner`'s entry's deadline was last moved on, if its entry still carries
-    /// `listener` (a LISTEN connection that reconnected has a new mark; a waiter that
-    /// polled and now listens has a channel): else its entry must be written again.
-    fn joined_as(&self, owner: &str, listener: &(i64, String)) -> Option<Instant> {
-        self.entries()
-            .get(owner)
-            .filter(|e| e.registered == *listener)
-            .and_then(|e| e.joined)
-    }
-
-    fn joined(&self, owner: &str) -> Option<Instant> {
-        self.entries().get(owner).and_then(|e| e.joined)
-    }
-
-    /// The serial of `owner`'s queue transactions (its entry made if new).
-    fn serial(&self, owner: &str) -> Arc<tokio::sync::Mutex<()>> {
-        Arc::clone(&self.entries().entry(owner.to_owned()).or_default().serial)
-    }
-
-    /// When the holder's lease ends, by the last answer, if that is still ahead.
-    fn holder_left(&self, owner: &str) -> Option<Duration> {
-        let until = self.entries().get(owner)?.holder_until?;
-        let left = until.saturating_duration_since(Instant::now());
-        (!left.is_zero()).then_some(left)
-    }
-
-    /// Records what an answer sent at `sent` said of the holder's lease.
-    fn holder_seen(&self, owner: &str, sent: Instant, remaining: Option<Duration>) {
-        if let Some(e) = self.entries().get_mut(owner) {
-            e.holder_until = remaining.map(|r| sent + r);
-        }
-    }
-
-    /// Records an answer: still queued (deadline moved on now, the entry carrying
-    /// `listener`), or done (`None`).
-    fn answered(&self, owner: &str, queued: Option<&(i64, String)>) {
-        let mut entries = self.entries();
-        match queued {
-            None => {
-                entries.remove(owner);
-            }
-            Some(listener) => {
-                if let Some(e) = entries.get_mut(owner) {
-                    e.joined = Some(Instant::now());
-                    e.registered = listener.clone();
-                }
-            }
-        }
-    }
-
-    /// Forgets `owner`, returning its serial if it ever ran a queue transaction.
-    fn forget(&self, owner: &str) -> Option<Arc<tokio::sync::Mutex<()>>> {
-        self.entries().remove(owner).map(|e| e.serial)
-    }
-}
-
 impl SqlLock {
     /// One attempt at the exclusive lock (see `ClaimDriver::claim`).
     pub(crate) async fn claim_exclusive(
@@ -169,8 +40,7 @@ impl SqlLock {
         ttl: Duration,
         waits: bool,
     ) -> Result<Claim, LockError> {
-        // a waiter of a client that does not queue polls as any attempt does
-        let joins = waits && self.fifo();
+        let joins = waits && self.joins_queue(owner);
         // (a LISTEN connection is started only for a waiter that queues)
         let live = if joins {
             self.queue_live().await
@@ -258,18 +128,31 @@ impl SqlLock {
         })
     }
 
+    /// Whether a waiter's attempt (exclusive or shared) joins the queue: always where
+    /// waiters queue (`fifo`, by default PostgreSQL with LISTEN); never with
+    /// `fifo=false`; and by default where waiters poll (MySQL, SQLite, a transaction
+    /// pooler) once the waiter has polled for ten polling gaps (1 s by default). A client that releases and asks again at
+    /// once wins every race against a poller — the lock is free for microseconds a
+    /// cycle — so an unbounded barging wait could last forever; past the bound the
+    /// waiter is in the queue, which no attempt passes, and the next release grants it
+    /// the lock (Go's `sync.Mutex` starvation mode, on the database).
+    pub(crate) fn joins_queue(&self, owner: &OwnerId) -> bool {
+        match self.opts.fifo {
+            Some(fifo) => fifo,
+            None if self.fifo() => true,
+            None => self
+                .waiting
+                .polled_for(owner.as_str(), self.opts.poll_max * 10),
+        }
+    }
+
     /// `owner` holds the lock: it waits no more.
     fn done_waiting(&self, owner: &OwnerId) {
         if self.waiting.joined(owner.as_str()).is_some() {
-            let mut holders = self.waiting.queued_holders();
-            // a hint for the release; leases lost or never released would leave their
-            // owners here, so it is cleared rather than let grow
-            if holders.len() >= QUEUED_HOLDERS_KEPT {
-                holders.clear();
-            }
-            holders.insert(owner.as_str().to_owned());
+            self.waiting.holds_after_queueing(owner.as_str());
         }
         self.waiting.answered(owner.as_str(), None);
+        self.waiting.stopped_polling(owner.as_str());
         if let Some(grants) = self.store.grants() {
             grants.close(owner.as_str());
         }

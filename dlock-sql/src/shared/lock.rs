@@ -18,11 +18,10 @@ impl SqlLock {
         request: &AttemptRequest<'_>,
     ) -> Result<Claim, LockError> {
         let (access, owner) = (request.access, request.owner);
-        // a waiter of a client that does not queue polls, and a writer's intent keeps
-        // readers from starving it
-        let queues = self.fifo();
-        let intent = (request.waits && !queues).then(|| self.wait_policy_now().writer_intent());
-        let waits = request.waits && queues;
+        // a waiter that does not queue (yet: see `SqlLock::joins_queue`) polls, and a
+        // writer's intent keeps readers from starving it
+        let waits = request.waits && self.joins_queue(owner);
+        let intent = (request.waits && !waits).then(|| self.wait_policy_now().writer_intent());
         let (live, listener) = if waits {
             self.queue_live().await
         } else {
@@ -41,7 +40,7 @@ impl SqlLock {
         let this = self.clone();
         let work = async move { this.op("acquire", || this.store.take_shared(&req)).await };
         let taken = self.queue_op(owner, waits, work).await?;
-        if !(waits && matches!(taken, SharedTaken::No(_))) {
+        if !(request.waits && matches!(taken, SharedTaken::No(_))) {
             let _ = self.forget_waiter(owner); // done waiting
         }
         match taken {
