@@ -22,7 +22,10 @@ use crate::{
 /// 6. dropping an `acquire` future leaks no lock beyond its TTL;
 /// 7. waiting uses server notifications where the backend has them, and is bounded by
 ///    `wait`;
-/// 8. a release wakes one waiter, not all of them.
+/// 8. a release wakes one waiter, not all of them;
+/// 9. a waiter is not starved: a client that releases and asks again at once does not
+///    keep it out past a bound (a queue's next release; for waiters that poll, ten
+///    polling gaps).
 ///
 /// The trait is object safe: services hold an `Arc<dyn DistributedLock>`.
 ///

@@ -11,6 +11,7 @@
 //! | 6. a dropped `acquire` leaks nothing beyond its TTL | `cancelled_acquires_leak_nothing` |
 //! | 7. waiting uses notifications and is bounded by `wait` | `acquire_waits_for_release`, `acquire_times_out`, `acquire_with_zero_wait`, `waiters_are_served_fairly` (where `Capabilities::fair`) |
 //! | 8. a release wakes one waiter, not all | `a_release_wakes_one_waiter` (the other waiters send no request, where `fair` and the links count them; with `notify`, the hand-off is faster than any poll) |
+//! | 9. a client that releases and asks again at once does not starve a waiter | `a_busy_client_does_not_starve_a_waiter` (the lock, and a 1-permit semaphore where offered) |
 //! | built on the rules, in core: holder values, election, multi-lock, hold limits | `holder_value_is_readable`, `one_leader_at_a_time`, `observe_sees_the_next_leader`, `leadership_is_lost_before_the_next_leader_wins`, `campaign_refuses_bad_values`, `requeued_elections_survive_leader_kills`, `proclaimed_values_are_seen_without_a_new_epoch`, `multi_lock_never_deadlocks`, `min_hold_blocks_after_release`, `min_hold_outlives_a_crash`, `max_hold_ends_the_hold`, `reentrant_scope_nests_and_excludes`, `fallback_serves_an_outage` |
 //! | operators' reads and hand-overs: tickets, listing, who holds, breaking a holder | `tickets_carry_a_lease_between_clients` (SQL, Redis, Redlock, etcd, ZooKeeper; refused as unsupported by memory), `list_shows_held_locks` (every server backend but Redis's plain layout), `process_holder_is_readable`, `break_holder_hands_the_lock_on` |
 //! | transient errors within `wait`; arguments | `unreachable_server_then_recovery`, `acquire_rides_out_a_short_outage`, `invalid_arguments`, `inspect_reports_holder` |
@@ -29,6 +30,7 @@ mod reentrancy;
 mod requeue;
 mod rwlock;
 mod semaphore;
+mod starvation;
 mod tickets;
 mod waiting;
 mod workload;
@@ -47,6 +49,7 @@ pub use reentrancy::*;
 pub use requeue::*;
 pub use rwlock::*;
 pub use semaphore::*;
+pub use starvation::*;
 pub use tickets::*;
 pub use waiting::*;
 pub use workload::*;
