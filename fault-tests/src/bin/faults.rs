@@ -1,21 +1,15 @@
 //! The long fault run: every backend in the environment × every fault that applies,
 //! several runs each, printed as the Markdown report kept in `FAULTS.md`.
 //!
-//! `dlock-faults [--runs N] [--seconds S] [--only LABEL,...] [--workloads W,...]`
-//! (start the servers first: `eval "$(scripts/services up --cluster)"`). `--only`
-//! keeps the backends whose label starts with one of the given prefixes (e.g. `--only
-//! redis,etcd×3`); `--workloads` picks among `mutex` (the default), `permits:3`, `rw`,
-//! `election`, `own-store` and `once` (the others under the holder faults and
-//! partitions, each on the backends that offer it; election and idempotency rows get
-//! tables of their own). `--clock` runs the clock faults instead (every backend's
-//! client clock stepped and slowed, the servers' clocks stepped: see
-//! [`Nemesis::CLOCKS`]) and prints their table; `--faults A,B` keeps the faults whose
-//! label contains one of the given words (e.g. `--faults "server clock"`, `--faults
-//! failover`).
+//! `dlock-faults --help` lists the flags: how many runs, how long, which backends,
+//! faults and workloads (see [`Nemesis::CLOCKS`] for `--clock`). An unknown flag, a
+//! bad number or workload, or a filter that keeps no backend is refused.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+use clap::Parser;
 
 use dlock_faults::backends::{Backend, from_env};
 use dlock_faults::report::{
@@ -24,19 +18,46 @@ use dlock_faults::report::{
 use dlock_faults::run::{Plan, run};
 use dlock_faults::{Nemesis, Verdict, Workload};
 
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// Every backend in the environment × every fault that applies, several runs each,
+/// printed as the Markdown tables of FAULTS.md. Start the servers first:
+/// `eval "$(scripts/services up --cluster)"`.
+#[derive(Parser, Debug)]
+#[command(name = "dlock-faults")]
+struct Args {
+    /// Runs per row.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Seconds of workload per run (after a 1.5 s warm-up).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    seconds: u64,
+    /// Keep the backends whose label starts with one of these prefixes (e.g.
+    /// `redis,etcd×3`).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Keep the faults whose label contains one of these words (e.g. `server clock`,
+    /// `failover`).
+    #[arg(long, value_delimiter = ',')]
+    faults: Vec<String>,
+    /// Workloads: `mutex`, `permits:3`, `rw`, `election`, `own-store`, `once` (each on
+    /// the backends that offer it).
+    #[arg(long, value_delimiter = ',', default_value = "mutex", value_parser = parse_workload)]
+    workloads: Vec<Workload>,
+    /// Run the clock faults instead (every backend's client clock stepped and slowed,
+    /// the servers' clocks stepped) and print their table.
+    #[arg(long)]
+    clock: bool,
+}
+
+fn parse_workload(s: &str) -> Result<Workload, String> {
+    Workload::parse(s).ok_or_else(|| {
+        format!("unknown workload {s:?}: mutex, permits:N, rw, election, own-store or once")
+    })
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
-    let runs = u32::try_from(arg("--runs", 3)).unwrap_or(3);
-    let seconds = arg("--seconds", 8);
+    let args = Args::parse();
+    let (runs, seconds) = (args.runs, args.seconds);
     let Ok(exe) = std::env::current_exe() else {
         return ExitCode::FAILURE;
     };
@@ -64,27 +85,13 @@ async fn main() -> ExitCode {
         fenced,
         workload,
     };
-    let workloads: Vec<Workload> = std::env::args()
-        .skip_while(|a| a != "--workloads")
-        .nth(1)
-        .map(|v| v.split(',').filter_map(Workload::parse).collect())
-        .unwrap_or_else(|| vec![Workload::Mutex]);
+    let (workloads, only, faults) = (args.workloads, args.only, args.faults);
     let mut rows = Vec::new();
     let mut tally = Tally::default();
-    let only: Vec<String> = std::env::args()
-        .skip_while(|a| a != "--only")
-        .nth(1)
-        .map(|v| v.split(',').map(str::to_owned).collect())
-        .unwrap_or_default();
-    let faults: Vec<String> = std::env::args()
-        .skip_while(|a| a != "--faults")
-        .nth(1)
-        .map(|v| v.split(',').map(str::to_owned).collect())
-        .unwrap_or_default();
     let picked = |label: &str| faults.is_empty() || faults.iter().any(|f| label.contains(f));
     let wanted = |label: &str| only.is_empty() || only.iter().any(|o| label.starts_with(o));
     // the clock faults leave the private ensembles out: their faults are peer links
-    let clock = std::env::args().any(|a| a == "--clock");
+    let clock = args.clock;
     let mut backends = from_env(&dir.display().to_string());
     if !clock && wanted("zookeeper×3 (peer links cut)") {
         backends.push(Backend::partitionable_zookeeper(&dir.join("ensemble")).await);
@@ -93,6 +100,12 @@ async fn main() -> ExitCode {
         backends.push(Backend::partitionable_etcd(&dir.join("etcd-cluster")).await);
     }
     backends.retain(|b| wanted(b.label));
+    if backends.is_empty() {
+        eprintln!(
+            "dlock-faults: no backend's label starts with any of {only:?} (are the servers' variables set?)"
+        );
+        return ExitCode::FAILURE;
+    }
     let mut clock_rows = Vec::new();
     for backend in backends {
         if clock {
