@@ -132,9 +132,6 @@ impl Shared {
             GuardState::Lost => {
                 tracing::warn!(%lock, backend = self.backend, from = ?*s, "lease lost");
             }
-            GuardState::Suspect => {
-                tracing::warn!(%lock, backend = self.backend, "lease suspect: renewal failed");
-            }
             GuardState::Expired => {
                 tracing::warn!(%lock, backend = self.backend, "maximum hold reached; renewal stopped");
             }

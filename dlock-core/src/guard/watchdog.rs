@@ -105,13 +105,21 @@ async fn renew(lock: &dyn DistributedLock, shared: &Shared) -> bool {
                 let _ = shared.set_state(GuardState::Lost);
                 return false;
             }
+            // the first failure in a row is a warning, with its reason; the retries
+            // that follow are debug lines
             Ok(Err(e)) => {
-                tracing::debug!(lock = %lease.name(), error = %e, "renewal failed; retrying until the lease runs out");
-                let _ = shared.set_state(GuardState::Suspect);
+                if shared.set_state(GuardState::Suspect) {
+                    tracing::warn!(lock = %lease.name(), backend = shared.backend, error = %e, "lease suspect: renewal failed; retrying until the lease runs out");
+                } else {
+                    tracing::debug!(lock = %lease.name(), error = %e, "renewal failed again");
+                }
             }
             Err(_) => {
-                tracing::debug!(lock = %lease.name(), "renewal timed out; retrying until the lease runs out");
-                let _ = shared.set_state(GuardState::Suspect);
+                if shared.set_state(GuardState::Suspect) {
+                    tracing::warn!(lock = %lease.name(), backend = shared.backend, timeout = ?attempt_limit, "lease suspect: renewal timed out; retrying until the lease runs out");
+                } else {
+                    tracing::debug!(lock = %lease.name(), "renewal timed out again");
+                }
             }
         }
         let pause_end = (Instant::now() + retry_pause).min(lease.valid_until());
