@@ -5,8 +5,8 @@
 //! next release; a waiter woken by a message (Redis's plain layout, Redlock) races the
 //! busy client once per cycle and wins often; a waiter that polls (MySQL, SQLite,
 //! PostgreSQL behind a transaction pooler) would lose every race — dlock's SQL adapter
-//! makes one that polled for ten polling gaps join the queue. Before that bound the
-//! SQLite case waited past 3 s in 10 of 12 runs.
+//! makes one that polled for ten polling gaps join the queue. Without that bound this
+//! case fails on SQLite (2 runs of 2).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
