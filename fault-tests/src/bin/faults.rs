@@ -193,7 +193,8 @@ async fn main() -> ExitCode {
 /// What the runs add up to besides their rows.
 #[derive(Default)]
 struct Tally {
-    /// Runs that broke what the backend promises under their fault, or could not be made.
+    /// Runs that broke what the backend promises under their fault, could not be made,
+    /// or made no progress.
     unsafe_runs: u32,
     /// The paused writer's rows ([`WriterRow`]).
     writers: Vec<WriterRow>,
@@ -201,15 +202,15 @@ struct Tally {
 
 fn verdict(unsafe_runs: u32) -> ExitCode {
     if unsafe_runs > 0 {
-        eprintln!("{unsafe_runs} run(s) were unsafe or could not be made");
+        eprintln!("{unsafe_runs} run(s) were unsafe, could not be made or made no progress");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }
 
-/// `runs` runs of `nemesis` on `backend`, summed into one row; a fenced run that broke
-/// what the backend promises under the fault counts in the tally's `unsafe_runs`, and a
-/// paused writer's runs add a [`WriterRow`].
+/// `runs` runs of `nemesis` on `backend`, summed into one row; a run that accepted no
+/// write, or a fenced run that broke what the backend promises under the fault, counts
+/// in the tally's `unsafe_runs`, and a paused writer's runs add a [`WriterRow`].
 async fn run_row(
     plan: &Plan,
     backend: &Backend,
@@ -244,7 +245,16 @@ async fn run_row(
                 if !o.applied {
                     row.not_applied += 1;
                 }
-                if plan.fenced && !o.verdict.safe_if(backend.exclusion_expected(nemesis)) {
+                if o.verdict.ops == 0 {
+                    // nothing was written (the servers down, the workers stuck): the
+                    // run shows nothing about the fault and fails the report, as the
+                    // CI suite's `no progress` does
+                    eprintln!(
+                        "{} / {}: no progress: no write was accepted",
+                        backend.label, row.nemesis
+                    );
+                    tally.unsafe_runs += 1;
+                } else if plan.fenced && !o.verdict.safe_if(backend.exclusion_expected(nemesis)) {
                     eprintln!(
                         "{} / {}: unsafe: {:?}\n{}",
                         backend.label,
