@@ -25,8 +25,49 @@ use dlock_faults::evidence::WALL_CLOCK_STEP;
 use dlock_faults::run::{Outcome, Plan, run};
 use dlock_faults::{Nemesis, Workload};
 
-/// One scenario at a time: faults restart shared servers.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The shared servers the running tests stop and restart.
+static BUSY: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+/// Woken when a test gives its servers back.
+static FREED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// The servers a test took: no other test runs a fault on them (or on what they serve)
+/// until it is dropped. Tests on other servers run beside it, on the test harness's
+/// threads — a fault run mostly waits (a suite uses about a quarter of one core), so
+/// two side by side halve this binary's time without crowding the machine.
+struct Taken(Vec<&'static str>);
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        busy().retain(|s| !self.0.contains(s));
+        FREED.notify_waiters();
+    }
+}
+
+fn busy() -> std::sync::MutexGuard<'static, Vec<&'static str>> {
+    BUSY.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Waits until none of `b`'s servers is taken, and takes them all at once. PgBouncer's
+/// runs need PostgreSQL's server too, which the PostgreSQL runs restart.
+async fn take_servers(b: &Backend) -> Taken {
+    let mut servers = b.servers.clone();
+    if b.label == dlock_faults::backends::PGBOUNCER {
+        servers.push("pg");
+    }
+    loop {
+        // registered before the look, so a release in between is not missed
+        let freed = FREED.notified();
+        {
+            let mut busy = busy();
+            if servers.iter().all(|s| !busy.contains(s)) {
+                busy.extend(&servers);
+                return Taken(servers);
+            }
+        }
+        freed.await;
+    }
+}
 
 const TTL: Duration = Duration::from_secs(1);
 

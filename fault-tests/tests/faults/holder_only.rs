@@ -5,13 +5,13 @@ use dlock_faults::Nemesis;
 use dlock_faults::report::table;
 
 use crate::suite::mutex_under;
-use crate::{SERIAL, backend};
+use crate::{backend, take_servers};
 
 /// The holder faults (kill -9, SIGSTOP past the TTL) on the mutex, fenced: no overlap,
 /// no stale write, no lost increment, and a crashed holder replaced within TTL + 1 s.
 async fn holder_faults(label: &str, env_var: &str) {
-    let _serial = SERIAL.lock().await;
     let b = backend(label, Some(env_var));
+    let _taken = take_servers(&b).await;
     let mut rows = Vec::new();
     // a cluster failover, which may break exclusion, has a test of its own
     for nemesis in b

@@ -8,19 +8,19 @@ use dlock_faults::Nemesis;
 use dlock_faults::report::{Row, table};
 use dlock_faults::run::{Plan, run};
 
-use crate::{SERIAL, backend, judged, plan};
+use crate::{backend, judged, plan, take_servers};
 
 /// A failover to a standby that missed the last grants: overlaps are possible (the
 /// standby forgot holders), but tokens never go back — a grant takes at least the
 /// database clock in µs — so the fence accepts no stale write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_standby_promoted() {
-    let _serial = SERIAL.lock().await;
     let _ = required_env("DLOCK_TEST_POSTGRES_STANDBY_URL");
     let b = backend(
         dlock_faults::backends::POSTGRES_PAIR,
         Some("DLOCK_TEST_POSTGRES_URL"),
     );
+    let _taken = take_servers(&b).await;
     let nemesis = Nemesis::StandbyPromoted;
     let o = judged(&plan(true), &b, nemesis).await;
     let v = &o.verdict;
@@ -80,8 +80,8 @@ async fn redis_cluster_failover() {
 /// A Redis failover `nemesis` on `label`, in a run of `duration`: staged as planned,
 /// no stale write accepted, and a worker locking again afterwards.
 async fn replica_failover(label: &str, env_var: &str, nemesis: Nemesis, duration: Duration) {
-    let _serial = SERIAL.lock().await;
     let b = backend(label, Some(env_var));
+    let _taken = take_servers(&b).await;
     let plan = Plan {
         duration,
         ..plan(true)

@@ -9,11 +9,12 @@ use dlock_faults::report::{Row, idempotency_table, table};
 use dlock_faults::run::run;
 use dlock_faults::{Nemesis, Workload};
 
-use crate::{SERIAL, TTL, backend, judged, plan, plan_for};
+use crate::{TTL, backend, judged, plan, plan_for, take_servers};
 
 pub(crate) async fn faults(label: &str, env_var: Option<&str>) {
-    let _serial = SERIAL.lock().await;
-    run_all(backend(label, env_var)).await;
+    let b = backend(label, env_var);
+    let _taken = take_servers(&b).await;
+    run_all(b).await;
 }
 
 /// One nemesis on the mutex, fenced, judged — no overlap, no stale write, no lost
