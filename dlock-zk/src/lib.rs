@@ -22,8 +22,7 @@
 //!   (`Lease::ttl()`), because the leader's view of a session can lag its client by a
 //!   ping. Renewals that come due together (guards renew on a shared grid) are
 //!   checked in one `sync` + multi-read (ZooKeeper 3.6+), so holding many locks costs
-//!   one round trip per renewal tick; a session holding more than one multi-read's
-//!   worth (512) watches its nodes instead of reading them each tick. A session that expired (partition, pause) loses
+//!   one round trip per renewal tick. A session that expired (partition, pause) loses
 //!   its locks; the client then opens a new session;
 //! - a lease **handed over** for a ticket (`DistributedLock::hand_over`, what `dlock
 //!   acquire` prints) leaves its session: its node is swapped, in one transaction, for
@@ -78,7 +77,6 @@ mod shared;
 mod ticket_node;
 mod tickets;
 mod url;
-mod watches;
 
 pub use builder::ZkLockBuilder;
 pub use path::NodeLayout;

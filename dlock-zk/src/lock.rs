@@ -20,10 +20,9 @@ use crate::path::{lowest, owner_of, queue_dir};
 use crate::queue::ZkEntry;
 use crate::sessions::Slot;
 
-/// A renewal confirms, behind one `sync` per tick, that the node still exists on a live
-/// session, by a multi-read or at scale by a watch (`renewals.rs`; a handed-over node is
-/// written to instead, `tickets.rs`); a release deletes the node; `inspect` lists the
-/// queue and reads its head.
+/// A renewal confirms, in one multi-read per tick, that the node still exists on a live
+/// session (a handed-over node is written to instead, `tickets.rs`); a release deletes
+/// the node; `inspect` lists the queue and reads its head.
 /// Acquiring is the queue driver (`queue_driver.rs`).
 #[async_trait]
 impl Backend for ZkLock {
@@ -34,7 +33,7 @@ impl Backend for ZkLock {
         if held.handed_over {
             return self.renew_handed_over(lease, false).await;
         }
-        // batched with the other renewals due now: one sync per tick
+        // batched with the other renewals due now: one multi-read per tick
         // Through the session the node lives on if it is one of ours; another client's
         // lease is checked through our first session, which does not own the node, so
         // the answer is "lost" (this client cannot keep it alive).
@@ -75,7 +74,6 @@ impl Backend for ZkLock {
                 }),
             Err(e) => Err(e),
         };
-        slot.renewals.forget(&held.path);
         // (a ticket's node ends with its TTL: nothing to retry)
         if deleted.is_err() && !held.handed_over {
             // the node lives as long as the session, which this client keeps alive:

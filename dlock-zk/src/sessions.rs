@@ -11,7 +11,7 @@ use std::time::Duration;
 use dlock_core::LockError;
 use dlock_core::backend::millis_u64;
 
-use crate::renewals::Renewals;
+use crate::renewals::{self, Renewals};
 use crate::session::{Params, Session};
 
 /// One session and the queue that batches its renewals.
@@ -24,7 +24,7 @@ impl Slot {
     async fn open(params: Params) -> Result<Arc<Self>, LockError> {
         let session = Arc::new(Session::open(params).await?);
         Ok(Arc::new(Self {
-            renewals: Renewals::start(Arc::clone(&session)),
+            renewals: renewals::start(Arc::clone(&session)),
             session,
         }))
     }

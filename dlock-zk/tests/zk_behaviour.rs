@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::FaultMode;
-use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, Locker, random_u64};
+use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use dlock_zk::ZkLock;
 use tokio::time::{Instant, sleep, timeout};
 use zookeeper_client as zk;
@@ -214,72 +214,4 @@ async fn sessions_follow_the_ttl_asked_for() {
     assert!(taken.token() > lease.token());
     assert!(other.release(&taken).await.unwrap());
     link.heal().await;
-}
-
-/// A session holding more locks than one multi-read reads (512) watches its nodes
-/// instead of reading them at every renewal. A node deleted behind its holder is still
-/// noticed — while connected (its watch fires), and while the holder's connection was
-/// cut and made anew (the client sets its watches again on reconnecting, and the server
-/// fires those whose node changed meanwhile): that guard reports lost, every other
-/// stays held.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watched_node_deleted_behind_its_holder_is_lost() {
-    const HELD: usize = 600;
-    let addr = common::single();
-    let (proxied, proxies) = common::proxied(&addr).await;
-    let holder: Arc<dyn DistributedLock> = Arc::new(common::zk(&proxied).await);
-    let other = common::zk(&addr).await;
-    let prefix = format!("zk-watched-{:016x}", random_u64());
-    let locker = Locker::new(Arc::clone(&holder)).with_ttl(Duration::from_secs(4));
-    let mut guards = Vec::with_capacity(HELD);
-    for i in 0..HELD {
-        guards.push(locker.lock(format!("{prefix}/{i}")).await.unwrap());
-    }
-    // a few renewal ticks: the full batches set a watch on each node
-    let watches_before = mntr(&addr, "zk_watch_count").await;
-    sleep(Duration::from_secs(3)).await;
-    let watches = mntr(&addr, "zk_watch_count").await;
-    assert!(
-        watches >= watches_before + 500,
-        "{HELD} held nodes, watches on the server: {watches_before} before, {watches} after"
-    );
-
-    // deleted while the holder is connected
-    let deleted = LockName::new(&format!("{prefix}/7")).unwrap();
-    assert!(other.break_holder(&deleted).await.unwrap().is_some());
-    timeout(Duration::from_secs(10), guards[7].lost())
-        .await
-        .expect("the guard of a node deleted behind it must report lost");
-
-    // deleted while the holder's connection is cut, which is then made anew
-    proxies.set_mode(FaultMode::Blackhole);
-    let deleted = LockName::new(&format!("{prefix}/8")).unwrap();
-    assert!(other.break_holder(&deleted).await.unwrap().is_some());
-    proxies.0.iter().for_each(|p| p.reset());
-    proxies.set_mode(FaultMode::Pass);
-    timeout(Duration::from_secs(10), guards[8].lost())
-        .await
-        .expect("the guard of a node deleted while its holder was cut off must report lost");
-
-    for (i, g) in guards.into_iter().enumerate() {
-        if i == 7 || i == 8 {
-            assert_eq!(g.state(), GuardState::Lost);
-        } else {
-            assert!(g.is_held(), "guard {i} was lost");
-            assert!(g.release().await.unwrap());
-        }
-    }
-}
-
-/// One number from the server's `mntr` report.
-async fn mntr(addr: &str, key: &str) -> u64 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let host = addr.split(',').next().unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    s.write_all(b"mntr").await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out.lines()
-        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("mntr reports {key} (4lw.commands.whitelist)"))
 }
