@@ -44,6 +44,7 @@
 mod builder;
 mod cluster;
 mod conn;
+mod courtesy;
 mod doctor;
 mod errors;
 mod fence;

@@ -8,6 +8,7 @@ use dlock_core::{FencingToken, LockError, redact_url};
 use redis::{IntoConnectionInfo, ProtocolVersion};
 
 use crate::conn::{Conn, manager_config};
+use crate::courtesy::Courtesy;
 use crate::errors::from_redis;
 use crate::keys::Keys;
 use crate::options::Options;
@@ -25,6 +26,8 @@ pub(crate) struct Node {
     /// See [`scripts::RELEASE`].
     pub(crate) counter_retention: Duration,
     shown: String,
+    /// Names released to listeners in the plain layout (`courtesy.rs`).
+    courtesy: Courtesy,
 }
 
 impl Node {
@@ -58,6 +61,7 @@ impl Node {
             timeout,
             counter_retention: opts.counter_retention,
             shown,
+            courtesy: Courtesy::default(),
         })
     }
 
@@ -166,6 +170,10 @@ impl Node {
         ttl: Duration,
         queueing: Option<Queueing>,
     ) -> Result<Answer, LockError> {
+        if !keys.fifo {
+            // the plain layout: a waiter woken by our release goes first
+            self.courtesy.stay_back(&keys.lock).await;
+        }
         let mut conn = self.conn.clone();
         let (taken, n, counter): (i64, i64, i64) = self
             .run(
@@ -246,7 +254,10 @@ impl Node {
                 }
             })
             .await?;
-        Ok(n == 1)
+        if n == 2 && !keys.fifo {
+            self.courtesy.released_to_listeners(&keys.lock);
+        }
+        Ok(n >= 1)
     }
 
     /// Every key matching `pattern` (`SCAN`, a page at a time, so the server is never

@@ -189,7 +189,8 @@ return {1, p, 0}
 /// [`ACQUIRE`]'s: 0 leaves the queue keys alone). Deletes
 /// the key if our owner id (unique per acquisition) still holds it and hands the lock
 /// to the oldest live waiter (`queue.rs`), and publishes on the release channel, where
-/// observers (leader watches) and Redlock's waiters listen. Returns 1 when it held.
+/// observers (leader watches) and Redlock's waiters listen. Returns 1 when it held —
+/// 2 in the plain layout when the release message reached a listener (`courtesy.rs`).
 ///
 /// With another holder or none, the owner is a waiter that stops waiting: it leaves
 /// the queue (and a lock found free while others queue goes to the head). Returns 0.
@@ -223,7 +224,8 @@ if not queued then
   retain()
   -- pcall: the release is done; a publish refused (no SPUBLISH before Redis 7, an ACL
   -- without it) must not report it failed — waiters then find out by polling
-  redis.pcall(PUB, CH, 'released')
+  local heard = redis.pcall(PUB, CH, 'released')
+  if type(heard) == 'number' and heard > 0 then return 2 end
   return 1
 end
 ",

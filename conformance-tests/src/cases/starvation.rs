@@ -2,11 +2,13 @@
 //!
 //! Such a client leaves the lock free for a few microseconds per cycle. A queue on the
 //! server (etcd, ZooKeeper, Redis's tagged layout, PostgreSQL) serves the waiter at the
-//! next release; a waiter woken by a message (Redis's plain layout, Redlock) races the
-//! busy client once per cycle and wins often; a waiter that polls (MySQL, SQLite,
-//! PostgreSQL behind a transaction pooler) would lose every race — dlock's SQL adapter
-//! makes one that polled for ten polling gaps join the queue. Without that bound this
-//! case fails on SQLite (2 runs of 2).
+//! next release; a waiter woken by a message (Redis's plain layout, Redlock) would race
+//! the busy client once per cycle and lose most races (waits of up to 2.4 s, and one
+//! failed CI run), so a release that reached a listener keeps its client back 5 ms on
+//! that name (`dlock-redis`'s `courtesy.rs`; waits of 2–10 ms since); a waiter that
+//! polls (MySQL, SQLite, PostgreSQL behind a transaction pooler) would lose every race
+//! — dlock's SQL adapter makes one that polled for ten polling gaps join the queue.
+//! Without that bound this case fails on SQLite (2 runs of 2).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
