@@ -276,6 +276,30 @@ fn env(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// The backend labelled `label`, for a test: its servers' address in `env_var` (and
+/// `DLOCK_SVC_DIR`) is required (with `CI=true` a missing one fails the test), and its
+/// SQLite file, if any, goes in a fresh directory named after `scratch`.
+///
+/// # Panics
+/// A required server's address missing under `CI=true`; no backend of that label in
+/// the environment; the scratch directory not made.
+#[must_use]
+pub fn for_test(label: &str, env_var: Option<&str>, scratch: &str) -> Backend {
+    if let Some(v) = env_var {
+        let _ = dlock_conformance::required_env(v);
+        let _ = dlock_conformance::required_env("DLOCK_SVC_DIR");
+    }
+    let dir = std::env::temp_dir().join(format!("{scratch}-{:016x}", dlock_any::random_u64()));
+    #[allow(clippy::expect_used)] // a test's setup: failing it is the report
+    {
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        from_env(&dir.display().to_string())
+            .into_iter()
+            .find(|b| b.label == label)
+            .expect("the backend is in the environment")
+    }
+}
+
 /// Every backend whose server address is in the environment (as `scripts/services`
 /// prints it). `sqlite_dir` holds the SQLite file.
 #[must_use]

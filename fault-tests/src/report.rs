@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::checker::Verdict;
+use crate::run::Outcome;
 
 /// One row: a backend under one fault, over one or more runs.
 #[derive(Clone, Debug)]
@@ -18,6 +19,20 @@ pub struct Row {
     pub recoveries: Vec<Duration>,
     /// Runs in which the fault could not be applied.
     pub not_applied: u32,
+}
+
+impl Row {
+    /// The row of one run: `backend` under the fault labelled `nemesis`.
+    #[must_use]
+    pub fn of(backend: &str, nemesis: impl Into<String>, o: &Outcome) -> Self {
+        Self {
+            backend: backend.into(),
+            nemesis: nemesis.into(),
+            verdict: o.verdict.clone(),
+            recoveries: o.recovery.into_iter().collect(),
+            not_applied: u32::from(!o.applied),
+        }
+    }
 }
 
 /// A paused writer's runs ([`crate::Nemesis::PauseWriter`]): in how many the fence
@@ -55,30 +70,59 @@ fn ms(d: Duration) -> String {
     format!("{}", d.as_millis())
 }
 
+/// The mutex table's columns between the fault and the recovery.
+const MUTEX_COLUMNS: [&str; 6] = [
+    "ops",
+    "overlaps",
+    "stale writes accepted",
+    "fence rejections",
+    "tokens backwards",
+    "lost increments",
+];
+
+/// A verdict's cells under [`MUTEX_COLUMNS`].
+fn mutex_cells(v: &Verdict) -> Vec<String> {
+    let counts = [v.ops, v.overlaps, v.stale_accepted, v.fence_rejections];
+    cells(&counts, &[v.tokens_backwards, v.lost_increments])
+}
+
 /// A Markdown table of the rows.
 #[must_use]
 pub fn table(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "| backend | fault | ops | overlaps | stale writes accepted | fence rejections | tokens backwards | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|\n",
+    let rows = rows.iter().map(|r| (r, mutex_cells(&r.verdict)));
+    fault_table(&MUTEX_COLUMNS, "recovery", rows)
+}
+
+/// A table with a row per backend and fault: "backend | fault", then `columns` (a row
+/// brings its cells), then the p50 / max of its `timed` durations — the fault label
+/// noting runs in which the fault could not be applied.
+fn fault_table<'a>(
+    columns: &[&str],
+    timed: &str,
+    rows: impl Iterator<Item = (&'a Row, Vec<String>)>,
+) -> String {
+    let mut out = format!(
+        "| backend | fault | {} | {timed} p50 / max ms |\n",
+        columns.join(" | ")
     );
-    for r in rows {
-        let v = &r.verdict;
+    out += &format!("|{}\n", "---|".repeat(columns.len() + 3));
+    for (r, middle) in rows {
         let _ = writeln!(
             out,
-            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {}{} | {} | {} |",
             r.backend,
             r.nemesis,
             not_applied(r),
-            v.ops,
-            v.overlaps,
-            v.stale_accepted,
-            v.fence_rejections,
-            v.tokens_backwards,
-            v.lost_increments,
+            middle.join(" | "),
             recovery(r)
         );
     }
     out
+}
+
+/// Counts as table cells (two slices, so that callers can keep lines short).
+fn cells(first: &[u64], then: &[u64]) -> Vec<String> {
+    first.iter().chain(then).map(u64::to_string).collect()
 }
 
 /// Adds one verdict into a sum.
@@ -119,79 +163,109 @@ fn recovery(r: &Row) -> String {
 /// came to, and how soon a crashed or paused runner's request was finished by another.
 #[must_use]
 pub fn idempotency_table(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "| backend | fault | requests | runs recorded | duplicate effects | results disagreeing | runs refused by the fence | takeover p50 / max ms |\n|---|---|---|---|---|---|---|---|\n",
-    );
-    for r in rows {
-        let v = &r.verdict;
-        let _ = writeln!(
-            out,
-            "| {} | {}{} | {} | {} | {} | {} | {} | {} |",
-            r.backend,
-            r.nemesis,
-            not_applied(r),
-            v.requests,
-            v.ops,
-            v.duplicate_effects,
-            v.results_disagreeing,
-            v.fence_rejections,
-            recovery(r)
-        );
-    }
-    out
+    fault_table(
+        &[
+            "requests",
+            "runs recorded",
+            "duplicate effects",
+            "results disagreeing",
+            "runs refused by the fence",
+        ],
+        "takeover",
+        rows.iter().map(|r| {
+            let v = &r.verdict;
+            let counts = [v.requests, v.ops, v.duplicate_effects];
+            (
+                r,
+                cells(&counts, &[v.results_disagreeing, v.fence_rejections]),
+            )
+        }),
+    )
 }
 
 /// A Markdown table of election rows: leaderships for ops, and what the observers saw.
 #[must_use]
 pub fn election_table(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "| backend | fault | leaderships | overlapping leaderships | stale writes accepted | fence rejections | leaderships' tokens backwards | leader changes observed | observed epochs going back | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
-    );
-    for r in rows {
-        let v = &r.verdict;
-        let _ = writeln!(
-            out,
-            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.backend,
-            r.nemesis,
-            not_applied(r),
-            v.ops,
-            v.overlaps,
-            v.stale_accepted,
-            v.fence_rejections,
-            v.tokens_backwards,
-            v.observed,
-            v.observed_backwards,
-            recovery(r)
-        );
-    }
-    out
+    fault_table(
+        &[
+            "leaderships",
+            "overlapping leaderships",
+            "stale writes accepted",
+            "fence rejections",
+            "leaderships' tokens backwards",
+            "leader changes observed",
+            "observed epochs going back",
+        ],
+        "recovery",
+        rows.iter().map(|r| {
+            let v = &r.verdict;
+            let counts = [v.ops, v.overlaps, v.stale_accepted, v.fence_rejections];
+            let seen = [v.tokens_backwards, v.observed, v.observed_backwards];
+            (r, cells(&counts, &seen))
+        }),
+    )
 }
 
 /// A Markdown table of clock rows: the mutex table's columns plus the grants whose
 /// token went backwards, and whether the backend promises exclusion under the fault.
 #[must_use]
 pub fn clock_table(rows: &[(Row, bool)]) -> String {
-    let mut out = String::from(
-        "| backend | fault | exclusion promised | ops | overlaps | stale writes accepted | fence rejections | tokens backwards | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
-    );
-    for (r, promised) in rows {
-        let v = &r.verdict;
-        let _ = writeln!(
-            out,
-            "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.backend,
-            r.nemesis,
-            not_applied(r),
-            if *promised { "yes" } else { "no" },
-            v.ops,
-            v.overlaps,
-            v.stale_accepted,
-            v.fence_rejections,
-            v.tokens_backwards,
-            v.lost_increments,
-            recovery(r)
-        );
+    let columns = [&["exclusion promised"][..], &MUTEX_COLUMNS].concat();
+    let rows = rows.iter().map(|(r, promised)| {
+        let promised = if *promised { "yes" } else { "no" };
+        let middle = [vec![promised.to_owned()], mutex_cells(&r.verdict)].concat();
+        (r, middle)
+    });
+    fault_table(&columns, "recovery", rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> Row {
+        let verdict = Verdict {
+            ops: 9,
+            overlaps: 1,
+            fence_rejections: 3,
+            ..Verdict::default()
+        };
+        Row {
+            backend: "redis".into(),
+            nemesis: "kill -9 holder".into(),
+            verdict,
+            recoveries: vec![Duration::from_millis(40), Duration::from_millis(700)],
+            not_applied: 1,
+        }
     }
-    out
+
+    #[test]
+    fn the_tables_keep_faults_md_columns() {
+        let rows = [row()];
+        assert_eq!(
+            table(&rows),
+            "| backend | fault | ops | overlaps | stale writes accepted | fence rejections | tokens backwards | lost increments | recovery p50 / max ms |\n|---|---|---|---|---|---|---|---|---|\n\
+             | redis | kill -9 holder (1 not applied) | 9 | 1 | 0 | 3 | 0 | 0 | 40 / 700 |\n"
+        );
+        let tables = [
+            (
+                election_table(&rows),
+                "| 9 | 1 | 0 | 3 | 0 | 0 | 0 | 40 / 700 |\n",
+            ),
+            (
+                idempotency_table(&rows),
+                "| 0 | 9 | 0 | 0 | 3 | 40 / 700 |\n",
+            ),
+            (
+                clock_table(&[(row(), true)]),
+                "| yes | 9 | 1 | 0 | 3 | 0 | 0 | 40 / 700 |\n",
+            ),
+        ];
+        for (t, last) in tables {
+            let bars: Vec<usize> = t.lines().map(|l| l.matches('|').count()).collect();
+            assert!(bars.iter().all(|&n| n == bars[0]), "{t}");
+            assert!(t.starts_with("| backend | fault | "), "{t}");
+            assert!(t.ends_with(last), "{t}");
+        }
+    }
 }

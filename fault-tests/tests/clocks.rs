@@ -9,8 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dlock_conformance::required_env;
-use dlock_faults::backends::{Backend, from_env};
+use dlock_faults::backends::Backend;
 use dlock_faults::report::{Row, clock_table};
 use dlock_faults::run::{Plan, run};
 use dlock_faults::{Nemesis, Workload};
@@ -33,19 +32,7 @@ fn plan(fenced: bool) -> Plan {
 }
 
 fn backend(label: &str, env_var: Option<&str>) -> Backend {
-    if let Some(v) = env_var {
-        let _ = required_env(v);
-        let _ = required_env("DLOCK_SVC_DIR");
-    }
-    let dir = std::env::temp_dir().join(format!(
-        "dlock-clocks-test-{:016x}",
-        dlock_any::random_u64()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    from_env(&dir.display().to_string())
-        .into_iter()
-        .find(|b| b.label == label)
-        .unwrap()
+    dlock_faults::backends::for_test(label, env_var, "dlock-clocks-test")
 }
 
 /// Runs `nemeses` (fenced) on the backend: each applied, progress made, and safe as far
@@ -59,16 +46,7 @@ async fn drills(label: &str, env_var: Option<&str>, nemeses: &[Nemesis]) {
         let o = run(&plan(true), &b, nemesis).await.unwrap();
         let v = &o.verdict;
         let promised = b.exclusion_expected(nemesis);
-        rows.push((
-            Row {
-                backend: label.into(),
-                nemesis: nemesis.label().into(),
-                verdict: v.clone(),
-                recoveries: o.recovery.into_iter().collect(),
-                not_applied: u32::from(!o.applied),
-            },
-            promised,
-        ));
+        rows.push((Row::of(label, nemesis.label(), &o), promised));
         let what = format!("{label} / {}", nemesis.label());
         assert!(o.applied, "{what}: could not be applied");
         assert!(v.safe_if(promised), "{what}: {v:?}");

@@ -19,8 +19,7 @@ mod promotions;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dlock_conformance::required_env;
-use dlock_faults::backends::{Backend, from_env};
+use dlock_faults::backends::Backend;
 use dlock_faults::evidence::WALL_CLOCK_STEP;
 use dlock_faults::run::{Outcome, Plan, run};
 use dlock_faults::{Nemesis, Workload};
@@ -93,19 +92,20 @@ fn plan_for(fenced: bool, workload: Workload) -> Plan {
 }
 
 fn backend(label: &str, env_var: Option<&str>) -> Backend {
-    if let Some(v) = env_var {
-        let _ = required_env(v);
-        let _ = required_env("DLOCK_SVC_DIR");
-    }
-    let dir = std::env::temp_dir().join(format!(
-        "dlock-faults-test-{:016x}",
-        dlock_any::random_u64()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    from_env(&dir.display().to_string())
-        .into_iter()
-        .find(|b| b.label == label)
-        .unwrap()
+    dlock_faults::backends::for_test(label, env_var, "dlock-faults-test")
+}
+
+/// What every fenced run must show: the fault applied, nothing unsafe under it, and
+/// progress.
+pub(crate) fn assert_safe(label: &str, what: &str, nemesis: Nemesis, o: &Outcome) {
+    let v = &o.verdict;
+    assert!(o.applied, "{label}: {what} could not be applied");
+    assert!(
+        v.safe_under(nemesis),
+        "{label} / {what}: {v:?}\n{}",
+        o.evidence.as_deref().unwrap_or_default()
+    );
+    assert!(v.ops > 0, "{label} / {what}: no progress: {v:?}");
 }
 
 /// One run of `nemesis`. A run during which something outside the test stepped this

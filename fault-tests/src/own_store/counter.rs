@@ -7,7 +7,6 @@
 
 use dlock_any::{Lease, LockError};
 use dlock_etcd::etcd_client::{TxnOp, TxnOpResponse};
-use dlock_sql::fence::{fence_mysql, fence_postgres, fence_sqlite};
 use dlock_zk::zookeeper_client as zk;
 
 use super::{OwnStore, db, run_of};
@@ -66,20 +65,25 @@ impl OwnStore {
     /// # Errors
     /// A backend error.
     pub async fn prepare_counter(&self, key: &str) -> Result<(), LockError> {
-        let (create, insert) = match self {
-            Self::Postgres(..) => (
+        on_sql!(self, |pool, _fence, d| {
+            let create = d.pick(
                 "CREATE TABLE IF NOT EXISTS dlock_fault_histories (name TEXT PRIMARY KEY, history TEXT NOT NULL, writes BIGINT NOT NULL)",
-                "INSERT INTO dlock_fault_histories (name, history, writes) VALUES ($1, '', 0) ON CONFLICT DO NOTHING",
-            ),
-            Self::MySql(..) => (
                 "CREATE TABLE IF NOT EXISTS dlock_fault_histories (name VARCHAR(255) PRIMARY KEY, history MEDIUMTEXT NOT NULL, writes BIGINT NOT NULL) ENGINE=InnoDB",
-                "INSERT IGNORE INTO dlock_fault_histories (name, history, writes) VALUES (?, '', 0)",
-            ),
-            Self::Sqlite(..) => (
                 "CREATE TABLE IF NOT EXISTS dlock_fault_histories (name TEXT PRIMARY KEY, history TEXT NOT NULL, writes INTEGER NOT NULL)",
+            );
+            let insert = d.pick(
+                "INSERT INTO dlock_fault_histories (name, history, writes) VALUES ($1, '', 0) ON CONFLICT DO NOTHING",
+                "INSERT IGNORE INTO dlock_fault_histories (name, history, writes) VALUES (?, '', 0)",
                 "INSERT OR IGNORE INTO dlock_fault_histories (name, history, writes) VALUES (?, '', 0)",
-            ),
-            Self::Redis(..) | Self::Etcd(..) => return Ok(()), // a missing key reads as empty
+            );
+            sqlx::query(create).execute(pool).await.map_err(db("create"))?;
+            sqlx::query(insert)
+                .bind(key)
+                .execute(pool)
+                .await
+                .map_err(db("insert"))?;
+        },
+            Self::Redis(..) | Self::Etcd(..) => {} // a missing key reads as empty
             Self::ZooKeeper(_, client) => {
                 let mode = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
                 return match client.get().await?.create(&zk_path(key), b"", &mode).await {
@@ -87,26 +91,7 @@ impl OwnStore {
                     Err(e) => Err(zk_err("create")(e)),
                 };
             }
-        };
-        macro_rules! run {
-            ($pool:expr) => {{
-                sqlx::query(create)
-                    .execute($pool)
-                    .await
-                    .map_err(db("create"))?;
-                sqlx::query(insert)
-                    .bind(key)
-                    .execute($pool)
-                    .await
-                    .map_err(db("insert"))?;
-            }};
-        }
-        match self {
-            Self::Postgres(_, pool) => run!(pool),
-            Self::MySql(_, pool) => run!(pool),
-            Self::Sqlite(_, pool) => run!(pool),
-            _ => {}
-        }
+        );
         Ok(())
     }
 
@@ -130,41 +115,22 @@ impl OwnStore {
     ) -> Result<String, LockError> {
         let token = lease.token();
         let resource = format!("counter/{key}");
-        match self {
-            Self::Postgres(_, pool) => {
-                in_fenced_tx!(pool, fence_postgres, fenced, resource, token, |tx| {
-                    Ok(sqlx::query_scalar(
-                        "SELECT history FROM dlock_fault_histories WHERE name = $1",
-                    )
+        on_sql!(self, |pool, fence, d| {
+            in_fenced_tx!(pool, fence, fenced, resource, token, |tx| {
+                // MySQL's is a locking read: InnoDB's repeatable-read snapshot could
+                // predate the fence
+                let sql = d.pick(
+                    "SELECT history FROM dlock_fault_histories WHERE name = $1",
+                    "SELECT history FROM dlock_fault_histories WHERE name = ? FOR UPDATE",
+                    "SELECT history FROM dlock_fault_histories WHERE name = ?",
+                );
+                Ok(sqlx::query_scalar(sql)
                     .bind(key)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(db("read"))?)
-                })
-            }
-            // a locking read: InnoDB's repeatable-read snapshot could predate the fence
-            Self::MySql(_, pool) => {
-                in_fenced_tx!(pool, fence_mysql, fenced, resource, token, |tx| {
-                    Ok(sqlx::query_scalar(
-                        "SELECT history FROM dlock_fault_histories WHERE name = ? FOR UPDATE",
-                    )
-                    .bind(key)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db("read"))?)
-                })
-            }
-            Self::Sqlite(_, pool) => {
-                in_fenced_tx!(pool, fence_sqlite, fenced, resource, token, |tx| {
-                    Ok(sqlx::query_scalar(
-                        "SELECT history FROM dlock_fault_histories WHERE name = ?",
-                    )
-                    .bind(key)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db("read"))?)
-                })
-            }
+            })
+        },
             Self::Redis(lock, plain) => Ok(if fenced {
                 lock.fence().get(key, token).await?
             } else {
@@ -190,7 +156,7 @@ impl OwnStore {
                 }
             }
             Self::ZooKeeper(_, client) => zk_get(client, key).await.map(|(h, _)| h),
-        }
+        )
     }
 
     /// Writes `history` under `lease`, through the backend's fence helper: in the
@@ -210,28 +176,21 @@ impl OwnStore {
     ) -> Result<(), LockError> {
         let token = lease.token();
         let resource = format!("counter/{key}");
-        match self {
-            Self::Postgres(_, pool) => {
-                in_fenced_tx!(pool, fence_postgres, fenced, resource, token, |tx| {
-                    sqlx::query("UPDATE dlock_fault_histories SET history = $2, writes = writes + 1 WHERE name = $1")
-                    .bind(key).bind(history).execute(&mut *tx).await.map_err(db("write"))?;
-                    Ok(())
-                })
-            }
-            Self::MySql(_, pool) => {
-                in_fenced_tx!(pool, fence_mysql, fenced, resource, token, |tx| {
-                    sqlx::query("UPDATE dlock_fault_histories SET history = ?, writes = writes + 1 WHERE name = ?")
-                    .bind(history).bind(key).execute(&mut *tx).await.map_err(db("write"))?;
-                    Ok(())
-                })
-            }
-            Self::Sqlite(_, pool) => {
-                in_fenced_tx!(pool, fence_sqlite, fenced, resource, token, |tx| {
-                    sqlx::query("UPDATE dlock_fault_histories SET history = ?, writes = writes + 1 WHERE name = ?")
-                    .bind(history).bind(key).execute(&mut *tx).await.map_err(db("write"))?;
-                    Ok(())
-                })
-            }
+        on_sql!(self, |pool, fence, d| {
+            in_fenced_tx!(pool, fence, fenced, resource, token, |tx| {
+                let sql = d.sql(
+                    "UPDATE dlock_fault_histories SET history = $1, writes = writes + 1 WHERE name = $2",
+                    "UPDATE dlock_fault_histories SET history = ?, writes = writes + 1 WHERE name = ?",
+                );
+                sqlx::query(sql)
+                    .bind(history)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("write"))?;
+                Ok(())
+            })
+        },
             Self::Redis(lock, plain) => {
                 if fenced {
                     lock.fence().set(key, history, token).await
@@ -287,7 +246,7 @@ impl OwnStore {
                     }
                 }
             }
-        }
+        )
     }
 
     /// The counter as the store holds it now (read without a lease).
@@ -295,31 +254,18 @@ impl OwnStore {
     /// # Errors
     /// A backend error; a history that is not a list of tokens.
     pub async fn counter(&self, key: &str) -> Result<Counter, LockError> {
-        let (history, writes): (String, Option<i64>) = match self {
-            Self::Postgres(_, pool) => {
-                sqlx::query_as("SELECT history, writes FROM dlock_fault_histories WHERE name = $1")
-                    .bind(key)
-                    .fetch_one(pool)
-                    .await
-                    .map(|(h, w)| (h, Some(w)))
-                    .map_err(db("read"))?
-            }
-            Self::MySql(_, pool) => {
-                sqlx::query_as("SELECT history, writes FROM dlock_fault_histories WHERE name = ?")
-                    .bind(key)
-                    .fetch_one(pool)
-                    .await
-                    .map(|(h, w)| (h, Some(w)))
-                    .map_err(db("read"))?
-            }
-            Self::Sqlite(_, pool) => {
-                sqlx::query_as("SELECT history, writes FROM dlock_fault_histories WHERE name = ?")
-                    .bind(key)
-                    .fetch_one(pool)
-                    .await
-                    .map(|(h, w)| (h, Some(w)))
-                    .map_err(db("read"))?
-            }
+        let (history, writes): (String, Option<i64>) = on_sql!(self, |pool, _fence, d| {
+            let sql = d.sql(
+                "SELECT history, writes FROM dlock_fault_histories WHERE name = $1",
+                "SELECT history, writes FROM dlock_fault_histories WHERE name = ?",
+            );
+            sqlx::query_as(sql)
+                .bind(key)
+                .fetch_one(pool)
+                .await
+                .map(|(h, w)| (h, Some(w)))
+                .map_err(db("read"))?
+        },
             Self::Redis(_, plain) => {
                 let v: Option<String> = redis::AsyncCommands::get(&mut plain.clone(), key)
                     .await
@@ -328,7 +274,7 @@ impl OwnStore {
             }
             Self::Etcd(_, client) => etcd_get(client, key).await.map(|(h, v)| (h, Some(v)))?,
             Self::ZooKeeper(_, client) => zk_get(client, key).await.map(|(h, v)| (h, Some(v)))?,
-        };
+        );
         Ok(Counter {
             history: tokens(&history)?,
             writes: writes.map(|w| u64::try_from(w).unwrap_or(0)),

@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 
 use dlock_any::{FencingToken, LockError};
-use dlock_sql::fence::{fence_mysql, fence_postgres, fence_sqlite};
 
 use super::{OwnStore, db, run_of};
 
@@ -52,29 +51,21 @@ impl OwnStore {
     /// # Errors
     /// A backend error.
     pub async fn prepare_effects(&self) -> Result<(), LockError> {
-        let statements: &[&'static str] = match self {
-            Self::Postgres(..) => &[
+        on_sql!(self, |pool, _fence, d| {
+            let table = d.pick(
                 "CREATE TABLE IF NOT EXISTS dlock_fault_effects (request TEXT NOT NULL, token BIGINT NOT NULL)",
-                "CREATE INDEX IF NOT EXISTS dlock_fault_effects_request ON dlock_fault_effects (request)",
-            ],
-            Self::MySql(..) => &[
                 "CREATE TABLE IF NOT EXISTS dlock_fault_effects (request VARCHAR(255) NOT NULL, token BIGINT NOT NULL, KEY (request)) ENGINE=InnoDB",
-            ],
-            Self::Sqlite(..) => &[
                 "CREATE TABLE IF NOT EXISTS dlock_fault_effects (request TEXT NOT NULL, token INTEGER NOT NULL)",
-                "CREATE INDEX IF NOT EXISTS dlock_fault_effects_request ON dlock_fault_effects (request)",
-            ],
-            _ => &[],
-        };
-        for &sql in statements {
-            match self {
-                Self::Postgres(_, pool) => sqlx::query(sql).execute(pool).await.map(drop),
-                Self::MySql(_, pool) => sqlx::query(sql).execute(pool).await.map(drop),
-                Self::Sqlite(_, pool) => sqlx::query(sql).execute(pool).await.map(drop),
-                _ => Ok(()),
+            );
+            sqlx::query(table).execute(pool).await.map_err(db("create"))?;
+            if !matches!(d, super::Dialect::MySql) {
+                // MySQL's index is part of its table
+                let index = "CREATE INDEX IF NOT EXISTS dlock_fault_effects_request ON dlock_fault_effects (request)";
+                sqlx::query(index).execute(pool).await.map_err(db("create"))?;
             }
-            .map_err(db("create"))?;
-        }
+        },
+            _ => {}
+        );
         Ok(())
     }
 
@@ -90,57 +81,19 @@ impl OwnStore {
         token: FencingToken,
         fenced: bool,
     ) -> Result<Option<u64>, LockError> {
-        let found: Option<i64> = match self {
-            Self::Postgres(_, pool) => {
-                in_fenced_tx!(
-                    pool,
-                    fence_postgres,
-                    fenced,
-                    format!("effect/{request}"),
-                    token,
-                    |tx| {
-                        sqlx::query_scalar(
-                            "SELECT token FROM dlock_fault_effects WHERE request = $1 LIMIT 1",
-                        )
-                        .bind(request)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(db("look"))?
-                    }
-                )
-            }
-            Self::MySql(_, pool) => in_fenced_tx!(
-                pool,
-                fence_mysql,
-                fenced,
-                format!("effect/{request}"),
-                token,
-                |tx| {
-                    sqlx::query_scalar(
-                        "SELECT token FROM dlock_fault_effects WHERE request = ? LIMIT 1",
-                    )
+        let found: Option<i64> = on_sql!(self, |pool, fence, d| {
+            in_fenced_tx!(pool, fence, fenced, format!("effect/{request}"), token, |tx| {
+                let sql = d.sql(
+                    "SELECT token FROM dlock_fault_effects WHERE request = $1 LIMIT 1",
+                    "SELECT token FROM dlock_fault_effects WHERE request = ? LIMIT 1",
+                );
+                sqlx::query_scalar(sql)
                     .bind(request)
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(db("look"))?
-                }
-            ),
-            Self::Sqlite(_, pool) => in_fenced_tx!(
-                pool,
-                fence_sqlite,
-                fenced,
-                format!("effect/{request}"),
-                token,
-                |tx| {
-                    sqlx::query_scalar(
-                        "SELECT token FROM dlock_fault_effects WHERE request = ? LIMIT 1",
-                    )
-                    .bind(request)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(db("look"))?
-                }
-            ),
+            })
+        },
             Self::Redis(lock, plain) => {
                 let key = effect_key(request);
                 let found = if fenced {
@@ -153,7 +106,7 @@ impl OwnStore {
                 return Ok(found.and_then(|t| t.parse().ok()));
             }
             Self::Etcd(..) | Self::ZooKeeper(..) => return Err(no_results()),
-        };
+        );
         Ok(found.map(token_of))
     }
 
@@ -169,56 +122,20 @@ impl OwnStore {
         token: FencingToken,
         fenced: bool,
     ) -> Result<(), LockError> {
-        match self {
-            Self::Postgres(_, pool) => {
-                in_fenced_tx!(
-                    pool,
-                    fence_postgres,
-                    fenced,
-                    format!("effect/{request}"),
-                    token,
-                    |tx| {
-                        sqlx::query(
-                            "INSERT INTO dlock_fault_effects (request, token) VALUES ($1, $2)",
-                        )
-                        .bind(request)
-                        .bind(as_i64(token))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db("apply"))?;
-                    }
-                )
-            }
-            Self::MySql(_, pool) => in_fenced_tx!(
-                pool,
-                fence_mysql,
-                fenced,
-                format!("effect/{request}"),
-                token,
-                |tx| {
-                    sqlx::query("INSERT INTO dlock_fault_effects (request, token) VALUES (?, ?)")
-                        .bind(request)
-                        .bind(as_i64(token))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db("apply"))?;
-                }
-            ),
-            Self::Sqlite(_, pool) => in_fenced_tx!(
-                pool,
-                fence_sqlite,
-                fenced,
-                format!("effect/{request}"),
-                token,
-                |tx| {
-                    sqlx::query("INSERT INTO dlock_fault_effects (request, token) VALUES (?, ?)")
-                        .bind(request)
-                        .bind(as_i64(token))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db("apply"))?;
-                }
-            ),
+        on_sql!(self, |pool, fence, d| {
+            in_fenced_tx!(pool, fence, fenced, format!("effect/{request}"), token, |tx| {
+                let sql = d.sql(
+                    "INSERT INTO dlock_fault_effects (request, token) VALUES ($1, $2)",
+                    "INSERT INTO dlock_fault_effects (request, token) VALUES (?, ?)",
+                );
+                sqlx::query(sql)
+                    .bind(request)
+                    .bind(as_i64(token))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("apply"))?;
+            })
+        },
             Self::Redis(lock, plain) => {
                 let (key, value) = (effect_key(request), token.get().to_string());
                 if fenced {
@@ -231,7 +148,7 @@ impl OwnStore {
                 return Ok(());
             }
             Self::Etcd(..) | Self::ZooKeeper(..) => return Err(no_results()),
-        };
+        );
         Ok(())
     }
 
@@ -243,28 +160,17 @@ impl OwnStore {
     /// A backend error.
     pub async fn effects_of_run(&self, name: &str) -> Result<HashMap<u64, Vec<u64>>, LockError> {
         let like = format!("{}-%", run_of(name));
-        let rows: Vec<(String, i64)> = match self {
-            Self::Postgres(_, pool) => sqlx::query_as(
+        let rows: Vec<(String, i64)> = on_sql!(self, |pool, _fence, d| {
+            let sql = d.sql(
                 "SELECT request, token FROM dlock_fault_effects WHERE request LIKE $1",
-            )
-            .bind(&like)
-            .fetch_all(pool)
-            .await
-            .map_err(db("read"))?,
-            Self::MySql(_, pool) => sqlx::query_as(
                 "SELECT request, token FROM dlock_fault_effects WHERE request LIKE ?",
-            )
-            .bind(&like)
-            .fetch_all(pool)
-            .await
-            .map_err(db("read"))?,
-            Self::Sqlite(_, pool) => sqlx::query_as(
-                "SELECT request, token FROM dlock_fault_effects WHERE request LIKE ?",
-            )
-            .bind(&like)
-            .fetch_all(pool)
-            .await
-            .map_err(db("read"))?,
+            );
+            sqlx::query_as(sql)
+                .bind(&like)
+                .fetch_all(pool)
+                .await
+                .map_err(db("read"))?
+        },
             Self::Redis(_, plain) => {
                 let mut conn = plain.clone();
                 let pattern = effect_key(&format!("{}-*", run_of(name)));
@@ -285,7 +191,7 @@ impl OwnStore {
                 rows
             }
             Self::Etcd(..) | Self::ZooKeeper(..) => return Err(no_results()),
-        };
+        );
         let mut out: HashMap<u64, Vec<u64>> = HashMap::new();
         for (request, token) in rows {
             if let Some(k) = request_number(name, &request) {

@@ -26,6 +26,38 @@ macro_rules! in_fenced_tx {
     }};
 }
 
+/// Expands `$body` once for each SQL database the store can be — with `$pool` its pool,
+/// `$fence` its fence helper and `$dialect` the [`Dialect`] that picks its statement
+/// text — followed by the match arms given for the other stores.
+macro_rules! on_sql {
+    ($store:expr, |$pool:ident, $fence:ident, $dialect:ident| $body:expr, $($others:tt)*) => {
+        match $store {
+            $crate::own_store::OwnStore::Postgres(_, $pool) => {
+                let ($fence, $dialect) = (
+                    dlock_sql::fence::fence_postgres,
+                    $crate::own_store::Dialect::Postgres,
+                );
+                $body
+            }
+            $crate::own_store::OwnStore::MySql(_, $pool) => {
+                let ($fence, $dialect) = (
+                    dlock_sql::fence::fence_mysql,
+                    $crate::own_store::Dialect::MySql,
+                );
+                $body
+            }
+            $crate::own_store::OwnStore::Sqlite(_, $pool) => {
+                let ($fence, $dialect) = (
+                    dlock_sql::fence::fence_sqlite,
+                    $crate::own_store::Dialect::Sqlite,
+                );
+                $body
+            }
+            $($others)*
+        }
+    };
+}
+
 pub mod counter;
 pub mod effects;
 
@@ -103,6 +135,35 @@ impl ZkClient {
         let mut client = self.client.lock().await;
         *client = Self::connect(&self.hosts).await?;
         Ok(client.clone())
+    }
+}
+
+/// Which SQL database a statement is written for.
+#[derive(Clone, Copy)]
+enum Dialect {
+    Postgres,
+    MySql,
+    Sqlite,
+}
+
+impl Dialect {
+    /// `postgres` on PostgreSQL (numbered placeholders), `others` elsewhere (`?`).
+    fn sql(self, postgres: &'static str, others: &'static str) -> &'static str {
+        self.pick(postgres, others, others)
+    }
+
+    /// The text written for this database.
+    fn pick(
+        self,
+        postgres: &'static str,
+        mysql: &'static str,
+        sqlite: &'static str,
+    ) -> &'static str {
+        match self {
+            Self::Postgres => postgres,
+            Self::MySql => mysql,
+            Self::Sqlite => sqlite,
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use dlock_faults::Nemesis;
 use dlock_faults::report::{Row, table};
 use dlock_faults::run::{Plan, run};
 
-use crate::{backend, judged, plan, take_servers};
+use crate::{assert_safe, backend, judged, plan, take_servers};
 
 /// A failover to a standby that missed the last grants: overlaps are possible (the
 /// standby forgot holders), but tokens never go back — a grant takes at least the
@@ -23,25 +23,8 @@ async fn postgres_standby_promoted() {
     let _taken = take_servers(&b).await;
     let nemesis = Nemesis::StandbyPromoted;
     let o = judged(&plan(true), &b, nemesis).await;
-    let v = &o.verdict;
-    eprintln!(
-        "{}",
-        table(&[Row {
-            backend: b.label.into(),
-            nemesis: nemesis.label().into(),
-            verdict: v.clone(),
-            recoveries: o.recovery.into_iter().collect(),
-            not_applied: u32::from(!o.applied),
-        }])
-    );
-    assert!(o.applied, "{}: the failover could not be staged", b.label);
-    assert!(
-        v.safe_under(nemesis),
-        "{}: {v:?}\n{}",
-        b.label,
-        o.evidence.as_deref().unwrap_or_default()
-    );
-    assert!(v.ops > 0, "{}: no progress", b.label);
+    eprintln!("{}", table(&[Row::of(b.label, nemesis.label(), &o)]));
+    assert_safe(b.label, nemesis.label(), nemesis, &o);
 }
 
 /// Redis Sentinel failing over to a replica that missed the last grants: overlaps are
@@ -87,24 +70,8 @@ async fn replica_failover(label: &str, env_var: &str, nemesis: Nemesis, duration
         ..plan(true)
     };
     let o = run(&plan, &b, nemesis).await.unwrap();
-    let v = &o.verdict;
-    eprintln!(
-        "{}",
-        table(&[Row {
-            backend: b.label.into(),
-            nemesis: nemesis.label().into(),
-            verdict: v.clone(),
-            recoveries: o.recovery.into_iter().collect(),
-            not_applied: u32::from(!o.applied),
-        }])
-    );
-    assert!(o.applied, "{}: the failover could not be staged", b.label);
-    assert!(
-        v.safe_under(nemesis),
-        "{}: {v:?}\n{}",
-        b.label,
-        o.evidence.as_deref().unwrap_or_default()
-    );
+    eprintln!("{}", table(&[Row::of(b.label, nemesis.label(), &o)]));
+    assert_safe(b.label, nemesis.label(), nemesis, &o);
     assert!(
         o.recovery.is_some(),
         "{}: no worker locked after the failover",
