@@ -31,19 +31,10 @@ where
     let mut leases = Vec::with_capacity(n);
     for i in 0..n {
         let name = LockName::new(&format!("{prefix}/{i}")).expect("valid name");
-        leases.push(
-            lock.try_acquire(&name, ttl)
-                .await
-                .expect("try_acquire")
-                .expect("a fresh name is free"),
-        );
+        leases.push(crate::cases::take(&*lock, &name, ttl).await);
     }
     let stale_name = LockName::new(&format!("{prefix}/stale")).expect("valid name");
-    let stale = lock
-        .try_acquire(&stale_name, ttl)
-        .await
-        .expect("try_acquire")
-        .expect("a fresh name is free");
+    let stale = crate::cases::take(&*lock, &stale_name, ttl).await;
     assert!(lock.release(&stale).await.expect("release"));
 
     let before = requests().await;

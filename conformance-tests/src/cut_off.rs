@@ -23,11 +23,7 @@ pub async fn cut_off_holder_is_lost_before_takeover(
     cut: impl FnOnce(),
 ) {
     let name = LockName::new(&format!("cut-off/{:016x}", random_u64())).expect("valid name");
-    let lease = holder
-        .try_acquire(&name, ttl)
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let lease = crate::cases::take(&*holder, &name, ttl).await;
     let first = lease.token();
     let guard = LockGuard::new(Arc::clone(&holder), lease);
     tokio::time::sleep(ttl).await;

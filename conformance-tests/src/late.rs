@@ -30,12 +30,7 @@ pub async fn late_grant_is_taken_again(
     let name = LockName::new(&format!("late/{:016x}", random_u64())).expect("valid name");
     let ttl = Duration::from_secs(6);
     let warm = LockName::new(&format!("late/warm/{:016x}", random_u64())).expect("valid name");
-    let lease = late
-        .try_acquire(&warm, ttl)
-        .await
-        .expect("warm-up acquire")
-        .expect("free");
-    assert!(late.release(&lease).await.expect("warm-up release"));
+    crate::cases::take_and_release(&*late, &warm, ttl).await;
     proxy.set_mode(FaultMode::DelayReplies(op_timeout * 3 / 2));
     let task = {
         let (late, name) = (Arc::clone(&late), name.clone());

@@ -1,5 +1,8 @@
 //! MemoryLock, the reference backend, passes the whole suite, its semaphores and
-//! read-write locks included.
+//! read-write locks included. And seen as an adapter that implements only
+//! `DistributedLock` (`TestClient::mutex_only`, in `mod mutex_only`): the mutex cases
+//! pass, and every shared case checks that semaphores and read-write locks are refused
+//! with `Unsupported`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,12 +12,19 @@ use dlock_core::{MemoryLock, async_trait};
 
 struct Memory {
     table: MemoryLock,
+    /// Clients that offer the mutex only.
+    mutex_only: bool,
 }
 
 #[async_trait]
 impl Harness for Memory {
     async fn client(&self) -> TestClient {
-        TestClient::new(Arc::new(self.table.clone()))
+        let lock = Arc::new(self.table.clone());
+        if self.mutex_only {
+            TestClient::mutex_only(lock)
+        } else {
+            TestClient::new(lock)
+        }
     }
 
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
@@ -37,11 +47,25 @@ impl Harness for Memory {
 async fn harness() -> Memory {
     Memory {
         table: MemoryLock::new(),
+        mutex_only: false,
     }
 }
 
 dlock_conformance::conformance_suite!(harness);
 dlock_conformance::shared_as_mutex_suite!(harness);
+
+mod mutex_only {
+    use super::*;
+
+    async fn harness() -> Memory {
+        Memory {
+            table: MemoryLock::new(),
+            mutex_only: true,
+        }
+    }
+
+    dlock_conformance::conformance_suite!(harness);
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_on_memory() {

@@ -87,6 +87,12 @@ pub(crate) async fn take(client: &dyn DistributedLock, name: &LockName, ttl: Dur
     lease
 }
 
+/// Takes a free lock and gives it back: a warm-up, or proof that the name is free.
+pub(crate) async fn take_and_release(client: &dyn DistributedLock, name: &LockName, ttl: Duration) {
+    let lease = take(client, name, ttl).await;
+    assert!(client.release(&lease).await.expect("release"));
+}
+
 /// Polls `try_acquire` until it succeeds or `within` passes.
 pub(crate) async fn take_within(
     client: &dyn DistributedLock,

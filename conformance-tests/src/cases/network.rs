@@ -5,7 +5,7 @@ use std::time::Duration;
 use dlock_core::LockError;
 use tokio::time::{Instant, sleep};
 
-use super::{LONG_TTL, unique};
+use super::{LONG_TTL, take_and_release, unique};
 use crate::Harness;
 
 /// With the network path cut, operations fail with `Unavailable` (or `Timeout` for a
@@ -15,12 +15,7 @@ pub async fn unreachable_server_then_recovery(h: &impl Harness) {
     let (client, link) = h.partitionable_client().await;
     let name = unique("unreachable_server_then_recovery");
     // warm up: the client is connected and works
-    let lease = client
-        .try_acquire(&name, LONG_TTL)
-        .await
-        .expect("try")
-        .expect("free");
-    assert!(client.release(&lease).await.expect("release"));
+    take_and_release(&*client, &name, LONG_TTL).await;
     link.cut().await;
     // requests stuck in the cut path may still be granted after the heal: keep them short
     let ttl = h.short_ttl();
@@ -67,12 +62,7 @@ pub async fn unreachable_server_then_recovery(h: &impl Harness) {
 pub async fn acquire_rides_out_a_short_outage(h: &impl Harness) {
     let (client, link) = h.partitionable_client().await;
     let name = unique("acquire_rides_out_a_short_outage");
-    let lease = client
-        .try_acquire(&name, LONG_TTL)
-        .await
-        .expect("try")
-        .expect("free");
-    assert!(client.release(&lease).await.expect("release"));
+    take_and_release(&*client, &name, LONG_TTL).await;
     link.cut().await;
     let waiting = {
         let (lock, name) = (client.lock(), name.clone());

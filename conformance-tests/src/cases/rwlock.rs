@@ -8,6 +8,7 @@ use std::time::Duration;
 use dlock_core::{Access, Lease, LockName, random_u64};
 use tokio::time::{Instant, sleep};
 
+use super::workload::on_every_client;
 use super::{LONG_TTL, assert_fresh, offers_shared, unique};
 use crate::{Harness, TestClient};
 
@@ -65,7 +66,6 @@ pub async fn readers_share_writers_exclude(h: &impl Harness) {
 /// Many clients read and write one name at random; readers never meet a writer, two
 /// writers never meet, and readers do share.
 pub async fn rw_workload_never_mixes(h: &impl Harness) {
-    let (clients, iterations) = h.workload();
     let name = unique("rw_workload_never_mixes");
     let probe = h.client().await;
     if !offers_shared(&probe, &name).await {
@@ -74,37 +74,32 @@ pub async fn rw_workload_never_mixes(h: &impl Harness) {
     // readers inside, or -1 for a writer
     let state = Arc::new(AtomicI64::new(0));
     let most_readers = Arc::new(AtomicI64::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let c = h.client().await;
-        let (name, state, most) = (name.clone(), Arc::clone(&state), Arc::clone(&most_readers));
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..iterations {
-                let wait = Duration::from_secs(120);
-                if random_u64().is_multiple_of(4) {
-                    let lease = c.write(&name, LONG_TTL, wait).await.expect("write");
-                    assert_fresh(&lease);
-                    let was = state.swap(-1, Ordering::SeqCst);
-                    assert_eq!(was, 0, "a writer entered with {was} inside");
-                    sleep(Duration::from_millis(2)).await;
-                    assert_eq!(state.swap(0, Ordering::SeqCst), -1);
-                    assert!(c.release(&lease).await.expect("release"));
-                } else {
-                    let lease = c.read(&name, LONG_TTL, wait).await.expect("read");
-                    assert_fresh(&lease);
-                    let was = state.fetch_add(1, Ordering::SeqCst);
-                    assert!(was >= 0, "a reader entered while a writer held");
-                    most.fetch_max(was + 1, Ordering::SeqCst);
-                    sleep(Duration::from_millis(2)).await;
-                    state.fetch_sub(1, Ordering::SeqCst);
-                    assert!(c.release(&lease).await.expect("release"));
-                }
+    let gauges = (Arc::clone(&state), Arc::clone(&most_readers));
+    on_every_client(h, move |c| {
+        let (name, (state, most)) = (name.clone(), gauges.clone());
+        async move {
+            let wait = Duration::from_secs(120);
+            if random_u64().is_multiple_of(4) {
+                let lease = c.write(&name, LONG_TTL, wait).await.expect("write");
+                assert_fresh(&lease);
+                let was = state.swap(-1, Ordering::SeqCst);
+                assert_eq!(was, 0, "a writer entered with {was} inside");
+                sleep(Duration::from_millis(2)).await;
+                assert_eq!(state.swap(0, Ordering::SeqCst), -1);
+                assert!(c.release(&lease).await.expect("release"));
+            } else {
+                let lease = c.read(&name, LONG_TTL, wait).await.expect("read");
+                assert_fresh(&lease);
+                let was = state.fetch_add(1, Ordering::SeqCst);
+                assert!(was >= 0, "a reader entered while a writer held");
+                most.fetch_max(was + 1, Ordering::SeqCst);
+                sleep(Duration::from_millis(2)).await;
+                state.fetch_sub(1, Ordering::SeqCst);
+                assert!(c.release(&lease).await.expect("release"));
             }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("workload task");
-    }
+        }
+    })
+    .await;
     let most = most_readers.load(Ordering::SeqCst);
     assert!(most >= 2, "readers never shared (at most {most} at once)");
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use dlock_core::{Access, LockError, LockName};
 use tokio::time::{Instant, sleep, timeout};
 
+use super::workload::on_every_client;
 use super::{LONG_TTL, assert_fresh, offers_shared, unique};
 use crate::{Harness, TestClient};
 
@@ -140,7 +141,6 @@ pub async fn another_count_waits_for_an_idle_name(h: &impl Harness) {
 /// every entry never sees more than N holders, and it does see them share.
 pub async fn semaphore_never_more_than_n(h: &impl Harness) {
     const N: u32 = 3;
-    let (clients, iterations) = h.workload();
     let name = unique("semaphore_never_more_than_n");
     let probe = h.client().await;
     if !offers_shared(&probe, &name).await {
@@ -148,32 +148,27 @@ pub async fn semaphore_never_more_than_n(h: &impl Harness) {
     }
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let c = h.client().await;
-        let (name, inside, most) = (name.clone(), Arc::clone(&inside), Arc::clone(&most));
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..iterations {
-                let lease = c
-                    .acquire_permit(&name, N, LONG_TTL, Duration::from_secs(120))
-                    .await
-                    .expect("acquire_permit in workload");
-                assert_fresh(&lease);
-                let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                most.fetch_max(now_inside, Ordering::SeqCst);
-                assert!(
-                    now_inside <= N as usize,
-                    "{now_inside} holders of a {N}-permit semaphore"
-                );
-                sleep(Duration::from_millis(2)).await;
-                inside.fetch_sub(1, Ordering::SeqCst);
-                assert!(c.release(&lease).await.expect("release in workload"));
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("workload task");
-    }
+    let gauges = (Arc::clone(&inside), Arc::clone(&most));
+    on_every_client(h, move |c| {
+        let (name, (inside, most)) = (name.clone(), gauges.clone());
+        async move {
+            let lease = c
+                .acquire_permit(&name, N, LONG_TTL, Duration::from_secs(120))
+                .await
+                .expect("acquire_permit in workload");
+            assert_fresh(&lease);
+            let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now_inside, Ordering::SeqCst);
+            assert!(
+                now_inside <= N as usize,
+                "{now_inside} holders of a {N}-permit semaphore"
+            );
+            sleep(Duration::from_millis(2)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            assert!(c.release(&lease).await.expect("release in workload"));
+        }
+    })
+    .await;
     let most = most.load(Ordering::SeqCst);
     assert!(
         most >= 2,
