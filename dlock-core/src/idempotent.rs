@@ -273,6 +273,25 @@ impl MemoryResults {
     }
 }
 
+/// `request`'s record with its fence raised to `token`, or `StaleToken` when a later
+/// token has been there.
+fn raise<'a>(
+    records: &'a mut HashMap<String, Record>,
+    request: &str,
+    token: FencingToken,
+) -> Result<&'a mut Record, LockError> {
+    crate::require_real_token(request, token)?;
+    let r = records.entry(request.to_owned()).or_insert(Record {
+        token: 0,
+        result: None,
+    });
+    if token.get() < r.token {
+        return Err(LockError::stale_token(request, Some(r.token), token));
+    }
+    r.token = token.get();
+    Ok(r)
+}
+
 #[async_trait]
 impl ResultStore for MemoryResults {
     async fn begin(
@@ -281,17 +300,7 @@ impl ResultStore for MemoryResults {
         token: FencingToken,
         _retain: Duration,
     ) -> Result<(), LockError> {
-        crate::require_real_token(request, token)?;
-        let mut records = self.records();
-        let r = records.entry(request.to_owned()).or_insert(Record {
-            token: 0,
-            result: None,
-        });
-        if token.get() < r.token {
-            return Err(LockError::stale_token(request, Some(r.token), token));
-        }
-        r.token = token.get();
-        Ok(())
+        raise(&mut self.records(), request, token).map(drop)
     }
 
     async fn record(
@@ -301,16 +310,8 @@ impl ResultStore for MemoryResults {
         result: &[u8],
         retain: Duration,
     ) -> Result<(), LockError> {
-        crate::require_real_token(request, token)?;
         let mut records = self.records();
-        let r = records.entry(request.to_owned()).or_insert(Record {
-            token: 0,
-            result: None,
-        });
-        if token.get() < r.token {
-            return Err(LockError::stale_token(request, Some(r.token), token));
-        }
-        r.token = token.get();
+        let r = raise(&mut records, request, token)?;
         let until = Instant::now()
             .checked_add(retain)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));

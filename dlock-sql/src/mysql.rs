@@ -283,15 +283,7 @@ impl Store for MySql {
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
         let row = sqlx::query(AssertSqlSafe(self.holder.as_str())).bind(name.as_bytes());
         let row = self.hot.fetch_optional(row).await?;
-        row.map(|r| {
-            Ok(Holder {
-                owner: r.try_get(0)?,
-                token: r.try_get(1)?,
-                remaining: from_millis(r.try_get::<Option<i64>, _>(2)?).unwrap_or_default(),
-                proclaimed: r.try_get(3)?,
-            })
-        })
-        .transpose()
+        row.map(|r| Holder::at(&r, 0)).transpose()
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
@@ -309,12 +301,7 @@ impl Store for MySql {
                 let name: Vec<u8> = r.try_get(0)?;
                 Ok((
                     String::from_utf8_lossy(&name).into_owned(),
-                    Holder {
-                        owner: r.try_get(1)?,
-                        token: r.try_get(2)?,
-                        remaining: from_millis(r.try_get::<Option<i64>, _>(3)?).unwrap_or_default(),
-                        proclaimed: r.try_get(4)?,
-                    },
+                    Holder::at(r, 1)?,
                 ))
             })
             .collect()

@@ -289,15 +289,7 @@ impl Store for Postgres {
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {
         let row = sqlx::query(AssertSqlSafe(self.sql.holder.as_str())).bind(name);
         let row = self.hot.fetch_optional(row).await?;
-        row.map(|r| {
-            Ok(Holder {
-                owner: r.try_get(0)?,
-                token: r.try_get(1)?,
-                remaining: from_millis(r.try_get(2)?).unwrap_or_default(),
-                proclaimed: r.try_get(3)?,
-            })
-        })
-        .transpose()
+        row.map(|r| Holder::at(&r, 0)).transpose()
     }
 
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, sqlx::Error> {
@@ -308,17 +300,7 @@ impl Store for Postgres {
         let rows = sqlx::query(AssertSqlSafe(self.sql.held.as_str())).bind(prefix);
         let rows = self.hot.fetch_all(rows).await?;
         rows.iter()
-            .map(|r| {
-                Ok((
-                    r.try_get(0)?,
-                    Holder {
-                        owner: r.try_get(1)?,
-                        token: r.try_get(2)?,
-                        remaining: from_millis(r.try_get(3)?).unwrap_or_default(),
-                        proclaimed: r.try_get(4)?,
-                    },
-                ))
-            })
+            .map(|r| Ok((r.try_get(0)?, Holder::at(r, 1)?)))
             .collect()
     }
 

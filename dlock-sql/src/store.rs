@@ -62,6 +62,25 @@ pub(crate) struct Holder {
     pub proclaimed: Option<String>,
 }
 
+impl Holder {
+    /// The holder in `row`'s columns from `at` on: owner, token, the milliseconds its
+    /// lease has left (NULL: none), the proclaimed value.
+    pub(crate) fn at<'r, R: sqlx::Row>(row: &'r R, at: usize) -> Result<Self, sqlx::Error>
+    where
+        usize: sqlx::ColumnIndex<R>,
+        String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    {
+        let remaining: Option<i64> = row.try_get(at + 2)?;
+        Ok(Self {
+            owner: row.try_get(at)?,
+            token: row.try_get(at + 1)?,
+            remaining: dlock_core::backend::from_millis(remaining).unwrap_or_default(),
+            proclaimed: row.try_get(at + 3)?,
+        })
+    }
+}
+
 /// Semaphores and read-write locks (see [`crate::shared`]), implemented for each
 /// dialect by the `shared_store!` macro.
 #[async_trait]
