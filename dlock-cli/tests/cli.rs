@@ -2,7 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::backend_url;
 
 // The parts of this one test binary live in tests/cli/ (a crate root looks for
 // `mod x;` beside itself, hence the `#[path]`s).
@@ -35,60 +34,13 @@ const UNAVAILABLE: i32 = 69;
 const USAGE: i32 = 2;
 const CANNOT_EXEC: i32 = 127;
 
-macro_rules! per_backend {
-    ($backend:ident, $url:expr) => {
-        per_backend!($backend, $url, all());
-    };
-    ($backend:ident, $url:expr, $cfg:meta) => {
-        #[cfg($cfg)]
-        mod $backend {
-            fn url() -> String {
-                $url
-            }
-            #[test]
-            fn busy_run_exits_at_once() {
-                super::busy_run_exits_at_once(&url());
-            }
-            #[test]
-            fn tokens_increase_across_runs() {
-                super::tokens_increase_across_runs(&url());
-            }
-            #[test]
-            fn killed_holder_frees_within_ttl() {
-                super::killed_holder_frees_within_ttl(&url());
-            }
-            #[test]
-            fn stopped_holder_loses_lease() {
-                super::stopped_holder_loses_lease(&url());
-            }
-            #[test]
-            fn status_reports_holder() {
-                super::status_reports_holder(&url());
-            }
-            #[test]
-            fn signals_are_forwarded_and_lock_released() {
-                super::signals_are_forwarded_and_lock_released(&url());
-            }
-            #[test]
-            fn exit_codes_pass_through() {
-                super::exit_codes_pass_through(&url());
-            }
-            #[test]
-            fn permits_and_shared_runs() {
-                super::permits_and_shared_runs(&url());
-            }
-        }
-    };
-}
-
-per_backend!(sqlite, super::backend_url("sqlite"));
-per_backend!(postgres, super::backend_url("postgres"));
-per_backend!(mariadb, super::backend_url("mariadb"));
-per_backend!(redis, super::backend_url("redis"));
-per_backend!(etcd, super::backend_url("etcd"), feature = "etcd");
-per_backend!(
-    zookeeper,
-    super::backend_url("zookeeper"),
-    feature = "zookeeper"
+common::every_backend!(
+    busy_run_exits_at_once,
+    tokens_increase_across_runs,
+    killed_holder_frees_within_ttl,
+    stopped_holder_loses_lease,
+    status_reports_holder,
+    signals_are_forwarded_and_lock_released,
+    exit_codes_pass_through,
+    permits_and_shared_runs,
 );
-per_backend!(redlock, super::backend_url("redlock"));

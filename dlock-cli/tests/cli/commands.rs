@@ -1,31 +1,18 @@
 //! The command under the lock and what `dlock` reports, on every backend: `status`,
 //! signals forwarded, exit codes passed through, `--permits` and `--shared` runs.
 
-use std::path::Path;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::common::{output, scratch, spawn, unique, wait_exit, wait_for_file};
+use crate::common::{output, scratch, spawn, spawn_holder, unique, wait_exit, wait_for_file};
 use crate::{BUSY, CANNOT_EXEC, TIMEOUT, USAGE};
 
 /// `status` reports holder and token, as text and JSON.
 pub(crate) fn status_reports_holder(url: &str) {
-    let dir = scratch();
     let name = unique("status");
-    let marker = dir.join("tok");
-    let mut holder = spawn(
-        url,
-        &[
-            "run",
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo $DLOCK_TOKEN > {}; sleep 2", marker.display()),
-        ],
-    );
+    let (mut holder, marker) = spawn_holder(url, &name, &[], 2);
     let token = wait_for_file(&marker, Duration::from_secs(10));
     let out = output(url, &["status", &name, "cli/never-taken"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -112,17 +99,8 @@ pub(crate) fn permits_and_shared_runs(url: &str) {
         assert!(String::from_utf8_lossy(&out.stderr).contains("does not offer"));
         return;
     }
-    let dir = scratch();
-    let hold = |marker: &Path, flags: &[&str]| {
-        let script = format!("echo $DLOCK_TOKEN > {}; sleep 8", marker.display());
-        let mut args = vec!["run"];
-        args.extend_from_slice(flags);
-        args.extend_from_slice(&[&name, "--", "sh", "-c", &script]);
-        spawn(url, &args)
-    };
-    let (m1, m2) = (dir.join("p1"), dir.join("p2"));
-    let mut h1 = hold(&m1, &["--permits", "2"]);
-    let mut h2 = hold(&m2, &["--permits", "2"]);
+    let (mut h1, m1) = spawn_holder(url, &name, &["--permits", "2"], 8);
+    let (mut h2, m2) = spawn_holder(url, &name, &["--permits", "2"], 8);
     wait_for_file(&m1, Duration::from_secs(10));
     wait_for_file(&m2, Duration::from_secs(10));
     let code = |args: &[&str]| output(url, args).status.code();
@@ -157,10 +135,9 @@ pub(crate) fn permits_and_shared_runs(url: &str) {
     let json =
         String::from_utf8_lossy(&output(url, &["status", "--json", &name]).stdout).into_owned();
     assert!(json.contains("\"semaphore\":{\"permits\":2"), "{json}");
-    let (r1, r2) = (dir.join("r1"), dir.join("r2"));
-    let mut reader = hold(&r1, &["--shared"]);
+    let (mut reader, r1) = spawn_holder(url, &name, &["--shared"], 8);
     wait_for_file(&r1, Duration::from_secs(10));
-    let mut second = hold(&r2, &["--shared"]);
+    let (mut second, r2) = spawn_holder(url, &name, &["--shared"], 8);
     wait_for_file(&r2, Duration::from_secs(10));
     assert_eq!(
         code(&["run", "--exclusive", "--wait", "0", &name, "--", "true"]),

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::common::{alive, output, scratch, spawn, unique, wait_exit, wait_for_file};
+use crate::common::{
+    alive, output, scratch, spawn, spawn_holder, unique, wait_exit, wait_for_file,
+};
 use crate::{BUSY, LEASE_LOST, TIMEOUT};
 
 fn token_of(url: &str, name: &str) -> u64 {
@@ -22,20 +24,8 @@ fn token_of(url: &str, name: &str) -> u64 {
 
 /// Two runs at once with `--wait 0`: one runs, the other exits BUSY within a second.
 pub(crate) fn busy_run_exits_at_once(url: &str) {
-    let dir = scratch();
     let name = unique("busy");
-    let marker = dir.join("started");
-    let mut holder = spawn(
-        url,
-        &[
-            "run",
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo $DLOCK_TOKEN > {}; sleep 3", marker.display()),
-        ],
-    );
+    let (mut holder, marker) = spawn_holder(url, &name, &[], 3);
     wait_for_file(&marker, Duration::from_secs(10));
     let t = Instant::now();
     let out = output(url, &["run", "--wait", "0", &name, "--", "true"]);

@@ -42,6 +42,20 @@ pub fn spawn(url: &str, args: &[&str]) -> Child {
 }
 
 /// `dlock leader --watch --json NAME` running, and its stdout's lines as they come.
+/// A `dlock run` (with `flags`) of `name` holding it for `hold_secs`, and the file its
+/// command writes `$DLOCK_TOKEN` to once it runs under the lock (see [`wait_for_file`]).
+pub fn spawn_holder(url: &str, name: &str, flags: &[&str], hold_secs: u32) -> (Child, PathBuf) {
+    let marker = scratch().join("token");
+    let script = format!(
+        "echo $DLOCK_TOKEN > {}; sleep {hold_secs}",
+        marker.display()
+    );
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&[name, "--", "sh", "-c", &script]);
+    (spawn(url, &args), marker)
+}
+
 pub fn watch_leader(url: &str, name: &str) -> (Child, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
     let mut watcher = dlock(url)
