@@ -2,14 +2,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use dlock_core::backend::retry_transient;
-use dlock_core::{
-    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, HolderWatch, Holding, Lease,
-    LockError, LockInfo, LockName, Ticket, waited,
-};
+use dlock_core::{Acquisition, Delegating, DistributedLock, Lease, LockError, waited};
 
 use crate::{Link, TestClient};
 
@@ -62,82 +58,42 @@ impl Switched {
     }
 }
 
-#[async_trait]
-impl DistributedLock for Switched {
-    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
-        let Some(wait) = request.wait() else {
-            self.check()?;
-            return self.inner.acquire_with(request).await;
-        };
-        // as a backend would: an outage during the wait is retried within it
-        let name = request.name();
-        retry_transient(name, wait, |left| async move {
-            self.check()?;
-            waited(
-                self.inner.acquire_with(&request.waiting(left)).await,
-                name,
-                left,
-            )
-        })
-        .await
-        .map(Some)
+impl Delegating for Switched {
+    type Inner = dyn DistributedLock;
+
+    fn delegate(&self) -> &(dyn DistributedLock + 'static) {
+        &*self.inner
     }
-    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+
+    fn reach(&self) -> Result<&(dyn DistributedLock + 'static), LockError> {
         self.check()?;
-        self.inner.renew(lease).await
+        Ok(&*self.inner)
     }
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        self.check()?;
-        self.inner.release(lease).await
-    }
-    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        self.check()?;
-        self.inner.inspect(name).await
-    }
-    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
-        self.check()?;
-        self.inner.holders(name, of).await
-    }
-    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        self.check()?;
-        self.inner.release_after(lease, linger).await
-    }
-    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
-        self.check()?;
-        self.inner.holder_changed(watch).await
-    }
-    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
-        self.check()?;
-        self.inner.hand_over(lease).await
-    }
-    async fn proclaim(
-        &self,
-        lease: &Lease,
-        value: &dlock_core::HolderValue,
-    ) -> Result<(), LockError> {
-        self.check()?;
-        self.inner.proclaim(lease, value).await
-    }
-    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
-        self.check()?;
-        self.inner.resume(ticket).await
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
-        self.check()?;
-        self.inner.list(prefix).await
-    }
-    async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
-        self.check()?;
-        self.inner.diagnose().await
-    }
-    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        self.check()?;
-        self.inner.break_holder(name).await
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn backend_name(&self) -> &'static str {
-        self.inner.backend_name()
+}
+
+// Every call fails while the switch is cut; a waiting acquisition keeps trying.
+dlock_core::delegate_lock! {
+    impl [] for Switched;
+    forward [renew, release, inspect, holders, release_after, holder_changed, hand_over,
+        proclaim, resume, list, diagnose, break_holder, capabilities, backend_name];
+    {
+        async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+            let Some(wait) = request.wait() else {
+                self.check()?;
+                return self.inner.acquire_with(request).await;
+            };
+            // as a backend would: an outage during the wait is retried within it
+            let name = request.name();
+            retry_transient(name, wait, |left| async move {
+                self.check()?;
+                waited(
+                    self.inner.acquire_with(&request.waiting(left)).await,
+                    name,
+                    left,
+                )
+            })
+            .await
+            .map(Some)
+        }
     }
 }

@@ -2,14 +2,10 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use crate::{
-    Access, Acquisition, Capabilities, DistributedLock, Held, HolderWatch, Holding, Lease,
-    LockError, LockInfo, LockName, Ticket,
-};
+use crate::{Acquisition, DistributedLock, Lease, LockError, LockName};
 
 /// The metric names dlock records (through the `metrics` facade: install any recorder
 /// or exporter to collect them; without one they cost next to nothing).
@@ -269,81 +265,59 @@ fn outcome_of_error(e: &LockError) -> &'static str {
     }
 }
 
-#[async_trait]
-impl<L: DistributedLock> DistributedLock for Instrumented<L> {
-    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
-        match request.wait() {
-            None => self.attempt(request).await,
-            Some(_) => self.wait_for(request).await,
+impl<L: DistributedLock> crate::Delegating for Instrumented<L> {
+    type Inner = L;
+
+    fn delegate(&self) -> &L {
+        &self.inner
+    }
+}
+
+// Acquiring, renewing and releasing are measured; the rest forwards.
+crate::delegate_lock! {
+    impl [L: DistributedLock] for Instrumented<L>;
+    forward [inspect, hand_over, resume, proclaim, list, diagnose, break_holder, holders,
+        holder_changed, capabilities, backend_name];
+    {
+        async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+            match request.wait() {
+                None => self.attempt(request).await,
+                Some(_) => self.wait_for(request).await,
+            }
         }
-    }
 
-    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        let span = tracing::debug_span!("dlock.renew", lock = %lease.name(), backend = self.inner.backend_name(), outcome = tracing::field::Empty);
-        let r = self.inner.renew(lease).instrument(span.clone()).await;
-        let outcome = match &r {
-            Ok(_) => "ok",
-            Err(e) => outcome_of_error(e),
-        };
-        span.record("outcome", outcome);
-        metrics::counter!(
-            names::RENEW_TOTAL,
-            with(self.labels(lease.name()), "outcome", outcome)
-        )
-        .increment(1);
-        r
-    }
+        async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+            let span = tracing::debug_span!("dlock.renew", lock = %lease.name(), backend = self.inner.backend_name(), outcome = tracing::field::Empty);
+            let r = self.inner.renew(lease).instrument(span.clone()).await;
+            let outcome = match &r {
+                Ok(_) => "ok",
+                Err(e) => outcome_of_error(e),
+            };
+            span.record("outcome", outcome);
+            metrics::counter!(
+                names::RENEW_TOTAL,
+                with(self.labels(lease.name()), "outcome", outcome)
+            )
+            .increment(1);
+            r
+        }
 
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), outcome = tracing::field::Empty);
-        let r = self.inner.release(lease).instrument(span.clone()).await;
-        self.count_release(&span, lease, &r);
-        r
-    }
+        async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+            let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), outcome = tracing::field::Empty);
+            let r = self.inner.release(lease).instrument(span.clone()).await;
+            self.count_release(&span, lease, &r);
+            r
+        }
 
-    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        self.inner.inspect(name).await
-    }
-    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
-        self.inner.hand_over(lease).await
-    }
-    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
-        self.inner.resume(ticket).await
-    }
-    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
-        self.inner.proclaim(lease, value).await
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
-        self.inner.list(prefix).await
-    }
-    async fn diagnose(&self) -> Result<Vec<crate::Finding>, LockError> {
-        self.inner.diagnose().await
-    }
-    async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        self.inner.break_holder(name).await
-    }
-    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
-        self.inner.holders(name, of).await
-    }
-    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), linger_ms = u64::try_from(linger.as_millis()).unwrap_or(u64::MAX), outcome = tracing::field::Empty);
-        let r = self
-            .inner
-            .release_after(lease, linger)
-            .instrument(span.clone())
-            .await;
-        self.count_release(&span, lease, &r);
-        r
-    }
-    async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
-        self.inner.holder_changed(watch).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn backend_name(&self) -> &'static str {
-        self.inner.backend_name()
+        async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+            let span = tracing::debug_span!("dlock.release", lock = %lease.name(), backend = self.inner.backend_name(), linger_ms = u64::try_from(linger.as_millis()).unwrap_or(u64::MAX), outcome = tracing::field::Empty);
+            let r = self
+                .inner
+                .release_after(lease, linger)
+                .instrument(span.clone())
+                .await;
+            self.count_release(&span, lease, &r);
+            r
+        }
     }
 }

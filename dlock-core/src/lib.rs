@@ -32,6 +32,7 @@ pub mod backend;
 mod backoff;
 mod capabilities;
 mod cleanup;
+mod delegate;
 mod doctor;
 mod duration;
 mod election;
@@ -66,6 +67,7 @@ pub use async_trait::async_trait;
 pub use backoff::{Backoff, Deadline};
 pub use capabilities::{Capabilities, LeaseScope};
 pub use cleanup::{pending_cleanups, settle, spawn_cleanup};
+pub use delegate::Delegating;
 pub use doctor::{
     CLOCK_OFFSET_CRITICAL, CLOCK_OFFSET_WARNING, Finding, Severity, clock_offset, now_ms,
 };

@@ -24,14 +24,8 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
-
-use crate::{
-    Access, Acquisition, Capabilities, DistributedLock, Finding, Held, Holding, Lease, LockError,
-    LockInfo, LockName, Ticket,
-};
+use crate::{Access, Acquisition, DistributedLock, Lease, LockError, LockInfo, LockName};
 
 /// What a [`SharedLock`] can view: an `Arc` of any lock — `Arc<dyn DistributedLock>`,
 /// `Arc<dyn Coordination>` (what `dlock_any::connect_coordination` returns), or a
@@ -107,81 +101,48 @@ impl SharedLock {
     }
 }
 
-#[async_trait]
-impl DistributedLock for SharedLock {
-    async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
-        // a mutex acquisition through this side is this side's; any other passes as is
-        let request = match request.access() {
-            Access::Exclusive => request.with_access(self.access),
-            _ => *request,
-        };
-        self.backend.acquire_with(&request).await
+impl crate::Delegating for SharedLock {
+    type Inner = dyn DistributedLock;
+
+    fn delegate(&self) -> &(dyn DistributedLock + 'static) {
+        &*self.backend
     }
+}
 
-    async fn holders(&self, name: &LockName, of: Access) -> Result<Vec<Holding>, LockError> {
-        self.backend.holders(name, of).await
-    }
+// The backend knows how to renew and cut its own leases (a permit's or a reader's
+// too). `holder_changed` keeps the provided polling: the backend's watches follow the
+// mutex's holder, not this side's. `break_holder` too: `name`'s mutex is another lock
+// than this side's, and breaking it here would break the wrong holder, so a view
+// answers that it cannot (the trait's default).
+crate::delegate_lock! {
+    impl [] for SharedLock;
+    forward [holders, renew, release, release_after, hand_over, resume, proclaim, list,
+        diagnose, capabilities, backend_name];
+    {
+        async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
+            // a mutex acquisition through this side is this side's; any other passes as is
+            let request = match request.access() {
+                Access::Exclusive => request.with_access(self.access),
+                _ => *request,
+            };
+            self.backend.acquire_with(&request).await
+        }
 
-    async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
-        self.backend.renew(lease).await
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        self.backend.release(lease).await
-    }
-
-    // The backend knows how to cut its own leases (a permit's or a reader's too).
-    // `holder_changed` keeps the provided polling: the backend's watches follow the
-    // mutex's holder, not this side's.
-    async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
-        self.backend.release_after(lease, linger).await
-    }
-
-    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let mut holders = self.backend.holders(name, self.access).await?;
-        // the latest grant; on a read-write lock the writer first, since that is
-        // whom either side waits for
-        let writer = holders.iter().position(|h| h.access == Access::Write);
-        let chosen = match writer {
-            Some(i) => Some(holders.swap_remove(i)),
-            None => holders.into_iter().max_by_key(|h| h.token),
-        };
-        Ok(chosen.map(|h| LockInfo {
-            owner: h.owner,
-            token: h.token,
-            remaining: h.remaining,
-            proclaimed: None,
-        }))
-    }
-
-    async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
-        self.backend.hand_over(lease).await
-    }
-
-    async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
-        self.backend.resume(ticket).await
-    }
-
-    async fn proclaim(&self, lease: &Lease, value: &crate::HolderValue) -> Result<(), LockError> {
-        self.backend.proclaim(lease, value).await
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
-        self.backend.list(prefix).await
-    }
-
-    async fn diagnose(&self) -> Result<Vec<Finding>, LockError> {
-        self.backend.diagnose().await
-    }
-
-    // `name`'s mutex is another lock than this side's: breaking it here would break the
-    // wrong holder, so a view answers that it cannot (the trait's default)
-
-    fn capabilities(&self) -> Capabilities {
-        self.backend.capabilities()
-    }
-
-    fn backend_name(&self) -> &'static str {
-        self.backend.backend_name()
+        async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+            let mut holders = self.backend.holders(name, self.access).await?;
+            // the latest grant; on a read-write lock the writer first, since that is
+            // whom either side waits for
+            let writer = holders.iter().position(|h| h.access == Access::Write);
+            let chosen = match writer {
+                Some(i) => Some(holders.swap_remove(i)),
+                None => holders.into_iter().max_by_key(|h| h.token),
+            };
+            Ok(chosen.map(|h| LockInfo {
+                owner: h.owner,
+                token: h.token,
+                remaining: h.remaining,
+                proclaimed: None,
+            }))
+        }
     }
 }
