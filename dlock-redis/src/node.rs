@@ -170,10 +170,11 @@ impl Node {
         ttl: Duration,
         queueing: Option<Queueing>,
     ) -> Result<Answer, LockError> {
-        if !keys.fifo {
-            // the plain layout: a waiter woken by our release goes first
-            self.courtesy.stay_back(&keys.lock).await;
-        }
+        // the plain layout: a waiter woken by our release goes first
+        let head_start = match keys.fifo {
+            false => self.courtesy.stay_back(&keys.lock).await,
+            true => None,
+        };
         let mut conn = self.conn.clone();
         let (taken, n, counter): (i64, i64, i64) = self
             .run(
@@ -193,6 +194,10 @@ impl Node {
                     .invoke_async(&mut conn),
             )
             .await?;
+        if let Some(length) = head_start {
+            self.courtesy
+                .after_head_start(&keys.lock, length, taken == 1);
+        }
         Ok(if taken == 1 {
             Answer::taken(self.token(n)?)
         } else {
