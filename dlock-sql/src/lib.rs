@@ -140,6 +140,48 @@ mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod prune;
+/// One `#[tokio::test]` per dialect (under its feature) for each listed case — an
+/// `async fn case(url: &str)` of the test module — named `sqlite::case` (on a fresh
+/// file), `postgres::case`, `pgbouncer::case` (through the pooler in transaction mode)
+/// and `mysql::case` (on the test servers; a missing one fails under `CI=true`).
+#[cfg(test)]
+macro_rules! on_every_dialect {
+    ($($case:ident),+ $(,)?) => {
+        #[cfg(feature = "sqlite")]
+        mod sqlite {
+            $(#[tokio::test]
+            async fn $case() {
+                let dir = std::env::temp_dir().join("dlock-sql-tests");
+                std::fs::create_dir_all(&dir).unwrap();
+                let file = format!("{}-{:016x}.sqlite", stringify!($case), dlock_core::random_u64());
+                super::$case(&format!("sqlite://{}", dir.join(file).display())).await;
+            })+
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(&dlock_conformance::required_env("DLOCK_TEST_POSTGRES_URL")).await;
+            })+
+        }
+        #[cfg(feature = "postgres")]
+        mod pgbouncer {
+            $(#[tokio::test]
+            async fn $case() {
+                let url = dlock_conformance::required_env("DLOCK_TEST_PGBOUNCER_URL");
+                let sep = if url.contains('?') { '&' } else { '?' };
+                super::$case(&format!("{url}{sep}pooler=transaction")).await;
+            })+
+        }
+        #[cfg(feature = "mysql")]
+        mod mysql {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(&dlock_conformance::required_env("DLOCK_TEST_MYSQL_URL")).await;
+            })+
+        }
+    };
+}
 #[cfg(test)]
 mod renew_batch_tests;
 #[cfg(test)]

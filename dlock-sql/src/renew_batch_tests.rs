@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use dlock_conformance::required_env;
 use dlock_core::{OwnerId, random_u64};
 
 use crate::SqlLock;
@@ -94,35 +93,4 @@ async fn a_batch_renews_exactly_the_held_leases(url: &str) {
     );
 }
 
-#[cfg(feature = "sqlite")]
-#[tokio::test]
-async fn sqlite_batch_renews_exactly_the_held_leases() {
-    let dir = std::env::temp_dir().join("dlock-sql-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!(
-        "sqlite://{}/renew-batch-{:016x}.sqlite",
-        dir.display(),
-        random_u64()
-    );
-    a_batch_renews_exactly_the_held_leases(&url).await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test]
-async fn postgres_batch_renews_exactly_the_held_leases() {
-    a_batch_renews_exactly_the_held_leases(&required_env("DLOCK_TEST_POSTGRES_URL")).await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test]
-async fn postgres_through_pgbouncer_batch_renews_exactly_the_held_leases() {
-    let url = required_env("DLOCK_TEST_PGBOUNCER_URL");
-    let sep = if url.contains('?') { '&' } else { '?' };
-    a_batch_renews_exactly_the_held_leases(&format!("{url}{sep}pooler=transaction")).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test]
-async fn mysql_batch_renews_exactly_the_held_leases() {
-    a_batch_renews_exactly_the_held_leases(&required_env("DLOCK_TEST_MYSQL_URL")).await;
-}
+on_every_dialect!(a_batch_renews_exactly_the_held_leases);

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use dlock_conformance::required_env;
 use dlock_core::{LockName, OwnerId, random_u64};
 
 use crate::SqlLock;
@@ -97,52 +96,7 @@ async fn a_duplicate_take_never_shortens_the_expiry(url: &str) {
     );
 }
 
-#[cfg(feature = "sqlite")]
-#[tokio::test]
-async fn sqlite_duplicate_take_keeps_the_expiry() {
-    let dir = std::env::temp_dir().join("dlock-sql-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!(
-        "sqlite://{}/retake-{:016x}.sqlite",
-        dir.display(),
-        random_u64()
-    );
-    a_duplicate_take_never_shortens_the_expiry(&url).await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test]
-async fn postgres_duplicate_take_keeps_the_expiry() {
-    a_duplicate_take_never_shortens_the_expiry(&required_env("DLOCK_TEST_POSTGRES_URL")).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test]
-async fn mysql_duplicate_take_keeps_the_expiry() {
-    a_duplicate_take_never_shortens_the_expiry(&required_env("DLOCK_TEST_MYSQL_URL")).await;
-}
-
-#[cfg(feature = "sqlite")]
-#[tokio::test]
-async fn sqlite_duplicate_take_keeps_the_token() {
-    let dir = std::env::temp_dir().join("dlock-sql-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!(
-        "sqlite://{}/retake-{:016x}.sqlite",
-        dir.display(),
-        random_u64()
-    );
-    a_duplicate_take_keeps_the_token(&url).await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test]
-async fn postgres_duplicate_take_keeps_the_token() {
-    a_duplicate_take_keeps_the_token(&required_env("DLOCK_TEST_POSTGRES_URL")).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test]
-async fn mysql_duplicate_take_keeps_the_token() {
-    a_duplicate_take_keeps_the_token(&required_env("DLOCK_TEST_MYSQL_URL")).await;
-}
+on_every_dialect!(
+    a_duplicate_take_keeps_the_token,
+    a_duplicate_take_never_shortens_the_expiry
+);

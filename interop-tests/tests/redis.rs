@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_any::{DistributedLock, LockName};
+use dlock_any::{DistributedLock, Lease, LockName};
 use dlock_conformance::required_env;
 use dlock_interop_tests::unique;
 use redis::AsyncCommands;
@@ -39,12 +39,14 @@ fn rslock(urls: Vec<String>) -> rslock::LockManager {
     m
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_keeps_the_other_out_on_one_server() {
-    let lock = dlock().await;
-    let theirs = rslock(vec![url()]);
-    let name = unique("interop-redis");
-    let n = LockName::new(&name).unwrap();
+/// rslock holds `name`: dlock cannot take it; rslock lets go: dlock takes it, and
+/// rslock cannot. dlock's lease.
+async fn each_keeps_the_other_out(
+    lock: &dyn DistributedLock,
+    theirs: &rslock::LockManager,
+    name: &str,
+) -> Lease {
+    let n = LockName::new(name).unwrap();
     let held = theirs.lock(name.as_bytes(), TTL).await.unwrap();
     assert!(
         lock.try_acquire(&n, TTL).await.unwrap().is_none(),
@@ -56,6 +58,15 @@ async fn each_keeps_the_other_out_on_one_server() {
         theirs.lock(name.as_bytes(), TTL).await.is_err(),
         "rslock got in while dlock held"
     );
+    ours
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_keeps_the_other_out_on_one_server() {
+    let lock = dlock().await;
+    let theirs = rslock(vec![url()]);
+    let name = unique("interop-redis");
+    let ours = each_keeps_the_other_out(&*lock, &theirs, &name).await;
     // the key is the name itself, holding dlock's owner id
     let mut conn = redis::Client::open(url())
         .unwrap()
@@ -82,18 +93,7 @@ async fn each_keeps_the_other_out_on_redlock() {
     .unwrap();
     let theirs = rslock(urls);
     let name = unique("interop-redlock");
-    let n = LockName::new(&name).unwrap();
-    let held = theirs.lock(name.as_bytes(), TTL).await.unwrap();
-    assert!(
-        lock.try_acquire(&n, TTL).await.unwrap().is_none(),
-        "rslock holds {name}"
-    );
-    theirs.unlock(&held).await;
-    let ours = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
-    assert!(
-        theirs.lock(name.as_bytes(), TTL).await.is_err(),
-        "rslock got in while dlock held"
-    );
+    let ours = each_keeps_the_other_out(&*lock, &theirs, &name).await;
     assert!(lock.release(&ours).await.unwrap());
 }
 
