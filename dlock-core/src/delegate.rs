@@ -80,133 +80,75 @@ macro_rules! delegate_lock {
         );
     };
     // every forwarded method is written out before the impl is, so that
-    // `async_trait` sees them all as methods, not as a macro call
-    (@write $head:tt [$($done:tt)*] acquire_with $($rest:ident)*) => {
+    // `async_trait` sees them all as methods, not as a macro call: each name gives its
+    // signature to `@async` (forwarded to `reach`) or `@sync` (to `delegate`)
+    (@write $head:tt $done:tt acquire_with $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            acquire_with(request: &$crate::Acquisition<'_>) -> Option<$crate::Lease>);
+    };
+    (@write $head:tt $done:tt renew $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            renew(lease: &$crate::Lease) -> $crate::Lease);
+    };
+    (@write $head:tt $done:tt release $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*] release(lease: &$crate::Lease) -> bool);
+    };
+    (@write $head:tt $done:tt release_after $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            release_after(lease: &$crate::Lease, linger: ::std::time::Duration) -> bool);
+    };
+    (@write $head:tt $done:tt inspect $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            inspect(name: &$crate::LockName) -> Option<$crate::LockInfo>);
+    };
+    (@write $head:tt $done:tt holders $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            holders(name: &$crate::LockName, of: $crate::Access) -> Vec<$crate::Holding>);
+    };
+    (@write $head:tt $done:tt holder_changed $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            holder_changed(watch: &$crate::HolderWatch<'_>) -> ());
+    };
+    (@write $head:tt $done:tt break_holder $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            break_holder(name: &$crate::LockName) -> Option<$crate::LockInfo>);
+    };
+    (@write $head:tt $done:tt hand_over $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            hand_over(lease: &$crate::Lease) -> $crate::Ticket);
+    };
+    (@write $head:tt $done:tt resume $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            resume(ticket: &$crate::Ticket) -> $crate::Lease);
+    };
+    (@write $head:tt $done:tt proclaim $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            proclaim(lease: &$crate::Lease, value: &$crate::HolderValue) -> ());
+    };
+    (@write $head:tt $done:tt list $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*] list(prefix: &str) -> Vec<$crate::Held>);
+    };
+    (@write $head:tt $done:tt diagnose $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*] diagnose() -> Vec<$crate::Finding>);
+    };
+    (@write $head:tt $done:tt capabilities $($rest:ident)*) => {
+        $crate::delegate_lock!(@sync $head $done [$($rest)*] capabilities() -> $crate::Capabilities);
+    };
+    (@write $head:tt $done:tt backend_name $($rest:ident)*) => {
+        $crate::delegate_lock!(@sync $head $done [$($rest)*] backend_name() -> &'static str);
+    };
+    (@async $head:tt [$($done:tt)*] [$($rest:ident)*]
+        $method:ident($($arg:ident: $ty:ty),*) -> $answer:ty) => {
         $crate::delegate_lock!(@write $head [$($done)*
-            async fn acquire_with(
-                &self,
-                request: &$crate::Acquisition<'_>,
-            ) -> Result<Option<$crate::Lease>, $crate::LockError> {
-                $crate::DistributedLock::acquire_with($crate::Delegating::reach(self)?, request).await
+            async fn $method(&self $(, $arg: $ty)*) -> Result<$answer, $crate::LockError> {
+                $crate::DistributedLock::$method($crate::Delegating::reach(self)? $(, $arg)*).await
             }
         ] $($rest)*);
     };
-    (@write $head:tt [$($done:tt)*] renew $($rest:ident)*) => {
+    (@sync $head:tt [$($done:tt)*] [$($rest:ident)*] $method:ident() -> $answer:ty) => {
         $crate::delegate_lock!(@write $head [$($done)*
-            async fn renew(&self, lease: &$crate::Lease) -> Result<$crate::Lease, $crate::LockError> {
-                $crate::DistributedLock::renew($crate::Delegating::reach(self)?, lease).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] release $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn release(&self, lease: &$crate::Lease) -> Result<bool, $crate::LockError> {
-                $crate::DistributedLock::release($crate::Delegating::reach(self)?, lease).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] release_after $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn release_after(
-                &self,
-                lease: &$crate::Lease,
-                linger: ::std::time::Duration,
-            ) -> Result<bool, $crate::LockError> {
-                $crate::DistributedLock::release_after($crate::Delegating::reach(self)?, lease, linger).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] inspect $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn inspect(
-                &self,
-                name: &$crate::LockName,
-            ) -> Result<Option<$crate::LockInfo>, $crate::LockError> {
-                $crate::DistributedLock::inspect($crate::Delegating::reach(self)?, name).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] holders $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn holders(
-                &self,
-                name: &$crate::LockName,
-                of: $crate::Access,
-            ) -> Result<Vec<$crate::Holding>, $crate::LockError> {
-                $crate::DistributedLock::holders($crate::Delegating::reach(self)?, name, of).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] holder_changed $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn holder_changed(
-                &self,
-                watch: &$crate::HolderWatch<'_>,
-            ) -> Result<(), $crate::LockError> {
-                $crate::DistributedLock::holder_changed($crate::Delegating::reach(self)?, watch).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] break_holder $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn break_holder(
-                &self,
-                name: &$crate::LockName,
-            ) -> Result<Option<$crate::LockInfo>, $crate::LockError> {
-                $crate::DistributedLock::break_holder($crate::Delegating::reach(self)?, name).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] hand_over $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn hand_over(&self, lease: &$crate::Lease) -> Result<$crate::Ticket, $crate::LockError> {
-                $crate::DistributedLock::hand_over($crate::Delegating::reach(self)?, lease).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] resume $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn resume(&self, ticket: &$crate::Ticket) -> Result<$crate::Lease, $crate::LockError> {
-                $crate::DistributedLock::resume($crate::Delegating::reach(self)?, ticket).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] proclaim $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn proclaim(
-                &self,
-                lease: &$crate::Lease,
-                value: &$crate::HolderValue,
-            ) -> Result<(), $crate::LockError> {
-                $crate::DistributedLock::proclaim($crate::Delegating::reach(self)?, lease, value).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] list $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn list(&self, prefix: &str) -> Result<Vec<$crate::Held>, $crate::LockError> {
-                $crate::DistributedLock::list($crate::Delegating::reach(self)?, prefix).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] diagnose $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            async fn diagnose(&self) -> Result<Vec<$crate::Finding>, $crate::LockError> {
-                $crate::DistributedLock::diagnose($crate::Delegating::reach(self)?).await
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] capabilities $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            fn capabilities(&self) -> $crate::Capabilities {
-                $crate::DistributedLock::capabilities($crate::Delegating::delegate(self))
-            }
-        ] $($rest)*);
-    };
-    (@write $head:tt [$($done:tt)*] backend_name $($rest:ident)*) => {
-        $crate::delegate_lock!(@write $head [$($done)*
-            fn backend_name(&self) -> &'static str {
-                $crate::DistributedLock::backend_name($crate::Delegating::delegate(self))
+            fn $method(&self) -> $answer {
+                $crate::DistributedLock::$method($crate::Delegating::delegate(self))
             }
         ] $($rest)*);
     };

@@ -157,27 +157,22 @@ macro_rules! on_every_dialect {
                 super::$case(&format!("sqlite://{}", dir.join(file).display())).await;
             })+
         }
-        #[cfg(feature = "postgres")]
-        mod postgres {
+        on_every_dialect!(@server postgres, "postgres", "DLOCK_TEST_POSTGRES_URL", ""; $($case),+);
+        on_every_dialect!(@server pgbouncer, "postgres", "DLOCK_TEST_PGBOUNCER_URL",
+            "pooler=transaction"; $($case),+);
+        on_every_dialect!(@server mysql, "mysql", "DLOCK_TEST_MYSQL_URL", ""; $($case),+);
+    };
+    (@server $module:ident, $feature:literal, $var:literal, $query:literal; $($case:ident),+) => {
+        #[cfg(feature = $feature)]
+        mod $module {
             $(#[tokio::test]
             async fn $case() {
-                super::$case(&dlock_conformance::required_env("DLOCK_TEST_POSTGRES_URL")).await;
-            })+
-        }
-        #[cfg(feature = "postgres")]
-        mod pgbouncer {
-            $(#[tokio::test]
-            async fn $case() {
-                let url = dlock_conformance::required_env("DLOCK_TEST_PGBOUNCER_URL");
-                let sep = if url.contains('?') { '&' } else { '?' };
-                super::$case(&format!("{url}{sep}pooler=transaction")).await;
-            })+
-        }
-        #[cfg(feature = "mysql")]
-        mod mysql {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(&dlock_conformance::required_env("DLOCK_TEST_MYSQL_URL")).await;
+                let mut url = dlock_conformance::required_env($var);
+                if !$query.is_empty() {
+                    url.push(if url.contains('?') { '&' } else { '?' });
+                    url.push_str($query);
+                }
+                super::$case(&url).await;
             })+
         }
     };
