@@ -197,7 +197,17 @@ impl SqlLockBuilder {
     }
 }
 
-#[allow(dead_code)]
+/// A server database's pool. No ping per checkout: a dead connection fails its
+/// statement, retried like any outage; a ping would cost a round trip per operation.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn pool_options<DB: sqlx::Database>(opts: &Options) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(opts.pool_size)
+        .acquire_timeout(opts.op_timeout)
+        .test_before_acquire(false)
+}
+
+#[allow(dead_code)] // with every database's feature on
 fn feature_off(feature: &str, shown: &str) -> LockError {
     LockError::Config(format!(
         "{shown:?} needs dlock-sql's cargo feature `{feature}`, which is not enabled"
@@ -278,12 +288,7 @@ async fn postgres(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Stor
     }
     let options_for_listen = options.clone();
     reachable(&options, "PostgreSQL", url, opts).await?;
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(opts.pool_size)
-        .acquire_timeout(opts.op_timeout)
-        // No ping per checkout: a dead connection fails its statement, which is
-        // retried like any outage, and the ping would cost a round trip per operation.
-        .test_before_acquire(false)
+    let pool = pool_options(opts)
         .connect_with(options)
         .await
         .map_err(|e| connect_error(shown, e))?;
@@ -309,12 +314,7 @@ async fn mysql(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>,
     let options =
         sqlx::mysql::MySqlConnectOptions::from_str(&url).map_err(|e| bad_url(shown, e))?;
     reachable(&options, "MySQL/MariaDB", &url, opts).await?;
-    let pool = sqlx::mysql::MySqlPoolOptions::new()
-        .max_connections(opts.pool_size)
-        .acquire_timeout(opts.op_timeout)
-        // No ping per checkout: a dead connection fails its statement, which is
-        // retried like any outage, and the ping would cost a round trip per operation.
-        .test_before_acquire(false)
+    let pool = pool_options(opts)
         .connect_with(options)
         .await
         .map_err(|e| connect_error(shown, e))?;

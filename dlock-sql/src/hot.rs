@@ -16,6 +16,25 @@ use sqlx::query::Query;
 use sqlx::{Database, Executor, IntoArguments, Pool, pool::PoolConnection};
 use tokio::sync::{Mutex, MutexGuard};
 
+/// A statement's call (`q.$call(executor)`) on the hot connection when it is free, in a
+/// transaction of its own behind a transaction pooler, on the pool otherwise.
+macro_rules! on_hot {
+    ($hot:ident, $q:ident, $call:ident) => {{
+        if let Some((slot, mut conn)) = $hot.take().await? {
+            let r = $q.$call(&mut *conn).await;
+            Self::put_back(slot, conn, r.as_ref().err());
+            return r;
+        }
+        if $hot.own_transactions {
+            let mut tx = $hot.pool.begin().await?;
+            let r = $q.persistent(false).$call(&mut *tx).await?;
+            tx.commit().await?;
+            return Ok(r);
+        }
+        $q.$call(&$hot.pool).await
+    }};
+}
+
 /// The pool, with one of its connections held out for whoever comes when it is free.
 pub(crate) struct Hot<DB: Database> {
     pool: Pool<DB>,
@@ -93,18 +112,7 @@ where
         &self,
         q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<Option<DB::Row>, sqlx::Error> {
-        if let Some((slot, mut conn)) = self.take().await? {
-            let r = q.fetch_optional(&mut *conn).await;
-            Self::put_back(slot, conn, r.as_ref().err());
-            return r;
-        }
-        if self.own_transactions {
-            let mut tx = self.pool.begin().await?;
-            let r = q.persistent(false).fetch_optional(&mut *tx).await?;
-            tx.commit().await?;
-            return Ok(r);
-        }
-        q.fetch_optional(&self.pool).await
+        on_hot!(self, q, fetch_optional)
     }
 
     /// As `Query::fetch_all`.
@@ -115,18 +123,7 @@ where
         &self,
         q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<Vec<DB::Row>, sqlx::Error> {
-        if let Some((slot, mut conn)) = self.take().await? {
-            let r = q.fetch_all(&mut *conn).await;
-            Self::put_back(slot, conn, r.as_ref().err());
-            return r;
-        }
-        if self.own_transactions {
-            let mut tx = self.pool.begin().await?;
-            let r = q.persistent(false).fetch_all(&mut *tx).await?;
-            tx.commit().await?;
-            return Ok(r);
-        }
-        q.fetch_all(&self.pool).await
+        on_hot!(self, q, fetch_all)
     }
 
     /// As `Query::execute`.
@@ -137,18 +134,7 @@ where
         &self,
         q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<DB::QueryResult, sqlx::Error> {
-        if let Some((slot, mut conn)) = self.take().await? {
-            let r = q.execute(&mut *conn).await;
-            Self::put_back(slot, conn, r.as_ref().err());
-            return r;
-        }
-        if self.own_transactions {
-            let mut tx = self.pool.begin().await?;
-            let r = q.persistent(false).execute(&mut *tx).await?;
-            tx.commit().await?;
-            return Ok(r);
-        }
-        q.execute(&self.pool).await
+        on_hot!(self, q, execute)
     }
 }
 
