@@ -256,6 +256,19 @@ impl<'p> Steps<'p> {
         figures_so_far
     }
 
+    /// Runs a scenario whose answer is its figures: started, run, its figures kept (or
+    /// its error), ended. (`run` comes boxed: a scenario's future is large.)
+    pub(crate) async fn run_figures(
+        &mut self,
+        s: Scenario,
+        figures: &mut Vec<Figure>,
+        run: impl std::future::Future<Output = Result<Vec<Figure>, LockError>>,
+    ) {
+        let at = self.start(s, figures.len());
+        let done = run.await.map(|f| figures.extend(f));
+        self.end(s, at, done, figures);
+    }
+
     /// A scenario ended: its figures from `at` on, or its error (kept, and its partial
     /// figures with it).
     pub(crate) fn end(

@@ -214,80 +214,54 @@ async fn run_scenarios(
         steps.end(Scenario::Parallel, at, done, &figures);
     }
     if wants(Scenario::Held) {
-        let at = steps.start(Scenario::Held, figures.len());
-        let done = async {
+        let run = async {
             let counter = server_requests::for_url(&url).await;
             server_count = counter.as_ref().map(|c| c.describe());
-            let h = scenarios::held(
-                Arc::clone(&lock),
-                args.held_locks,
-                args.held_ttl,
-                counter.as_deref(),
-            )
-            .await?;
-            figures.extend(h.figures());
-            Ok::<(), LockError>(())
-        }
-        .await;
-        steps.end(Scenario::Held, at, done, &figures);
+            let held = Arc::clone(&lock);
+            let h = scenarios::held(held, args.held_locks, args.held_ttl, counter.as_deref());
+            Ok(h.await?.figures())
+        };
+        steps
+            .run_figures(Scenario::Held, &mut figures, Box::pin(run))
+            .await;
     }
     let shared = lock.capabilities().shared;
     if shared && wants(Scenario::Semaphore) {
-        let at = steps.start(Scenario::Semaphore, figures.len());
-        let done = async {
-            figures.extend(
-                shared_runs::semaphore(
-                    &url,
-                    floor.as_deref(),
-                    args.cycles,
-                    args.trials,
-                    args.clients,
-                    args.duration,
-                )
-                .await?,
-            );
-            Ok::<(), LockError>(())
-        }
-        .await;
-        steps.end(Scenario::Semaphore, at, done, &figures);
+        let (cycles, trials, clients) = (args.cycles, args.trials, args.clients);
+        let run = shared_runs::semaphore(
+            &url,
+            floor.as_deref(),
+            cycles,
+            trials,
+            clients,
+            args.duration,
+        );
+        steps
+            .run_figures(Scenario::Semaphore, &mut figures, Box::pin(run))
+            .await;
     }
     if shared && wants(Scenario::RwLock) {
-        let at = steps.start(Scenario::RwLock, figures.len());
-        let done = async {
-            figures.extend(
-                shared_runs::rwlock(
-                    &url,
-                    floor.as_deref(),
-                    args.cycles,
-                    args.clients,
-                    args.duration,
-                )
-                .await?,
-            );
-            Ok::<(), LockError>(())
-        }
-        .await;
-        steps.end(Scenario::RwLock, at, done, &figures);
+        let (cycles, clients) = (args.cycles, args.clients);
+        let run = shared_runs::rwlock(&url, floor.as_deref(), cycles, clients, args.duration);
+        steps
+            .run_figures(Scenario::RwLock, &mut figures, Box::pin(run))
+            .await;
     }
     if wants(Scenario::Election) {
-        let at = steps.start(Scenario::Election, figures.len());
-        let done = async {
-            figures.extend(election_runs::election(&url, args.floor, args.trials).await?);
-            Ok::<(), LockError>(())
-        }
-        .await;
-        steps.end(Scenario::Election, at, done, &figures);
+        let run = election_runs::election(&url, args.floor, args.trials);
+        steps
+            .run_figures(Scenario::Election, &mut figures, Box::pin(run))
+            .await;
     }
     if wants(Scenario::Scale) {
-        let at = steps.start(Scenario::Scale, figures.len());
-        let done = async {
+        let run = async {
             let counter = server_requests::for_url(&url).await;
             server_count = server_count.or(counter.as_ref().map(|c| c.describe()));
-            figures.extend(scale_runs::scale(&url, &lock, args, counter.as_deref()).await?);
-            Ok::<(), LockError>(())
-        }
-        .await;
-        steps.end(Scenario::Scale, at, done, &figures);
+            scale_runs::scale(&url, &lock, args, counter.as_deref()).await
+        };
+        steps
+            .run_figures(Scenario::Scale, &mut figures, Box::pin(run))
+            .await;
     }
     let backend = lock.backend_name();
     drop((lock, floor));
