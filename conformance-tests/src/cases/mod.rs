@@ -113,6 +113,19 @@ pub(crate) async fn take_within(
     }
 }
 
+/// A shared primitive's case: a client and a fresh name for `case` when the backend
+/// offers semaphores and read-write locks, `None` (having checked that it refuses them
+/// as it should, see [`offers_shared`]) when it does not.
+pub(crate) async fn shared_case(
+    h: &impl crate::Harness,
+    case: &str,
+) -> Option<(TestClient, LockName)> {
+    let (client, name) = (h.client().await, unique(case));
+    offers_shared(&client, &name)
+        .await
+        .then_some((client, name))
+}
+
 /// Whether the backend offers semaphores and read-write locks
 /// (`Capabilities::shared`). Where it does not, checks what it promises instead — every
 /// shared call fails with the typed `Unsupported` error — and answers `false`, which

@@ -9,7 +9,7 @@ use dlock_core::{Access, Lease, LockName, random_u64};
 use tokio::time::{Instant, sleep};
 
 use super::workload::on_every_client;
-use super::{LONG_TTL, assert_fresh, offers_shared, unique};
+use super::{LONG_TTL, assert_fresh, shared_case};
 use crate::{Harness, TestClient};
 
 async fn read(c: &TestClient, name: &LockName, ttl: Duration) -> Lease {
@@ -27,12 +27,10 @@ async fn read(c: &TestClient, name: &LockName, ttl: Duration) -> Lease {
 /// once they are gone, with a token above every reader's; readers are refused while it
 /// holds.
 pub async fn readers_share_writers_exclude(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let name = unique("readers_share_writers_exclude");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "readers_share_writers_exclude").await else {
         return;
-    }
+    };
+    let b = h.client().await;
     let r1 = read(&a, &name, LONG_TTL).await;
     let r2 = read(&b, &name, LONG_TTL).await;
     assert!(b.try_write(&name, LONG_TTL).await.expect("try").is_none());
@@ -66,11 +64,9 @@ pub async fn readers_share_writers_exclude(h: &impl Harness) {
 /// Many clients read and write one name at random; readers never meet a writer, two
 /// writers never meet, and readers do share.
 pub async fn rw_workload_never_mixes(h: &impl Harness) {
-    let name = unique("rw_workload_never_mixes");
-    let probe = h.client().await;
-    if !offers_shared(&probe, &name).await {
+    let Some((_probe, name)) = shared_case(h, "rw_workload_never_mixes").await else {
         return;
-    }
+    };
     // readers inside, or -1 for a writer
     let state = Arc::new(AtomicI64::new(0));
     let most_readers = Arc::new(AtomicI64::new(0));
@@ -108,12 +104,10 @@ pub async fn rw_workload_never_mixes(h: &impl Harness) {
 /// waits, new readers wait behind it, and it gets the lock when the readers that were
 /// already in have left.
 pub async fn writer_is_not_starved(h: &impl Harness) {
-    let a = h.client().await;
-    let w = h.client().await;
-    let name = unique("writer_is_not_starved");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "writer_is_not_starved").await else {
         return;
-    }
+    };
+    let w = h.client().await;
     let first = read(&a, &name, LONG_TTL).await;
     let writer = {
         let (w, name) = (w.coordination(), name.clone());
@@ -151,11 +145,9 @@ pub async fn writer_is_not_starved(h: &impl Harness) {
 /// readers are still refused while the second waits: every waiting writer keeps readers
 /// out, not only the last one to say so.
 pub async fn second_waiting_writer_keeps_readers_out(h: &impl Harness) {
-    let a = h.client().await;
-    let name = unique("second_waiting_writer_keeps_readers_out");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "second_waiting_writer_keeps_readers_out").await else {
         return;
-    }
+    };
     let first = read(&a, &name, LONG_TTL).await;
     let mut writers = Vec::new();
     for _ in 0..2 {
@@ -204,12 +196,10 @@ pub async fn second_waiting_writer_keeps_readers_out(h: &impl Harness) {
 
 /// A crashed writer's lock frees within its TTL, for readers and writers alike.
 pub async fn rw_crashed_writer_expires(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let name = unique("rw_crashed_writer_expires");
-    if !offers_shared(&b, &name).await {
+    let Some((b, name)) = shared_case(h, "rw_crashed_writer_expires").await else {
         return;
-    }
+    };
+    let a = h.client().await;
     let ttl = h.short_ttl();
     let w = a.try_write(&name, ttl).await.expect("try").expect("free");
     let crashed_at = Instant::now();

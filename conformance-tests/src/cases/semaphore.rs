@@ -8,7 +8,7 @@ use dlock_core::{Access, LockError, LockName};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::workload::on_every_client;
-use super::{LONG_TTL, assert_fresh, offers_shared, unique};
+use super::{LONG_TTL, assert_fresh, shared_case};
 use crate::{Harness, TestClient};
 
 async fn permit(c: &TestClient, name: &LockName, n: u32, ttl: Duration) -> dlock_core::Lease {
@@ -24,12 +24,10 @@ async fn permit(c: &TestClient, name: &LockName, n: u32, ttl: Duration) -> dlock
 /// N permits are granted, the N+1st is refused until one is released; tokens increase
 /// in grant order; `permit_holders` lists exactly the holders.
 pub async fn semaphore_admits_n(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let name = unique("semaphore_admits_n");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "semaphore_admits_n").await else {
         return;
-    }
+    };
+    let b = h.client().await;
     let first = permit(&a, &name, 3, LONG_TTL).await;
     let second = permit(&b, &name, 3, LONG_TTL).await;
     let third = permit(&a, &name, 3, LONG_TTL).await;
@@ -69,12 +67,10 @@ pub async fn semaphore_admits_n(h: &impl Harness) {
 /// count is refused with `PermitsMismatch` (never admitted under its own count); an idle
 /// name takes the count of its next caller.
 pub async fn semaphore_count_is_part_of_the_contract(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let name = unique("semaphore_count_is_part_of_the_contract");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "semaphore_count_is_part_of_the_contract").await else {
         return;
-    }
+    };
+    let b = h.client().await;
     let held = permit(&a, &name, 2, LONG_TTL).await;
     for r in [
         b.try_acquire_permit(&name, 3, LONG_TTL).await,
@@ -101,12 +97,10 @@ pub async fn semaphore_count_is_part_of_the_contract(h: &impl Harness) {
 /// deploy, and why an entry left by a killed caller of another count delays correct
 /// callers (until its TTL) rather than failing them.
 pub async fn another_count_waits_for_an_idle_name(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let name = unique("another_count_waits_for_an_idle_name");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "another_count_waits_for_an_idle_name").await else {
         return;
-    }
+    };
+    let b = h.client().await;
     let held = permit(&a, &name, 2, LONG_TTL).await;
     let waiter = {
         let (b, name) = (b.clone(), name.clone());
@@ -141,11 +135,9 @@ pub async fn another_count_waits_for_an_idle_name(h: &impl Harness) {
 /// every entry never sees more than N holders, and it does see them share.
 pub async fn semaphore_never_more_than_n(h: &impl Harness) {
     const N: u32 = 3;
-    let name = unique("semaphore_never_more_than_n");
-    let probe = h.client().await;
-    if !offers_shared(&probe, &name).await {
+    let Some((_probe, name)) = shared_case(h, "semaphore_never_more_than_n").await else {
         return;
-    }
+    };
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let gauges = (Arc::clone(&inside), Arc::clone(&most));
@@ -179,13 +171,11 @@ pub async fn semaphore_never_more_than_n(h: &impl Harness) {
 /// A crashed holder's permit comes free within its TTL, and only that one: the other
 /// holder keeps its permit and can renew it.
 pub async fn semaphore_crashed_holder_frees_its_permit(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let c = h.client().await;
-    let name = unique("semaphore_crashed_holder_frees_its_permit");
-    if !offers_shared(&b, &name).await {
+    let Some((b, name)) = shared_case(h, "semaphore_crashed_holder_frees_its_permit").await else {
         return;
-    }
+    };
+    let a = h.client().await;
+    let c = h.client().await;
     let ttl = h.short_ttl();
     let gone = permit(&a, &name, 2, ttl).await;
     let kept = permit(&b, &name, 2, LONG_TTL).await;
@@ -220,12 +210,11 @@ pub async fn semaphore_crashed_holder_frees_its_permit(h: &impl Harness) {
 
 /// An expired permit can neither renew nor release the permit that replaced it.
 pub async fn semaphore_stale_permit_cannot_touch_another(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let name = unique("semaphore_stale_permit_cannot_touch_another");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "semaphore_stale_permit_cannot_touch_another").await
+    else {
         return;
-    }
+    };
+    let b = h.client().await;
     let ttl = h.short_ttl();
     let stale = permit(&a, &name, 1, ttl).await;
     if a.capabilities().lease_scope == dlock_core::LeaseScope::PerSession {
@@ -252,11 +241,10 @@ pub async fn semaphore_stale_permit_cannot_touch_another(h: &impl Harness) {
 /// Waiters dropped mid-wait leave nothing behind: once the holder releases, a new
 /// caller gets a permit at once.
 pub async fn semaphore_cancelled_waiters_leave_no_ghosts(h: &impl Harness) {
-    let a = h.client().await;
-    let name = unique("semaphore_cancelled_waiters_leave_no_ghosts");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "semaphore_cancelled_waiters_leave_no_ghosts").await
+    else {
         return;
-    }
+    };
     let held = permit(&a, &name, 1, LONG_TTL).await;
     for _ in 0..3 {
         let w = h.client().await;
@@ -278,11 +266,9 @@ pub async fn semaphore_cancelled_waiters_leave_no_ghosts(h: &impl Harness) {
 
 /// A release hands its permit to a waiter promptly, and only one waiter gets it.
 pub async fn semaphore_release_admits_one_waiter(h: &impl Harness) {
-    let a = h.client().await;
-    let name = unique("semaphore_release_admits_one_waiter");
-    if !offers_shared(&a, &name).await {
+    let Some((a, name)) = shared_case(h, "semaphore_release_admits_one_waiter").await else {
         return;
-    }
+    };
     let held = [
         permit(&a, &name, 2, LONG_TTL).await,
         permit(&a, &name, 2, LONG_TTL).await,
