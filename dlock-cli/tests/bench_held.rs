@@ -6,6 +6,9 @@ use std::process::Command;
 
 use dlock_conformance::required_env;
 
+mod common;
+use common::succeeded;
+
 /// On Redis, `dlock bench`'s held scenario counts what the server received: renewals
 /// due together go out as one script call, so the server sees far fewer requests than
 /// the guards make renewals.
@@ -26,11 +29,7 @@ fn bench_held_counts_batched_renewals_at_the_server() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let figure = |metric: &str| -> f64 {
         json["figures"]

@@ -4,6 +4,8 @@
 //! `scripts/services` installs `promtool` (Debian's `prometheus` package).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 // The parts of this one test binary live in tests/observability/ (a crate root looks for
 // `mod x;` beside itself, hence the `#[path]`s).
 #[path = "observability/endpoint.rs"]

@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 mod common;
-use common::{alive, output, scratch, spawn, unique, wait_exit};
+use common::{alive, output, scratch, spawn, succeeded, unique, wait_exit};
 
 /// `sh -c 'sleep 60 & sleep 60; wait'`, each process writing its pid to `pids` first
 /// (a subshell's `$$` is its parent's: its own pid is the `$PPID` of a child).
@@ -118,11 +118,7 @@ fn sigkill_of(subcommand: &str, url: &str) {
     let out = output(url, &args);
     let left = std::fs::read_to_string(&check).unwrap_or_default();
     cleanup(&tree);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert_eq!(
         left.trim(),
         "",

@@ -3,17 +3,12 @@
 
 use dlock_conformance::required_env;
 
-use crate::common::{output, scratch};
+use crate::common::{output, scratch, succeeded};
 
 /// `dlock … bench --json ARGS` on `url`, which must succeed: its report.
 fn bench_json(url: &str, args: &[&str]) -> String {
     let out = output(url, args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    succeeded(&out)
 }
 
 /// The rest of the JSON figure `scenario` / `metric` after its metric (`"dlock":…,

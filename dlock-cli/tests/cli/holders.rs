@@ -8,18 +8,13 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
-    alive, output, scratch, spawn, spawn_holder, unique, wait_exit, wait_for_file,
+    alive, output, scratch, spawn, spawn_holder, succeeded, unique, wait_exit, wait_for_file,
 };
 use crate::{BUSY, LEASE_LOST, TIMEOUT};
 
 fn token_of(url: &str, name: &str) -> u64 {
     let out = output(url, &["run", name, "--", "sh", "-c", "echo $DLOCK_TOKEN"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    succeeded(&out).trim().parse().unwrap()
 }
 
 /// Two runs at once with `--wait 0`: one runs, the other exits BUSY within a second.
@@ -93,11 +88,7 @@ pub(crate) fn killed_holder_frees_within_ttl(url: &str) {
     holder.wait().unwrap();
     let t = Instant::now();
     let out = output(url, &["run", "--wait", "20s", "-q", &name, "--", "true"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert!(
         t.elapsed() < Duration::from_secs(4),
         "took {:?}",
@@ -154,11 +145,7 @@ pub(crate) fn stopped_holder_loses_lease(url: &str) {
             &format!("echo $DLOCK_TOKEN > {}", tok_b.display()),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let token_b: u64 = wait_for_file(&tok_b, Duration::from_secs(1))
         .parse()
         .unwrap();

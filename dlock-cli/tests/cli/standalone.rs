@@ -5,7 +5,7 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::common::{output, scratch, spawn, unique, wait_exit};
+use crate::common::{free_addr, output, scratch, spawn, succeeded, unique, wait_exit};
 use crate::{UNAVAILABLE, USAGE};
 
 #[test]
@@ -17,11 +17,7 @@ fn default_url_is_an_sqlite_file_in_the_state_directory() {
         .args(["run", "default-url", "--", "sh", "-c", "echo $DLOCK_TOKEN"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert!(state.join("dlock/locks.sqlite").exists());
 }
 
@@ -70,12 +66,7 @@ fn metrics_endpoint_shows_acquire_and_renew_series() {
     use std::io::{Read, Write};
     let dir = scratch();
     let url = format!("sqlite://{}/locks.sqlite", dir.display());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let name = unique("metrics");
     let mut holder = spawn(
         &url,

@@ -56,6 +56,19 @@ pub fn spawn_holder(url: &str, name: &str, flags: &[&str], hold_secs: u32) -> (C
     (spawn(url, &args), marker)
 }
 
+/// `out`'s stdout, after asserting that its command succeeded (its stderr otherwise).
+pub fn succeeded(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A loopback address with a port nobody listens on (free a moment ago).
+pub fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
+}
+
 pub fn watch_leader(url: &str, name: &str) -> (Child, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
     let mut watcher = dlock(url)

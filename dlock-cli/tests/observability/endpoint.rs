@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 use super::{poll, promtool};
+use crate::common::free_addr;
 
 /// What `dlock run --metrics-addr` serves passes `promtool check metrics`: every metric
 /// described, latencies as histograms (not summaries), the waiters gauge there.
@@ -12,12 +13,7 @@ use super::{poll, promtool};
 fn live_scrape_passes_promtool_check_metrics() {
     let dir = std::env::temp_dir().join(format!("dlock-obs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let mut holder = Command::new(env!("CARGO_BIN_EXE_dlock"))
         .args([
             "run",
@@ -103,12 +99,7 @@ fn waiters_gauge_counts_a_blocked_acquire() {
             .unwrap_or(false)
     };
     poll(|| held().then(String::new));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let mut waiter = run(&[
         "run",
         "--wait",

@@ -7,7 +7,31 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{DistributedLock, LockName, MemoryLock};
+use crate::{DistributedLock, Lease, LockError, LockName, MemoryLock};
+
+/// Waiters' lease TTL: neither is renewed, so each runs out after it.
+const TTL: Duration = Duration::from_millis(200);
+
+/// A memory lock with `name` held for 15 s by a lease released by hand (the waiters'
+/// timers were armed for its expiry).
+async fn held_long(name: &str) -> (MemoryLock, LockName, Lease) {
+    let lock = MemoryLock::new();
+    let name = LockName::new(name).unwrap();
+    let lease = lock.try_acquire(&name, Duration::from_secs(15)).await;
+    let lease = lease.unwrap().expect("free");
+    (lock, name, lease)
+}
+
+/// A waiter for `name` (up to 20 s), queued 20 ms after it is spawned.
+async fn waiter(
+    lock: &MemoryLock,
+    name: &LockName,
+) -> tokio::task::JoinHandle<Result<Lease, LockError>> {
+    let (lock, name) = (lock.clone(), name.clone());
+    let task = tokio::spawn(async move { lock.acquire(&name, TTL, Duration::from_secs(20)).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    task
+}
 
 /// A waiter queued behind another waiter must wake when that one, granted in the
 /// meantime, lets its lease run out: nobody releases it, so only the waiter's own
@@ -16,25 +40,9 @@ use crate::{DistributedLock, LockName, MemoryLock};
 /// case `requeued_elections_survive_leader_kills`.)
 #[tokio::test]
 async fn a_waiter_behind_a_waiter_wakes_when_that_one_expires_as_holder() {
-    let lock = MemoryLock::new();
-    let name = LockName::new("memory/chain").unwrap();
-    let ttl = Duration::from_millis(200);
-    // a long lease, released by hand: the waiters' timers were armed for its expiry
-    let first = lock
-        .try_acquire(&name, Duration::from_secs(15))
-        .await
-        .unwrap()
-        .expect("free");
-    let second = {
-        let (lock, name) = (lock.clone(), name.clone());
-        tokio::spawn(async move { lock.acquire(&name, ttl, Duration::from_secs(20)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await; // queued behind the holder
-    let third = {
-        let (lock, name) = (lock.clone(), name.clone());
-        tokio::spawn(async move { lock.acquire(&name, ttl, Duration::from_secs(20)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (lock, name, first) = held_long("memory/chain").await;
+    let second = waiter(&lock, &name).await; // queued behind the holder
+    let third = waiter(&lock, &name).await;
     let started = Instant::now();
     assert!(lock.release(&first).await.unwrap());
     let second = second
@@ -59,23 +67,10 @@ async fn a_waiter_behind_a_waiter_wakes_when_that_one_expires_as_holder() {
 /// that holder, not for the lease released before it queued.
 #[tokio::test]
 async fn the_waiter_that_becomes_first_arms_its_timer() {
-    let lock = MemoryLock::new();
-    let name = LockName::new("memory/leaver").unwrap();
-    let ttl = Duration::from_millis(200);
-    let first = lock
-        .try_acquire(&name, Duration::from_secs(15))
-        .await
-        .unwrap()
-        .expect("free");
-    let wait = |lock: MemoryLock, name: LockName| {
-        tokio::spawn(async move { lock.acquire(&name, ttl, Duration::from_secs(20)).await })
-    };
-    let second = wait(lock.clone(), name.clone());
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let third = wait(lock.clone(), name.clone());
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let fourth = wait(lock.clone(), name.clone());
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (lock, name, first) = held_long("memory/leaver").await;
+    let second = waiter(&lock, &name).await;
+    let third = waiter(&lock, &name).await;
+    let fourth = waiter(&lock, &name).await;
     let started = Instant::now();
     assert!(lock.release(&first).await.unwrap());
     let second = second.await.unwrap().expect("the second after the release");
