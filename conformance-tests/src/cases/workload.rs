@@ -7,19 +7,25 @@ use std::time::Duration;
 use super::{LONG_TTL, assert_fresh, unique};
 use crate::{FencedCounter, Harness, TestClient};
 
-/// Runs a workload: each of the harness's workload clients, side by side, makes its
-/// iterations of `cycle` one after another; returns when all are done (a panic in one
-/// fails the case).
+/// Runs a workload: each of the harness's workload clients, side by side (all connected
+/// first), makes its iterations of `cycle` one after another; returns when all are
+/// done (a panic in one fails the case).
 pub(crate) async fn on_every_client<F, Fut>(h: &impl Harness, cycle: F)
 where
     F: Fn(TestClient) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
     let (clients, iterations) = h.workload();
+    // every client connected before any starts: a client that takes long to connect
+    // (a pooler under load) would otherwise find the others done, and nothing contended
+    let mut connected = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connected.push(h.client().await);
+    }
     let cycle = Arc::new(cycle);
     let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let (c, cycle) = (h.client().await, Arc::clone(&cycle));
+    for c in connected {
+        let cycle = Arc::clone(&cycle);
         tasks.push(tokio::spawn(async move {
             for _ in 0..iterations {
                 cycle(c.clone()).await;
