@@ -23,21 +23,72 @@ pub trait Harness: Send + Sync + 'static {
     /// [`LockError::Unavailable`] within a few seconds while the path is cut.
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>);
 
+    /// The backend's pace: its shortest honoured TTL, how late it notices an expired
+    /// lease, and how hard the counter workload runs. Override this one method; the
+    /// three below read it.
+    fn timings(&self) -> Timings {
+        Timings::default()
+    }
+
     /// A short TTL the backend honours exactly enough for the expiry cases
     /// (the minimum lease for etcd, a short session for ZooKeeper).
     fn short_ttl(&self) -> Duration {
-        Duration::from_millis(500)
+        self.timings().short_ttl
     }
 
     /// How much later than its TTL the server may notice an expired lease (etcd
     /// checks leases every 500 ms; ZooKeeper expires sessions on tick boundaries).
     fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(500)
+        self.timings().expiry_slack
     }
 
     /// Clients and iterations for the counter workload.
     fn workload(&self) -> (usize, usize) {
-        (8, 50)
+        let t = self.timings();
+        (t.clients, t.iterations)
+    }
+}
+
+/// How fast a backend under test is, for the cases that wait on expiry and the
+/// workloads that run many clients ([`Harness::timings`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Timings {
+    /// A short TTL the backend honours exactly enough for the expiry cases.
+    pub short_ttl: Duration,
+    /// How much later than its TTL the server may notice an expired lease.
+    pub expiry_slack: Duration,
+    /// Clients of the counter workload.
+    pub clients: usize,
+    /// Iterations of each client of the counter workload.
+    pub iterations: usize,
+}
+
+impl Timings {
+    /// A TTL of `short_ttl_ms`, noticed at most `slack_ms` late, and a workload of
+    /// eight clients running `iterations` cycles each.
+    #[must_use]
+    pub const fn millis(short_ttl_ms: u64, slack_ms: u64, iterations: usize) -> Self {
+        Self {
+            short_ttl: Duration::from_millis(short_ttl_ms),
+            expiry_slack: Duration::from_millis(slack_ms),
+            clients: 8,
+            iterations,
+        }
+    }
+
+    /// The same, with a short TTL that is not a whole number of milliseconds away
+    /// (a backend's own constant).
+    #[must_use]
+    pub const fn with_short_ttl(self, short_ttl: Duration) -> Self {
+        Self { short_ttl, ..self }
+    }
+}
+
+impl Default for Timings {
+    /// 500 ms TTL, 500 ms slack, 8 clients × 50 iterations.
+    fn default() -> Self {
+        Self::millis(500, 500, 50)
     }
 }
 
@@ -93,6 +144,13 @@ impl TestClient {
                 hook,
             }),
         }
+    }
+
+    /// A client of `lock` whose network path is `link` (what
+    /// [`Harness::partitionable_client`] returns: a proxy the lock connects through).
+    #[must_use]
+    pub fn behind(link: impl Link + 'static, lock: Arc<dyn Coordination>) -> (Self, Box<dyn Link>) {
+        (Self::new(lock), Box::new(link))
     }
 
     /// The client as the trait object services use.

@@ -31,6 +31,10 @@
 //! # fn main() {}
 //! ```
 //!
+//! A backend slower than memory to notice an expired lease, or one whose shortest TTL
+//! is longer, says so in [`Harness::timings`] (for example
+//! `Timings::millis(1000, 1000, 20)` on etcd: 1 s leases noticed up to 1 s late).
+//!
 //! It also ships the [`FaultProxy`] (a TCP proxy that delays, blackholes or resets
 //! traffic on demand) and the [`FencedCounter`] used by workloads.
 
@@ -58,7 +62,7 @@ pub use cut_off::cut_off_holder_is_lost_before_takeover;
 pub use ensemble::{PartitionableEnsemble, standalone_zk};
 pub use etcd_cluster::{PartitionableEtcd, etcd_status};
 pub use fenced::FencedCounter;
-pub use harness::{Harness, Link, TestClient, required_env};
+pub use harness::{Harness, Link, TestClient, Timings, required_env};
 pub use late::late_grant_is_taken_again;
 pub use proxy::{FaultMode, FaultProxy, REQUEST_BYTES};
 pub use sender_proxy::SenderFilterProxy;

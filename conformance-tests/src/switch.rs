@@ -21,7 +21,7 @@ pub fn switched_client(lock: Arc<dyn DistributedLock>) -> (TestClient, Box<dyn L
         inner: lock,
         cut: Arc::clone(&cut),
     };
-    (TestClient::new(Arc::new(client)), Box::new(Switch(cut)))
+    TestClient::behind(Switch(cut), Arc::new(client))
 }
 
 struct Switched {

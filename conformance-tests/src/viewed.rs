@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dlock_core::Access;
 
-use crate::{Harness, Link, TestClient};
+use crate::{Harness, Link, TestClient, Timings};
 
 /// A harness whose clients take `access` where a case takes the mutex.
 pub struct Viewed<H> {
@@ -34,6 +34,11 @@ impl<H: Harness> Harness for Viewed<H> {
         (client.viewed(self.access), link)
     }
 
+    fn timings(&self) -> Timings {
+        self.inner.timings()
+    }
+
+    // an inner harness may still override these three itself
     fn short_ttl(&self) -> Duration {
         self.inner.short_ttl()
     }

@@ -5,9 +5,8 @@
 //! with `Unsupported`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use dlock_conformance::{Harness, Link, TestClient, switched_client};
+use dlock_conformance::{Harness, Link, TestClient, Timings, switched_client};
 use dlock_core::{MemoryLock, async_trait};
 
 struct Memory {
@@ -31,16 +30,8 @@ impl Harness for Memory {
         switched_client(Arc::new(self.table.clone()))
     }
 
-    fn short_ttl(&self) -> Duration {
-        Duration::from_millis(300)
-    }
-
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(50)
-    }
-
-    fn workload(&self) -> (usize, usize) {
-        (8, 100)
+    fn timings(&self) -> Timings {
+        Timings::millis(300, 50, 100)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{Harness, Link, ProxyGroup, TestClient, required_env};
+use dlock_conformance::{Harness, Link, ProxyGroup, TestClient, Timings, required_env};
 use dlock_core::async_trait;
 use dlock_etcd::EtcdLock;
 
@@ -48,20 +48,11 @@ impl Harness for Etcd {
     }
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
         let (endpoints, link) = proxied(&self.0).await;
-        (
-            TestClient::new(Arc::new(etcd(&endpoints).await)),
-            Box::new(link),
-        )
+        TestClient::behind(link, Arc::new(etcd(&endpoints).await))
     }
-    /// The shortest lease these servers grant (1.5 × election timeout, rounded up).
-    fn short_ttl(&self) -> Duration {
-        Duration::from_secs(1)
-    }
+    /// The shortest lease these servers grant (1.5 × election timeout, rounded up);
     /// etcd's lessor looks for expired leases every 500 ms.
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(1000)
-    }
-    fn workload(&self) -> (usize, usize) {
-        (8, 20)
+    fn timings(&self) -> Timings {
+        Timings::millis(1000, 1000, 20)
     }
 }

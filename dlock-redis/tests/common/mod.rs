@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::{
-    Harness, Link, ProxyGroup, TestClient, required_env, url_host_port, url_with_host_port,
+    Harness, Link, ProxyGroup, TestClient, Timings, required_env, url_host_port, url_with_host_port,
 };
 use dlock_core::async_trait;
 use dlock_redis::{RedisLock, Redlock};
@@ -64,19 +64,10 @@ impl Harness for Single {
     }
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
         let (urls, link) = proxied(std::slice::from_ref(&self.0)).await;
-        (
-            TestClient::new(Arc::new(redis(&urls[0]).await)),
-            Box::new(link),
-        )
+        TestClient::behind(link, Arc::new(redis(&urls[0]).await))
     }
-    fn short_ttl(&self) -> Duration {
-        Duration::from_millis(500)
-    }
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(100)
-    }
-    fn workload(&self) -> (usize, usize) {
-        (8, 50)
+    fn timings(&self) -> Timings {
+        Timings::millis(500, 100, 50)
     }
 }
 
@@ -89,19 +80,10 @@ impl Harness for Quorum {
     }
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
         let (urls, link) = proxied(&self.0).await;
-        (
-            TestClient::new(Arc::new(redlock(&urls).await)),
-            Box::new(link),
-        )
+        TestClient::behind(link, Arc::new(redlock(&urls).await))
     }
-    fn short_ttl(&self) -> Duration {
-        Duration::from_millis(800)
-    }
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(100)
-    }
-    fn workload(&self) -> (usize, usize) {
-        (8, 25)
+    fn timings(&self) -> Timings {
+        Timings::millis(800, 100, 25)
     }
 }
 
@@ -128,13 +110,7 @@ impl Harness for Discovered {
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
         dlock_conformance::switched_client(Arc::new(redis(&self.0).await))
     }
-    fn short_ttl(&self) -> Duration {
-        Duration::from_millis(500)
-    }
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(100)
-    }
-    fn workload(&self) -> (usize, usize) {
-        (8, 50)
+    fn timings(&self) -> Timings {
+        Timings::millis(500, 100, 50)
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::{
-    FaultProxy, Harness, Link, TestClient, required_env, switched_client, url_host_port,
+    FaultProxy, Harness, Link, TestClient, Timings, required_env, switched_client, url_host_port,
     url_with_host_port,
 };
 use dlock_core::{async_trait, random_u64};
@@ -118,7 +118,7 @@ impl Harness for SqlHarness {
             Some(target) if !self.url.starts_with("sqlite") => {
                 let proxy = Arc::new(FaultProxy::start(&target).await.unwrap());
                 let lock = connect(&url_with_host_port(&self.url, &proxy.addr().to_string())).await;
-                (TestClient::new(Arc::new(lock)), Box::new(proxy))
+                TestClient::behind(proxy, Arc::new(lock))
             }
             // An embedded database has no network path to cut; the busy-database test
             // in sqlite.rs covers its real failure mode.
@@ -126,15 +126,7 @@ impl Harness for SqlHarness {
         }
     }
 
-    fn short_ttl(&self) -> Duration {
-        Duration::from_millis(500)
-    }
-
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(100)
-    }
-
-    fn workload(&self) -> (usize, usize) {
-        (8, 25)
+    fn timings(&self) -> Timings {
+        Timings::millis(500, 100, 25)
     }
 }

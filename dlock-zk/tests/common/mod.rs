@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{FaultMode, Harness, Link, ProxyGroup, TestClient, required_env};
+use dlock_conformance::{FaultMode, Harness, Link, ProxyGroup, TestClient, Timings, required_env};
 use dlock_core::async_trait;
 use dlock_zk::{NodeLayout, ZkLock};
 
@@ -56,19 +56,11 @@ impl Harness for Zk {
     }
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
         let (addr, proxies) = proxied(&self.0).await;
-        (
-            TestClient::new(Arc::new(zk_with(&addr, self.1).await)),
-            Box::new(proxies),
-        )
+        TestClient::behind(proxies, Arc::new(zk_with(&addr, self.1).await))
     }
-    fn short_ttl(&self) -> Duration {
-        SESSION
-    }
-    /// Sessions expire on tick boundaries (200 ms here) after the timeout.
-    fn expiry_slack(&self) -> Duration {
-        Duration::from_millis(1000)
-    }
-    fn workload(&self) -> (usize, usize) {
-        (8, 20)
+    /// A short session; sessions expire on tick boundaries (200 ms here) after the
+    /// timeout.
+    fn timings(&self) -> Timings {
+        Timings::millis(0, 1000, 20).with_short_ttl(SESSION)
     }
 }
