@@ -1,6 +1,7 @@
 //! Every URL form in the table connects; malformed ones say what is wrong.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dlock_conformance::take_and_release;
 use std::time::Duration;
 
 use dlock_any::{LockError, LockName, connect};
@@ -10,12 +11,7 @@ async fn works(url: &str, backend: &str) {
     let lock = connect(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
     assert_eq!(lock.backend_name(), backend);
     let name = LockName::new(&format!("facade/{}", dlock_any::random_u64())).unwrap();
-    let lease = lock
-        .try_acquire(&name, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .expect("free");
-    assert!(lock.release(&lease).await.unwrap());
+    take_and_release(&lock, &name, Duration::from_secs(5)).await;
 }
 
 fn sqlite_path() -> String {

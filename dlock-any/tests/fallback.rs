@@ -2,6 +2,7 @@
 //! loudly marked on each lease; a bad value is a configuration error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dlock_conformance::take;
 use std::time::Duration;
 
 use dlock_any::{Fallback, LockError, LockName, connect};
@@ -58,16 +59,8 @@ async fn proceed_fallback_hands_out_a_lease_every_fence_refuses() {
     let url = format!("{}&fallback=proceed", UNREACHABLE[0]);
     let lock = connect(&url).await.unwrap();
     let n = name();
-    let a = lock
-        .try_acquire(&n, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
-    let b = lock
-        .try_acquire(&n, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let a = take(&lock, &n, Duration::from_secs(5)).await;
+    let b = take(&lock, &n, Duration::from_secs(5)).await;
     for lease in [&a, &b] {
         assert_eq!(lease.fallback(), Some(Fallback::Proceed));
         assert_eq!(lease.token().get(), 0, "below every real token");
@@ -88,11 +81,7 @@ async fn fail_fast_is_the_default_and_bad_values_are_refused() {
     assert!(matches!(r, Some(LockError::Config(_))), "{r:?}");
     // reachable: real leases, no mark
     let lock = connect("memory://?fallback=local").await.unwrap();
-    let lease = lock
-        .try_acquire(&name(), Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let lease = take(&lock, &name(), Duration::from_secs(5)).await;
     assert_eq!(lease.fallback(), None);
     assert!(lease.token().get() > 0);
 }

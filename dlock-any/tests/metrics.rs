@@ -3,6 +3,7 @@
 //! binary, because the recorder is global.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dlock_conformance::take;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,11 +56,7 @@ fn samples(s: &Snapshot, name: &str, backend: &str) -> usize {
 /// background release then finds the lock not held).
 async fn sequence(lock: Arc<dyn DistributedLock>) {
     let name = LockName::new(&format!("metrics/{:016x}", dlock_any::random_u64())).unwrap();
-    let a = lock
-        .try_acquire(&name, Duration::from_secs(30))
-        .await
-        .unwrap()
-        .unwrap();
+    let a = take(&lock, &name, Duration::from_secs(30)).await;
     assert!(
         lock.try_acquire(&name, Duration::from_secs(30))
             .await

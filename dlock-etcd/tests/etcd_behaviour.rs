@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::FaultMode;
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep};
@@ -23,7 +24,7 @@ async fn ten_waiters_are_served_in_arrival_order() {
     let e = common::single();
     let holder = common::etcd(&e).await;
     let n = name("fifo");
-    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &n, LONG).await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..10 {
@@ -53,11 +54,7 @@ async fn partitioned_holder_goes_suspect_then_lost_before_takeover() {
     let a: Arc<dyn DistributedLock> = Arc::new(common::etcd(&proxied).await);
     let b = common::etcd(&e).await;
     let n = name("partition");
-    let lease = a
-        .try_acquire(&n, Duration::from_secs(2))
-        .await
-        .unwrap()
-        .unwrap();
+    let lease = take(&a, &n, Duration::from_secs(2)).await;
     let valid_until = lease.valid_until();
     let token_a = lease.token();
     let guard = LockGuard::new(Arc::clone(&a), lease);
@@ -117,11 +114,7 @@ async fn a_dead_endpoint_in_the_list_causes_no_failures() {
 async fn short_ttls_round_up_to_whole_seconds() {
     let lock = common::etcd(&common::single()).await;
     let n = name("ttl");
-    let l = lock
-        .try_acquire(&n, Duration::from_millis(20))
-        .await
-        .unwrap()
-        .unwrap();
+    let l = take(&lock, &n, Duration::from_millis(20)).await;
     assert!(l.ttl() >= Duration::from_secs(1), "{:?}", l.ttl());
     let info = lock.inspect(&n).await.unwrap().unwrap();
     assert!(info.remaining <= Duration::from_secs(2));
@@ -157,8 +150,8 @@ async fn shared_lease_locks_keep_their_own_expiry() {
     let other = common::etcd(&e).await;
     let ttl = Duration::from_secs(2);
     let (a, b) = (name("shared-a"), name("shared-b"));
-    let la = c.try_acquire(&a, ttl).await.unwrap().unwrap();
-    let lb = c.try_acquire(&b, ttl).await.unwrap().unwrap();
+    let la = take(&c, &a, ttl).await;
+    let lb = take(&c, &b, ttl).await;
     let lease = lease_ids(&e, &a).await;
     assert_eq!(lease.len(), 1);
     assert_eq!(lease_ids(&e, &b).await, lease, "one lease for both");
@@ -230,7 +223,7 @@ async fn a_stray_key_on_the_shared_lease_does_not_block_its_name() {
     let lock: Arc<dyn DistributedLock> = Arc::new(common::etcd(&e).await);
     let ttl = Duration::from_secs(3);
     let (held, blocked) = (name("stray-held"), name("stray-blocked"));
-    let lease = lock.try_acquire(&held, ttl).await.unwrap().unwrap();
+    let lease = take(&lock, &held, ttl).await;
     let token = lease.token();
     let guard = LockGuard::new(Arc::clone(&lock), lease);
     let shared = lease_ids(&e, &held).await[0];
@@ -277,7 +270,7 @@ async fn a_waiter_whose_key_vanished_queues_again_promptly() {
     let holder = common::etcd(&e).await;
     let waiter = common::etcd(&e).await;
     let n = name("vanished");
-    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &n, LONG).await;
     let w = {
         let (waiter, n) = (waiter.clone(), n.clone());
         tokio::spawn(async move { waiter.acquire(&n, LONG, Duration::from_secs(20)).await })

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockError, LockName, random_u64};
 use dlock_etcd::etcd_client::{Client, TxnOp};
 
@@ -15,11 +16,7 @@ async fn guarded_txn_commits_only_while_the_lease_holds() {
     let lock = common::etcd(&endpoints).await;
     let name = LockName::new(&format!("guarded/{:016x}", random_u64())).unwrap();
     let key = format!("guarded-test/{:016x}", random_u64());
-    let lease = lock
-        .try_acquire(&name, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let lease = take(&lock, &name, Duration::from_secs(5)).await;
     lock.guarded_txn(&lease, vec![TxnOp::put(key.clone(), "held", None)])
         .await
         .unwrap();
@@ -29,11 +26,7 @@ async fn guarded_txn_commits_only_while_the_lease_holds() {
         .await;
     assert!(matches!(late, Err(LockError::LeaseLost { .. })), "{late:?}");
     // a later holder's lease does not make the old one pass
-    let next = lock
-        .try_acquire(&name, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let next = take(&lock, &name, Duration::from_secs(5)).await;
     let late = lock
         .guarded_txn(&lease, vec![TxnOp::put(key.clone(), "stale", None)])
         .await;

@@ -8,6 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockError, LockName, Locker, random_u64};
 use tokio::time::{Instant, sleep};
 
@@ -30,11 +31,7 @@ async fn a_handed_over_key_lives_by_its_taker_alone() {
         .lock(&kept)
         .await
         .unwrap();
-    let lease = giver
-        .try_acquire(&handed, ttl)
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &handed, ttl).await;
     let ticket = giver.hand_over(&lease).await.unwrap();
     assert!(
         matches!(giver.renew(&lease).await, Err(LockError::LeaseLost { .. })),
@@ -80,11 +77,7 @@ async fn a_handed_over_key_lives_by_its_taker_alone() {
 async fn a_ticket_not_handed_over_is_refused() {
     let giver = common::etcd(&common::single()).await;
     let name = unique();
-    let lease = giver
-        .try_acquire(&name, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &name, Duration::from_secs(5)).await;
     let ticket = dlock_core::Ticket::of("etcd", &lease).unwrap();
     let taker = common::etcd(&common::single()).await;
     assert!(matches!(
@@ -103,7 +96,7 @@ async fn only_a_held_lease_is_handed_over_by_its_own_client() {
         common::etcd(&common::single()).await,
     );
     let name = unique();
-    let lease = taker.try_acquire(&name, ttl).await.unwrap().expect("free");
+    let lease = take(&taker, &name, ttl).await;
     assert!(
         matches!(
             other.hand_over(&lease).await,
@@ -124,11 +117,7 @@ async fn only_a_held_lease_is_handed_over_by_its_own_client() {
 async fn a_lingering_release_ends_the_ticket() {
     let giver = common::etcd(&common::single()).await;
     let name = unique();
-    let lease = giver
-        .try_acquire(&name, Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &name, Duration::from_secs(10)).await;
     let ticket = giver.hand_over(&lease).await.unwrap();
     let taker = common::etcd(&common::single()).await;
     let taken = taker.resume(&ticket).await.expect("taken up");

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use dlock_conformance::{TestCerts, TestServer, free_port};
-use dlock_core::{DistributedLock, LockName};
+use dlock_conformance::{TestCerts, TestServer, free_port, take_and_release};
+use dlock_core::LockName;
 use dlock_etcd::EtcdLock;
 
 #[tokio::test]
@@ -64,12 +64,7 @@ async fn https_endpoints_with_a_private_ca() {
     }
     let lock = lock.expect("connect over TLS");
     let n = LockName::new("tls/etcd").unwrap();
-    let lease = lock
-        .try_acquire(&n, Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("free");
-    assert!(lock.release(&lease).await.unwrap());
+    take_and_release(&lock, &n, Duration::from_secs(10)).await;
     let untrusted = EtcdLock::builder(&[&endpoint])
         .timeout(Duration::from_secs(1))
         .connect()

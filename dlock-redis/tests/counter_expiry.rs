@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockError, LockName, random_u64};
 use dlock_redis::{RedisLock, Redlock};
 use redis::AsyncCommands;
@@ -39,7 +40,7 @@ async fn counter_expires_after_release(
     let bound = i64::try_from((RETENTION + ahead).as_millis()).unwrap() + 50;
     let n = name();
     let key = fence_key(&n);
-    let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let first = take(lock, &n, LONG).await;
     for u in urls {
         assert_eq!(pttl(u, &key).await, -1, "held: the counter has no expiry");
     }
@@ -52,7 +53,7 @@ async fn counter_expires_after_release(
         );
     }
     // taken again within the retention: the expiry is cleared, the token grows
-    let second = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let second = take(lock, &n, LONG).await;
     assert!(second.token() > first.token());
     for u in urls {
         assert_eq!(pttl(u, &key).await, -1, "held again: no expiry");
@@ -66,7 +67,7 @@ async fn counter_expires_after_release(
             "idle past the retention: no key left"
         );
     }
-    let third = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let third = take(lock, &n, LONG).await;
     assert!(
         third.token() > second.token(),
         "{} after {}: a name whose counter expired starts above its old tokens",
@@ -196,7 +197,7 @@ async fn a_plain_name_cannot_take_another_names_counter() {
         .await
         .unwrap();
     let x = LockName::new(&format!("{{plain-{:016x}}}", random_u64())).unwrap();
-    let first = lock.try_acquire(&x, LONG).await.unwrap().unwrap();
+    let first = take(&lock, &x, LONG).await;
     assert!(lock.release(&first).await.unwrap());
     let counter = LockName::new(&format!("{}:token", x.as_str())).unwrap();
     let taken = lock.try_acquire(&counter, LONG).await;
@@ -204,7 +205,7 @@ async fn a_plain_name_cannot_take_another_names_counter() {
         matches!(taken, Err(LockError::InvalidName { .. })),
         "{taken:?}"
     );
-    let second = lock.try_acquire(&x, LONG).await.unwrap().unwrap();
+    let second = take(&lock, &x, LONG).await;
     assert!(second.token() > first.token());
     assert!(lock.release(&second).await.unwrap());
 }

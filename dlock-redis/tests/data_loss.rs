@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use dlock_conformance::TestServer;
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, FencingToken, LockName, random_u64};
 use dlock_redis::{RedisLock, Redlock};
 
@@ -31,7 +32,7 @@ async fn command(port: u16, args: &[&str]) {
 
 /// Takes and releases `name` once; the token it got.
 async fn cycle(lock: &dyn DistributedLock, name: &LockName) -> FencingToken {
-    let lease = lock.try_acquire(name, TTL).await.unwrap().expect("free");
+    let lease = take(lock, name, TTL).await;
     assert!(lock.release(&lease).await.unwrap());
     lease.token()
 }

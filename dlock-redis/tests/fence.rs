@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{redis, redis_url};
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, Fence, LockError, LockName, random_u64};
 use redis::AsyncCommands;
 
@@ -14,17 +15,9 @@ use redis::AsyncCommands;
 async fn fenced_writes_refuse_stale_tokens() {
     let lock = redis(&redis_url()).await;
     let name = LockName::new(&format!("fence/{:016x}", random_u64())).unwrap();
-    let older = lock
-        .try_acquire(&name, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let older = take(&lock, &name, Duration::from_secs(5)).await;
     assert!(lock.release(&older).await.unwrap());
-    let newer = lock
-        .try_acquire(&name, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let newer = take(&lock, &name, Duration::from_secs(5)).await;
     assert!(newer.token() > older.token());
 
     let fence = lock.fence();

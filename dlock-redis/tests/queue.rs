@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{redis, redis_url};
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, DistributedRwLock, Lease, LockName, random_u64};
 use redis::AsyncCommands;
 use tokio::task::JoinHandle;
@@ -82,7 +83,7 @@ async fn client() -> Arc<dyn DistributedLock> {
 async fn a_killed_waiter_is_passed_over_at_once() {
     let n = name("killed");
     let (holder, next) = (client().await, client().await);
-    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &n, LONG).await;
     queue_by_hand(&n, &owner_id(), true).await;
     let w = waiter(&next, &n, Duration::from_secs(20));
     sleep(Duration::from_millis(300)).await;
@@ -103,7 +104,7 @@ async fn a_killed_waiter_is_passed_over_at_once() {
 async fn a_free_lock_goes_to_the_head_not_to_whoever_asks() {
     let n = name("head");
     let lock = client().await;
-    let before = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let before = take(&lock, &n, LONG).await;
     assert!(lock.release(&before).await.unwrap());
     let head = owner_id();
     queue_by_hand(&n, &head, false).await;
@@ -137,7 +138,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue() {
     for quit in ["times out listening", "times out at once", "is dropped"] {
         let n = name("gives-up");
         let (holder, quitter, next) = (client().await, client().await, client().await);
-        let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+        let held = take(&holder, &n, LONG).await;
         let wait = if quit == "times out at once" {
             Duration::from_millis(1)
         } else {
@@ -190,8 +191,8 @@ async fn plain_names_that_share_companion_keys_do_not_share_a_queue() {
         LockName::new(&format!("{{{id}}}")).unwrap(),
     );
     let (a, c, d) = (plain().await, plain().await, plain().await);
-    let held_tagged = c.try_acquire(&tagged, LONG).await.unwrap().unwrap();
-    let held_bare = a.try_acquire(&bare, LONG).await.unwrap().unwrap();
+    let held_tagged = take(&c, &tagged, LONG).await;
+    let held_bare = take(&a, &bare, LONG).await;
     let w = waiter(&d, &tagged, Duration::from_secs(3));
     sleep(Duration::from_millis(300)).await;
     assert!(a.release(&held_bare).await.unwrap());

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::FaultMode;
+use dlock_conformance::{take, take_and_release};
 use dlock_core::{DistributedLock, LockError, LockName, random_u64};
 use dlock_redis::{RedisLock, Redlock};
 
@@ -26,7 +27,7 @@ async fn handoff_median(
     let n = name("handoff");
     let mut samples = Vec::new();
     for _ in 0..7 {
-        let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+        let held = take(&holder, &n, LONG).await;
         let w = {
             let (waiter, n) = (Arc::clone(&waiter), n.clone());
             tokio::spawn(async move {
@@ -79,7 +80,7 @@ async fn redlock_survives_two_of_five_down_and_refuses_with_three() {
     let lock = common::redlock(&urls).await;
     assert_eq!(lock.quorum(), 3);
     let n = name("quorum");
-    let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let first = take(&lock, &n, LONG).await;
     assert!(lock.release(&first).await.unwrap());
 
     for p in &proxies.0[..2] {
@@ -132,7 +133,7 @@ async fn prefixes_separate_key_spaces() {
         .await
         .unwrap();
     let n = name("prefix");
-    let la = a.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let la = take(&a, &n, LONG).await;
     let lb = b
         .try_acquire(&n, LONG)
         .await
@@ -178,14 +179,14 @@ async fn a_lost_counter_restarts_above_earlier_tokens() {
     let url = common::redis_url();
     let lock = common::redis(&url).await;
     let n = name("seed");
-    let first = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let first = take(&lock, &n, LONG).await;
     assert!(
         first.token().get() > 1_000_000_000_000_000,
         "seeded from TIME in µs: {}",
         first.token()
     );
     assert!(lock.release(&first).await.unwrap());
-    let second = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let second = take(&lock, &n, LONG).await;
     assert!(second.token() > first.token());
     assert!(lock.release(&second).await.unwrap());
     // lose the counter, as a restart without persistence would
@@ -198,7 +199,7 @@ async fn a_lost_counter_restarts_above_earlier_tokens() {
         .await
         .unwrap();
     assert_eq!(deleted, 1, "the counter lives at {key}");
-    let third = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let third = take(&lock, &n, LONG).await;
     assert!(
         third.token() > second.token(),
         "{} after {}",
@@ -230,8 +231,7 @@ async fn acl_user_from_the_url() {
     let with_user = url.replacen("redis://", &format!("redis://{user}:s3cret-pw@"), 1);
     let lock = RedisLock::connect(&with_user).await.unwrap();
     let n = name("acl");
-    let l = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
-    assert!(lock.release(&l).await.unwrap());
+    take_and_release(&lock, &n, LONG).await;
     let wrong = url.replacen("redis://", &format!("redis://{user}:not-the-pw@"), 1);
     let e = RedisLock::connect(&wrong).await.unwrap_err();
     assert!(matches!(e, LockError::Config(_)), "{e:?}");
@@ -279,8 +279,7 @@ async fn a_dropped_redlock_acquire_leaves_nothing_held() {
     let (proxied, group) = common::proxied(&urls).await;
     let lock = common::redlock(&proxied).await;
     let warm = name("redlock-dropped-warm");
-    let l = lock.try_acquire(&warm, LONG).await.unwrap().unwrap();
-    assert!(lock.release(&l).await.unwrap());
+    take_and_release(&lock, &warm, LONG).await;
     let n = name("redlock-dropped");
     group.set_mode(FaultMode::Delay(Duration::from_millis(200)));
     let cut_short =
@@ -293,8 +292,7 @@ async fn a_dropped_redlock_acquire_leaves_nothing_held() {
         observer.inspect(&n).await.unwrap().is_none(),
         "a dropped acquire left {n} held until its TTL"
     );
-    let l = observer.try_acquire(&n, LONG).await.unwrap().expect("free");
-    assert!(observer.release(&l).await.unwrap());
+    take_and_release(&observer, &n, LONG).await;
 }
 
 /// Redlock's restart delay reads each node's uptime with `INFO`. A user whose ACL

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::services_ctl;
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, GuardState, LockError, LockGuard, LockName, random_u64};
 
 const LONG: Duration = Duration::from_secs(30);
@@ -25,7 +26,7 @@ async fn single_redis_restart_mid_hold() {
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let n = LockName::new(&format!("restart/{:016x}", random_u64())).unwrap();
     let ttl = Duration::from_secs(3);
-    let lease = lock.try_acquire(&n, ttl).await.unwrap().unwrap();
+    let lease = take(&lock, &n, ttl).await;
     let before = lease.token();
     let guard = LockGuard::new(Arc::clone(&lock), lease);
     services_ctl("stop", &["redis"]).await;
@@ -85,7 +86,7 @@ async fn redlock_nodes_killed_and_restarted() {
         matches!(&r, Err(LockError::InvalidArgument(m)) if m.contains("restart delay")),
         "{r:?}"
     );
-    let first = lock.try_acquire(&n, REST).await.unwrap().unwrap();
+    let first = take(&lock, &n, REST).await;
     let mut last = first.token();
     assert!(lock.release(&first).await.unwrap());
     let take = |lock: &dlock_redis::Redlock| {

@@ -8,6 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dlock_conformance::take;
 use dlock_conformance::{required_env, services_ctl};
 use dlock_core::{DistributedLock, LockGuard, LockName, random_u64};
 
@@ -63,7 +64,7 @@ async fn follows_the_promoted_replica() {
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let held = LockName::new(&format!("sentinel/held/{:016x}", random_u64())).unwrap();
     let ttl = Duration::from_secs(20);
-    let lease = lock.try_acquire(&held, ttl).await.unwrap().unwrap();
+    let lease = take(&lock, &held, ttl).await;
     let before = lease.token();
     let guard = LockGuard::new(Arc::clone(&lock), lease);
     // the replicas have the key before the master dies
@@ -213,7 +214,7 @@ async fn an_idle_client_does_not_lock_on_the_old_master_restarted() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(y.release(&held).await.unwrap());
-    let next = x.try_acquire(&name, ttl).await.unwrap().expect("free now");
+    let next = take(&x, &name, ttl).await;
     assert!(
         next.token() > held.token(),
         "{} after {}",

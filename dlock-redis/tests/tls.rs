@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use dlock_conformance::{TestCerts, TestServer};
-use dlock_core::{DistributedLock, LockName};
+use dlock_conformance::{TestCerts, TestServer, take_and_release};
+use dlock_core::LockName;
 use dlock_redis::RedisLock;
 
 #[tokio::test]
@@ -48,12 +48,7 @@ async fn rediss_with_a_private_ca() {
         .await
         .unwrap();
     let n = LockName::new("tls/redis").unwrap();
-    let lease = lock
-        .try_acquire(&n, Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("free");
-    assert!(lock.release(&lease).await.unwrap());
+    take_and_release(&lock, &n, Duration::from_secs(10)).await;
     // without trusting the private CA the handshake must fail
     let untrusted = RedisLock::builder(&url)
         .timeout(Duration::from_secs(1))

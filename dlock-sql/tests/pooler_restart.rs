@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::services_ctl;
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,7 +23,7 @@ async fn pooler_and_database_restarted_under_a_holder_and_a_waiter() {
     let name = LockName::new(&format!("pooler-restart/{:016x}", random_u64())).unwrap();
     // a TTL that outlasts both restarts: the holder keeps its lock across them
     let ttl = Duration::from_secs(15);
-    let lease = holder.try_acquire(&name, ttl).await.unwrap().unwrap();
+    let lease = take(&holder, &name, ttl).await;
     let first = lease.token();
     let guard = LockGuard::new(Arc::clone(&holder), lease);
     let wait = {

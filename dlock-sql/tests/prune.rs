@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, DistributedSemaphore, LockError, LockName, random_u64};
 use dlock_sql::SqlLock;
 
@@ -23,14 +24,10 @@ async fn prune_deletes_idle_rows_and_keeps_tokens_monotonic(url: &str) {
     let (released, held, crashed) = (name("released"), name("held"), name("crashed"));
     let (sem_released, sem_crashed) = (name("sem-released"), name("sem-crashed"));
 
-    let r = locks.try_acquire(&released, LONG).await.unwrap().unwrap();
+    let r = take(&locks, &released, LONG).await;
     assert!(locks.release(&r).await.unwrap());
-    let h = locks.try_acquire(&held, LONG).await.unwrap().unwrap();
-    let c = locks
-        .try_acquire(&crashed, Duration::from_millis(200))
-        .await
-        .unwrap()
-        .unwrap();
+    let h = take(&locks, &held, LONG).await;
+    let c = take(&locks, &crashed, Duration::from_millis(200)).await;
     let sr = locks
         .try_acquire_permit(&sem_released, 2, LONG)
         .await
@@ -72,7 +69,7 @@ async fn prune_deletes_idle_rows_and_keeps_tokens_monotonic(url: &str) {
 
     // pruned names start above every token they had
     for (n, old) in [(&released, r.token()), (&crashed, c.token())] {
-        let again = locks.try_acquire(n, LONG).await.unwrap().unwrap();
+        let again = take(&locks, n, LONG).await;
         assert!(again.token() > old, "{n}: {} after {}", again.token(), old);
         assert!(locks.release(&again).await.unwrap());
     }

@@ -9,6 +9,7 @@ mod common;
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, DistributedSemaphore, LockName, random_u64};
 use tokio::time::{sleep, timeout};
 
@@ -24,7 +25,7 @@ async fn waiters_get_the_lock_in_arrival_order(url: &str) {
     const WAITERS: usize = 5;
     let holder = common::connect(url).await;
     let name = name("fifo");
-    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &name, LONG).await;
     let mut clients = Vec::new();
     for _ in 0..WAITERS {
         clients.push(common::connect(url).await);
@@ -39,7 +40,7 @@ async fn waiters_get_the_lock_in_arrival_order(url: &str) {
 async fn a_release_grants_the_lock_to_the_waiter(url: &str) {
     let (holder, waiter) = (common::connect(url).await, common::connect(url).await);
     let name = name("grant");
-    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &name, LONG).await;
     let waiting = {
         let name = name.clone();
         tokio::spawn(async move {
@@ -76,7 +77,7 @@ async fn no_attempt_passes_a_live_queue(url: &str) {
     let name = name("no-barging");
     // a "crashed" holder: the raw lease is never renewed
     let ttl = Duration::from_millis(1500);
-    let _crashed = holder.try_acquire(&name, ttl).await.unwrap().unwrap();
+    let _crashed = take(&holder, &name, ttl).await;
     let waiting = {
         let name = name.clone();
         tokio::spawn(async move {
@@ -109,7 +110,7 @@ async fn no_attempt_passes_a_live_queue(url: &str) {
 async fn a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others(url: &str) {
     let (first, again) = (common::connect(url).await, common::connect(url).await);
     let name = name("wants-back");
-    let held = first.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&first, &name, LONG).await;
     // `again` takes the lock after queueing for it
     let waiting = {
         let (again, name) = (again.clone(), name.clone());
@@ -155,7 +156,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
         common::connect(url).await,
     );
     let name = name("gives-up");
-    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &name, LONG).await;
     let gave_up = {
         let name = name.clone();
         tokio::spawn(async move {
@@ -209,7 +210,7 @@ async fn a_table_from_before_the_queue_gets_its_column(url: &str) {
     let with_table = format!("{url}{sep}table={table}");
     let (a, b) = tokio::join!(common::connect(&with_table), common::connect(&with_table));
     let name = name("old-table");
-    let held = a.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&a, &name, LONG).await;
     let waiting = {
         let name = name.clone();
         tokio::spawn(async move { (b.acquire(&name, LONG, LONG).await.unwrap(), b) })
@@ -240,7 +241,7 @@ async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
         LockName::new(&format!("sem:{base}")).unwrap(),
     );
     let permit = a.try_acquire_permit(&sem, 1, LONG).await.unwrap().unwrap();
-    let held = c.try_acquire(&lock, LONG).await.unwrap().unwrap();
+    let held = take(&c, &lock, LONG).await;
     // the semaphore's waiter queues first
     let for_permit = {
         let sem = sem.clone();
@@ -270,7 +271,7 @@ async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
 async fn a_grant_to_a_vanished_poller_lapses_with_its_entry(url: &str) {
     let (holder, waiter) = (common::connect(url).await, common::connect(url).await);
     let name = name("ghost");
-    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &name, LONG).await;
     let now = match url.split(':').next() {
         Some("postgres") => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
         Some("mysql") => {

@@ -8,6 +8,7 @@ mod common;
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockName, random_u64};
 use dlock_sql::SqlLock;
 use sqlx::Connection;
@@ -49,7 +50,7 @@ async fn without_its_functions_a_table_still_queues_in_order_and_grants() {
     let url = table_without_functions().await;
     let holder = connect_without_creating(&url).await;
     let name = LockName::new(&format!("queue/nofn/{:016x}", random_u64())).unwrap();
-    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &name, LONG).await;
     let mut clients = Vec::new();
     for _ in 0..WAITERS {
         clients.push(connect_without_creating(&url).await);
@@ -77,7 +78,7 @@ async fn a_waiter_whose_listen_connection_was_cut_is_granted_after_it_reconnects
     let holder = common::connect(&url).await;
     let waiter = common::connect(&waiter_url).await;
     let name = LockName::new(&format!("queue/cut/{:016x}", random_u64())).unwrap();
-    let held = holder.try_acquire(&name, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &name, LONG).await;
     let waiting = {
         let name = name.clone();
         tokio::spawn(async move { waiter.acquire(&name, LONG, LONG).await.map(|l| (waiter, l)) })

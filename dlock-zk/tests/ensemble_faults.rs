@@ -7,6 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_conformance::{FencedCounter, services_ctl};
 use dlock_core::{DistributedLock, LockName, random_u64};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,11 +34,7 @@ async fn leader_killed_while_held_and_waiters_queue() {
     let n = LockName::new(&format!("ensemble-{:016x}", random_u64())).unwrap();
     let counter = Arc::new(FencedCounter::default());
     let holder = common::zk(&addr).await;
-    let held = holder
-        .try_acquire(&n, Duration::from_secs(30))
-        .await
-        .unwrap()
-        .unwrap();
+    let held = take(&holder, &n, Duration::from_secs(30)).await;
     let mut waiters = Vec::new();
     for _ in 0..3 {
         let c = common::zk(&addr).await;

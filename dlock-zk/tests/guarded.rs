@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockError, LockName, random_u64};
 use dlock_zk::zookeeper_client as zk;
 
@@ -24,11 +25,7 @@ async fn guarded_multi_commits_only_while_the_lease_holds() {
         )
         .await
         .unwrap();
-    let lease = lock
-        .try_acquire(&name, Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let lease = take(&lock, &name, Duration::from_secs(5)).await;
     lock.guarded_multi(&lease, |w| w.add_set_data(&path, b"held", None))
         .await
         .unwrap();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::batching;
+use dlock_conformance::take;
 use dlock_core::DistributedLock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -40,11 +41,7 @@ async fn renewals_due_together_share_one_request() {
     // costs two packets (sync + multi-read) per grid step in which guards come due.
     let hold = Duration::from_secs(4);
     let probe = dlock_core::LockName::new("batching/probe").unwrap();
-    let lease = lock
-        .try_acquire(&probe, common::SESSION)
-        .await
-        .unwrap()
-        .unwrap();
+    let lease = take(&lock, &probe, common::SESSION).await;
     let ttl = lease.ttl();
     assert!(lock.release(&lease).await.unwrap());
     let unbatched = batching::unbatched(200, ttl, hold);

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockError, LockName, Ticket, random_u64};
 use dlock_zk::ZkLock;
 use tokio::time::{Instant, sleep};
@@ -14,14 +15,8 @@ fn unique() -> LockName {
     LockName::new(&format!("tickets/{:016x}", random_u64())).unwrap()
 }
 
-/// `name`, free, taken by `client` for 2 s (its lease's TTL is its session's).
-async fn take(client: &ZkLock, name: &LockName) -> dlock_core::Lease {
-    client
-        .try_acquire(name, Duration::from_secs(2))
-        .await
-        .unwrap()
-        .expect("free")
-}
+/// What a test's lease asks for (its TTL is its session's).
+const TTL: Duration = Duration::from_secs(2);
 
 /// Sessions of 3 s: leases (and handed-over nodes) of 1.8 s.
 async fn client() -> ZkLock {
@@ -41,7 +36,7 @@ async fn client() -> ZkLock {
 async fn a_handed_over_node_outlives_its_giver_and_keeps_its_place() {
     let name = unique();
     let giver = client().await;
-    let lease = take(&giver, &name).await;
+    let lease = take(&giver, &name, TTL).await;
     let ttl = lease.ttl();
     let waiter = client().await;
     let waiting = {
@@ -107,7 +102,7 @@ async fn a_taker_keeps_the_ttl_and_releases() {
         .connect()
         .await
         .unwrap();
-    let lease = take(&giver, &name).await;
+    let lease = take(&giver, &name, TTL).await;
     assert!(
         lease.ttl().subsec_nanos() % 1_000_000 != 0,
         "{:?}",
@@ -138,7 +133,7 @@ async fn a_taker_keeps_the_ttl_and_releases() {
 async fn a_ticket_not_handed_over_is_refused() {
     let name = unique();
     let giver = client().await;
-    let lease = take(&giver, &name).await;
+    let lease = take(&giver, &name, TTL).await;
     let written = dlock_core::Ticket::of("zookeeper", &lease).unwrap();
     let taker = client().await;
     assert!(matches!(
@@ -165,7 +160,7 @@ async fn servers_without_ttl_nodes_refuse_and_the_holder_keeps_the_lock() {
         .await
         .unwrap();
     let name = unique();
-    let lease = take(&giver, &name).await;
+    let lease = take(&giver, &name, TTL).await;
     match giver.hand_over(&lease).await {
         Err(LockError::Unsupported { what, .. }) => {
             assert!(
@@ -211,11 +206,7 @@ async fn a_node_past_its_ttl_is_deleted_not_renewed() {
     };
     let (giver, taker) = (connect().await, connect().await);
     let name = unique();
-    let lease = giver
-        .try_acquire(&name, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .expect("free");
+    let lease = take(&giver, &name, Duration::from_secs(1)).await;
     let ticket = giver.hand_over(&lease).await.expect("handed over");
     drop(giver);
     sleep(ticket.ttl() + Duration::from_millis(500)).await;
@@ -233,11 +224,7 @@ async fn the_ticket_is_dead_and_the_name_free(client: &ZkLock, name: &LockName, 
         client.resume(ticket).await,
         Err(LockError::LeaseLost { .. })
     ));
-    let next = client
-        .try_acquire(name, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .expect("free at once");
+    let next = take(client, name, Duration::from_secs(1)).await;
     assert!(next.token() > ticket.token());
     assert!(client.release(&next).await.unwrap());
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::FaultMode;
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use dlock_zk::ZkLock;
 use tokio::time::{Instant, sleep, timeout};
@@ -30,7 +31,7 @@ async fn cancelled_waiters_leave_no_ghost_nodes() {
     let holder = common::zk(&addr).await;
     let waiter = common::zk(&addr).await;
     let n = name("cancel");
-    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &n, LONG).await;
     for _ in 0..100 {
         let cut = Duration::from_micros(random_u64() % 5000);
         let _ = timeout(cut, waiter.acquire(&n, LONG, Duration::from_secs(10))).await;
@@ -48,11 +49,7 @@ async fn cancelled_waiters_leave_no_ghost_nodes() {
         sleep(Duration::from_millis(20)).await;
     }
     assert!(holder.release(&held).await.unwrap());
-    let next = waiter
-        .try_acquire(&n, LONG)
-        .await
-        .unwrap()
-        .expect("free the moment the holder released");
+    let next = take(&waiter, &n, LONG).await;
     assert!(next.token() > held.token());
     assert!(waiter.release(&next).await.unwrap());
     assert!(zk.list_children(&queue).await.unwrap().is_empty());
@@ -68,7 +65,7 @@ async fn expired_session_loses_the_lock_to_a_higher_token() {
     let a: Arc<dyn DistributedLock> = Arc::new(common::zk(&proxied).await);
     let b = common::zk(&addr).await;
     let n = name("expire");
-    let lease = a.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let lease = take(&a, &n, LONG).await;
     let token_a = lease.token();
     let guard = LockGuard::new(Arc::clone(&a), lease);
     proxies.set_mode(FaultMode::Blackhole);
@@ -109,7 +106,7 @@ async fn authenticated_nodes_cannot_be_deleted_by_others() {
         .await
         .unwrap();
     let n = name("acl");
-    let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let lease = take(&lock, &n, LONG).await;
     let queue = format!("/dlock-auth/{}", n.as_str());
     let stranger = raw(&addr).await;
     assert_eq!(
@@ -145,7 +142,7 @@ async fn chroot_in_the_address_scopes_the_nodes() {
         .await
         .unwrap();
     let n = name("chroot");
-    let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let lease = take(&lock, &n, LONG).await;
     let zk = raw(&addr).await;
     let children = zk
         .list_children(&format!("/apps/billing/dlock/{}", n.as_str()))
@@ -192,13 +189,9 @@ async fn sessions_follow_the_ttl_asked_for() {
     let other = ZkLock::builder(&addr).connect().await.unwrap();
     let ttl = Duration::from_secs(2);
     let n = name("ttl");
-    let lease = holder.try_acquire(&n, ttl).await.unwrap().unwrap();
+    let lease = take(&holder, &n, ttl).await;
     assert_eq!(lease.ttl(), ttl * 3 / 5);
-    let longer = holder
-        .try_acquire(&name("ttl-longer"), ttl * 2)
-        .await
-        .unwrap()
-        .unwrap();
+    let longer = take(&holder, &name("ttl-longer"), ttl * 2).await;
     assert_eq!(longer.ttl(), ttl * 2 * 3 / 5, "a session of its own");
     link.cut().await;
     let cut = Instant::now();

@@ -5,6 +5,7 @@
 //! sequence (`ETCD_LOCK_REV`, the revision etcdctl got the lock at, is not a token).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dlock_conformance::take;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,7 +164,7 @@ async fn dlocks_holder_keeps_etcdctl_out_and_they_queue_in_order() {
     let mut etcd = client().await;
     let name = unique("interop-etcd");
     let n = LockName::new(&name).unwrap();
-    let first = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
+    let first = take(&lock, &n, TTL).await;
     // etcdctl queues behind dlock's holder, then a second dlock contender behind it
     let (release, script) = hold_until_told();
     let mut theirs = etcdctl_lock(&name, &script);

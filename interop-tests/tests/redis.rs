@@ -4,6 +4,7 @@
 //! Redlock's five. (Their holders get no fencing token; there is no queue to share.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dlock_conformance::take;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,7 +54,7 @@ async fn each_keeps_the_other_out(
         "rslock holds {name}"
     );
     theirs.unlock(&held).await;
-    let ours = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
+    let ours = take(lock, &n, TTL).await;
     assert!(
         theirs.lock(name.as_bytes(), TTL).await.is_err(),
         "rslock got in while dlock held"

@@ -4,6 +4,7 @@
 //! queue, the lowest sequence holds, each waiter watching its predecessor.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dlock_conformance::{take, take_and_release};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,7 +122,7 @@ async fn a_mixed_queue_is_served_in_order() {
     let c = client().await;
     let name = unique("interop-zk");
     let n = LockName::new(&name).unwrap();
-    let first = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
+    let first = take(&lock, &n, TTL).await;
     // Curator queues second, a dlock contender third
     let curator_side = {
         let name = name.clone();
@@ -183,8 +184,7 @@ async fn a_root_deleted_under_a_client_is_made_again() {
     let c = client().await;
     c.delete(&root, None).await.unwrap(); // as the server does to an empty container
     let n = LockName::new("orders").unwrap();
-    let l = lock.try_acquire(&n, TTL).await.unwrap().unwrap();
-    assert!(lock.release(&l).await.unwrap());
+    take_and_release(&lock, &n, TTL).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

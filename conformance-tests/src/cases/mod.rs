@@ -68,30 +68,7 @@ pub(crate) fn unique(case: &str) -> LockName {
     LockName::new(&format!("conformance/{case}/{:016x}", random_u64())).expect("valid name")
 }
 
-/// Asserts rule 5: a lease is handed out only while it is still valid.
-pub(crate) fn assert_fresh(lease: &Lease) {
-    assert!(
-        lease.is_valid(),
-        "a lease was returned after its valid_until: {lease:?}"
-    );
-}
-
-/// Takes a free lock or fails the case.
-pub(crate) async fn take(client: &dyn DistributedLock, name: &LockName, ttl: Duration) -> Lease {
-    let lease = client
-        .try_acquire(name, ttl)
-        .await
-        .expect("try_acquire must not fail")
-        .unwrap_or_else(|| panic!("lock {name} should be free"));
-    assert_fresh(&lease);
-    lease
-}
-
-/// Takes a free lock and gives it back: a warm-up, or proof that the name is free.
-pub(crate) async fn take_and_release(client: &dyn DistributedLock, name: &LockName, ttl: Duration) {
-    let lease = take(client, name, ttl).await;
-    assert!(client.release(&lease).await.expect("release"));
-}
+pub(crate) use crate::steps::{assert_fresh, take, take_and_release};
 
 /// Polls `try_acquire` until it succeeds or `within` passes.
 pub(crate) async fn take_within(

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockName, random_u64};
 
 use super::nodes::{cmd, masters, owns, seeds};
@@ -62,7 +63,7 @@ pub(crate) async fn a_master_failed_over_under_a_waiter() {
     let name = LockName::new(&format!("cluster/failover/{:016x}", random_u64())).unwrap();
     let ttl = Duration::from_secs(20);
     let wait = Duration::from_secs(60);
-    let held = a.try_acquire(&name, ttl).await.unwrap().expect("free");
+    let held = take(&a, &name, ttl).await;
     let waiting = {
         let (b, name) = (Arc::clone(&b), name.clone());
         tokio::spawn(async move { b.acquire(&name, ttl, wait).await })

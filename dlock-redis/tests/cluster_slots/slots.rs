@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use redis::Value;
 
@@ -51,7 +52,7 @@ pub(crate) async fn renewals_spanning_slots_keep_every_lock() {
     let mut guards = Vec::new();
     for i in 0..40 {
         let n = LockName::new(&format!("cluster/many/{i}/{:016x}", random_u64())).unwrap();
-        let lease = lock.try_acquire(&n, ttl).await.unwrap().expect("free");
+        let lease = take(&lock, &n, ttl).await;
         guards.push(LockGuard::new(Arc::clone(&lock), lease));
     }
     tokio::time::sleep(ttl * 3).await;
@@ -73,7 +74,7 @@ pub(crate) async fn a_slot_migrated_under_a_held_lock() {
     let other: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let name = LockName::new(&format!("cluster/migrating/{:016x}", random_u64())).unwrap();
     let ttl = Duration::from_secs(1);
-    let lease = lock.try_acquire(&name, ttl).await.unwrap().expect("free");
+    let lease = take(&lock, &name, ttl).await;
     let token = lease.token();
     let guard = LockGuard::new(Arc::clone(&lock), lease);
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockError, LockName};
 
 use super::{LONG, name};
@@ -50,7 +51,7 @@ async fn database_clock_decides(url: &str) {
     let a = common::connect(url).await;
     let b = common::connect(url).await;
     let n = name("clock");
-    let lease = a.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let lease = take(&a, &n, LONG).await;
     shift_expiry(url, "dlock_locks", &n, -1000).await;
     assert!(lease.is_valid(), "the client still trusts its lease");
     let taken = b
@@ -66,7 +67,7 @@ async fn database_clock_decides(url: &str) {
     assert!(b.release(&taken).await.unwrap());
 
     let short = Duration::from_millis(200);
-    let held = a.try_acquire(&n, short).await.unwrap().unwrap();
+    let held = take(&a, &n, short).await;
     shift_expiry(url, "dlock_locks", &n, 3_600_000).await;
     tokio::time::sleep(short * 3).await;
     assert!(!held.is_valid(), "the client-side lease has run out");

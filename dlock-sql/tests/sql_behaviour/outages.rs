@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dlock_conformance::take_and_release;
 use dlock_core::{DistributedLock, LockError};
 use dlock_sql::SqlLock;
 
@@ -38,12 +39,7 @@ async fn sqlite_busy_database_gives_unavailable_then_recovers() {
         lock.inspect(&n).await.unwrap().is_none(),
         "a timed-out acquire must not win later"
     );
-    let lease = lock
-        .try_acquire(&n, LONG)
-        .await
-        .unwrap()
-        .expect("free after the writer left");
-    assert!(lock.release(&lease).await.unwrap());
+    take_and_release(&lock, &n, LONG).await;
 }
 
 /// `acquire` keeps waiting through transient errors and reports the outage (not a

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use dlock_conformance::take;
 use dlock_core::DistributedLock;
 use dlock_sql::SqlLock;
 
@@ -24,7 +25,7 @@ async fn postgres_waiter_is_woken_by_notify() {
     assert!(waiter.capabilities().notify);
     let n = name("notify");
     for _ in 0..3 {
-        let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+        let held = take(&holder, &n, LONG).await;
         let w = {
             let (waiter, n) = (waiter.clone(), n.clone());
             tokio::spawn(async move {
@@ -57,7 +58,7 @@ async fn postgres_waiter_does_not_starve_a_one_connection_pool() {
         .await
         .unwrap();
     let n = name("pool-of-one");
-    let held = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let held = take(&lock, &n, LONG).await;
     let w = {
         let (lock, n) = (lock.clone(), n.clone());
         tokio::spawn(async move { lock.acquire(&n, LONG, Duration::from_secs(10)).await })
@@ -92,7 +93,7 @@ async fn postgres_listener_reconnect_wakes_waiters() {
         .await
         .unwrap();
     let n = name("listener-reconnect");
-    let held = holder.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let held = take(&holder, &n, LONG).await;
     let w = {
         let (waiter, n) = (waiter.clone(), n.clone());
         tokio::spawn(async move { waiter.acquire(&n, LONG, Duration::from_secs(25)).await })
@@ -141,7 +142,7 @@ async fn postgres_killed_hot_connection_is_replaced() {
         .await
         .unwrap();
     let n = name("hot-connection");
-    let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+    let lease = take(&lock, &n, LONG).await;
     assert!(lock.release(&lease).await.unwrap());
 
     let pool = sqlx::PgPool::connect(&url).await.unwrap();

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use dlock_conformance::take;
 use dlock_core::{DistributedLock, LockError, random_u64};
 use dlock_sql::SqlLock;
 
@@ -45,7 +46,7 @@ async fn custom_table_is_created_and_used() {
             .await
             .unwrap();
         let n = name("custom");
-        let lease = lock.try_acquire(&n, LONG).await.unwrap().unwrap();
+        let lease = take(&lock, &n, LONG).await;
         let other = SqlLock::builder(&url)
             .table(&table)
             .connect()

@@ -1,0 +1,41 @@
+//! Steps the cases and the adapters' own tests share: take a free lock, give it back.
+
+use std::time::Duration;
+
+use dlock_core::{DistributedLock, Lease, LockName};
+
+/// Asserts rule 5: a lease is handed out only while it is still valid.
+///
+/// # Panics
+/// When `lease` is past its `valid_until`.
+pub fn assert_fresh(lease: &Lease) {
+    assert!(
+        lease.is_valid(),
+        "a lease was returned after its valid_until: {lease:?}"
+    );
+}
+
+/// Takes a free lock or fails the test: `try_acquire` must answer a lease, and a
+/// fresh one.
+///
+/// # Panics
+/// When the call fails, the lock is held, or the lease is already past its
+/// `valid_until`.
+pub async fn take(client: &dyn DistributedLock, name: &LockName, ttl: Duration) -> Lease {
+    let lease = client
+        .try_acquire(name, ttl)
+        .await
+        .expect("try_acquire must not fail")
+        .unwrap_or_else(|| panic!("lock {name} should be free"));
+    assert_fresh(&lease);
+    lease
+}
+
+/// Takes a free lock and gives it back: a warm-up, or proof that the name is free.
+///
+/// # Panics
+/// As [`take`], and when the release fails or finds the lease gone.
+pub async fn take_and_release(client: &dyn DistributedLock, name: &LockName, ttl: Duration) {
+    let lease = take(client, name, ttl).await;
+    assert!(client.release(&lease).await.expect("release"));
+}
