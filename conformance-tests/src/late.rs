@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock_core::{DistributedLock, LockName, random_u64};
+use dlock_core::DistributedLock;
 
 use crate::{FaultMode, FaultProxy};
 
@@ -27,9 +27,9 @@ pub async fn late_grant_is_taken_again(
     proxy: &FaultProxy,
     op_timeout: Duration,
 ) {
-    let name = LockName::new(&format!("late/{:016x}", random_u64())).expect("valid name");
+    let name = crate::unique_name("late");
     let ttl = Duration::from_secs(6);
-    let warm = LockName::new(&format!("late/warm/{:016x}", random_u64())).expect("valid name");
+    let warm = crate::unique_name("late/warm");
     crate::cases::take_and_release(&*late, &warm, ttl).await;
     proxy.set_mode(FaultMode::DelayReplies(op_timeout * 3 / 2));
     let task = {

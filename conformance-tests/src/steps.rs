@@ -39,3 +39,12 @@ pub async fn take_and_release(client: &dyn DistributedLock, name: &LockName, ttl
     let lease = take(client, name, ttl).await;
     assert!(client.release(&lease).await.expect("release"));
 }
+
+/// A name no other test run uses: `prefix/` and 16 random hex digits.
+///
+/// # Panics
+/// When `prefix` makes an invalid name.
+#[must_use]
+pub fn unique_name(prefix: &str) -> LockName {
+    LockName::new(&format!("{prefix}/{:016x}", dlock_core::random_u64())).expect("a valid name")
+}

@@ -2,7 +2,7 @@
 //! loudly marked on each lease; a bad value is a configuration error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::take;
+use dlock_conformance::{take, unique_name};
 use std::time::Duration;
 
 use dlock_any::{Fallback, LockError, LockName, connect};
@@ -18,7 +18,7 @@ const UNREACHABLE: &[&str] = &[
 ];
 
 fn name() -> LockName {
-    LockName::new(&format!("fallback/{:016x}", dlock_any::random_u64())).unwrap()
+    unique_name("fallback")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,11 +3,11 @@
 //! binary, because the recorder is global.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::take;
+use dlock_conformance::{take, unique_name};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_any::{DistributedLock, LockName, Locker, metric_names as m};
+use dlock_any::{DistributedLock, Locker, metric_names as m};
 use dlock_conformance::required_env;
 use metrics_util::CompositeKey;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -55,7 +55,7 @@ fn samples(s: &Snapshot, name: &str, backend: &str) -> usize {
 /// (not held), a guard that renews, is made to lose its lease, and is dropped (its
 /// background release then finds the lock not held).
 async fn sequence(lock: Arc<dyn DistributedLock>) {
-    let name = LockName::new(&format!("metrics/{:016x}", dlock_any::random_u64())).unwrap();
+    let name = unique_name("metrics");
     let a = take(&lock, &name, Duration::from_secs(30)).await;
     assert!(
         lock.try_acquire(&name, Duration::from_secs(30))

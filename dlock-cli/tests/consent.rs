@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_conformance::{FaultMode, FaultProxy, required_env};
 
 mod common;
-use common::{dlock, output, scratch, spawn, unique, wait_exit};
+use common::{dlock, output, scratch, scratch_sqlite, spawn, unique, wait_exit};
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -125,7 +125,7 @@ fn a_failing_renewal_is_a_warning_on_stderr() {
 
 #[test]
 fn a_skipped_run_can_be_quiet_and_succeed() {
-    let url = format!("sqlite://{}/locks.sqlite", scratch().display());
+    let url = scratch_sqlite("locks.sqlite");
     let name = unique("skip");
     let dir = scratch();
     let held = dir.join("held");
@@ -182,7 +182,7 @@ fn a_skipped_run_can_be_quiet_and_succeed() {
 
 #[test]
 fn doctor_says_an_sqlite_file_excludes_one_host() {
-    let url = format!("sqlite://{}/locks.sqlite", scratch().display());
+    let url = scratch_sqlite("locks.sqlite");
     let out = output(&url, &["doctor"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("this host only"), "{text}");

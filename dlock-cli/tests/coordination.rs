@@ -10,7 +10,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 mod common;
-use common::{output, scratch, spawn, unique, wait_exit, wait_for_file, watch_leader};
+use common::{
+    output, scratch, scratch_sqlite, spawn, unique, wait_exit, wait_for_file, watch_leader,
+};
 
 const BUSY: i32 = 73;
 const MAX_HOLD: i32 = 76;
@@ -320,10 +322,7 @@ macro_rules! per_backend {
     };
 }
 
-per_backend!(
-    sqlite,
-    format!("sqlite://{}/locks.sqlite", super::scratch().display())
-);
+per_backend!(sqlite, super::scratch_sqlite("locks.sqlite"));
 per_backend!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
 per_backend!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
 per_backend!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));

@@ -7,7 +7,7 @@ use std::process::Output;
 use dlock_conformance::{TestServer, required_env};
 
 mod common;
-use common::{output, scratch};
+use common::{output, scratch, scratch_sqlite};
 
 const GUARANTEE_BROKEN: i32 = 78;
 
@@ -172,7 +172,7 @@ fn mariadb_without_a_flush_per_commit_is_critical() {
 
 #[test]
 fn sqlite_reports_its_filesystem() {
-    let url = format!("sqlite://{}/doctor.sqlite", scratch().display());
+    let url = scratch_sqlite("doctor.sqlite");
     let (code, text) = doctor(&url);
     assert_eq!(code, 0, "{text}");
     assert!(line(&text, "filesystem").contains("is on"), "{text}");

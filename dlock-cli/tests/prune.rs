@@ -6,13 +6,13 @@ use std::thread::sleep;
 use std::time::Duration;
 
 mod common;
-use common::{output, scratch, unique};
+use common::{output, scratch_sqlite, unique};
 
 const USAGE: i32 = 2;
 
 #[test]
 fn prune_deletes_idle_rows_and_keeps_held_ones() {
-    let url = format!("sqlite://{}/prune.sqlite", scratch().display());
+    let url = scratch_sqlite("prune.sqlite");
     let (idle, held) = (unique("pruned"), unique("kept"));
     let run = output(&url, &["run", &idle, "--", "true"]);
     assert_eq!(run.status.code(), Some(0), "{run:?}");

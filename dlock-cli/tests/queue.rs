@@ -13,7 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 mod common;
-use common::{scratch, spawn, unique, wait_exit, wait_for_file};
+use common::{scratch, scratch_sqlite, spawn, unique, wait_exit, wait_for_file};
 
 /// The queue backends, each case a test of its own per backend.
 macro_rules! on_queue_backends {
@@ -62,7 +62,7 @@ fn url(backend: &str) -> String {
         "redis_cluster" => required_env("DLOCK_TEST_REDIS_CLUSTER_URL"),
         // the default backend: one database file shared by the test's processes;
         // its waiters (and MariaDB's) poll, and queue when asked (`fifo=true`)
-        "sqlite" => format!("sqlite://{}/locks.sqlite?fifo=true", scratch().display()),
+        "sqlite" => scratch_sqlite("locks.sqlite?fifo=true"),
         "postgres" => required_env("DLOCK_TEST_POSTGRES_URL"),
         "mariadb" => format!("{}?fifo=true", required_env("DLOCK_TEST_MYSQL_URL")),
         other => panic!("no such queue backend: {other}"),

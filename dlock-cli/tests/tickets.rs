@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_conformance::required_env;
 
 mod common;
-use common::{output, scratch, spawn, unique, wait_exit};
+use common::{output, scratch_sqlite, spawn, unique, wait_exit};
 
 const BUSY: i32 = 73;
 const LEASE_LOST: i32 = 75;
@@ -169,10 +169,7 @@ macro_rules! with_tickets {
     };
 }
 
-with_tickets!(
-    sqlite,
-    format!("sqlite://{}/locks.sqlite", super::scratch().display())
-);
+with_tickets!(sqlite, super::scratch_sqlite("locks.sqlite"));
 with_tickets!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
 with_tickets!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
 with_tickets!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));

@@ -299,10 +299,7 @@ pub trait DistributedLock: Send + Sync {
     /// A read (on ZooKeeper a renewal): dropping it changes nothing held.
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         let _ = ticket;
-        Err(LockError::Unsupported {
-            backend: self.backend_name(),
-            what: "tickets (a lease here cannot leave the process that took it)".into(),
-        })
+        Err(crate::ticket::unsupported(self.backend_name()))
     }
 
     /// Stores `value` with `lease` as what its holder now says about itself — a

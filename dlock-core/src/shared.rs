@@ -71,8 +71,7 @@ pub trait DistributedSemaphore: DistributedLock {
         permits: u32,
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        let request = Acquisition::new(name, ttl).with_access(Access::Permit(permits));
-        self.acquire_with(&request).await
+        try_as(self, name, ttl, Access::Permit(permits)).await
     }
 
     /// Takes one of the `permits` permits of `name`, waiting up to `wait`.
@@ -90,10 +89,7 @@ pub trait DistributedSemaphore: DistributedLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        let request = Acquisition::new(name, ttl)
-            .with_access(Access::Permit(permits))
-            .waiting(wait);
-        waited(self.acquire_with(&request).await, name, wait)
+        wait_as(self, name, ttl, Access::Permit(permits), wait).await
     }
 
     /// The current holders of `name`'s permits, oldest grant first.
@@ -130,8 +126,7 @@ pub trait DistributedRwLock: DistributedLock {
     /// # Cancel safety
     /// As [`DistributedLock::try_acquire`].
     async fn try_read(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        let request = Acquisition::new(name, ttl).with_access(Access::Read);
-        self.acquire_with(&request).await
+        try_as(self, name, ttl, Access::Read).await
     }
 
     /// Takes a read lease on `name`, waiting up to `wait` for writers.
@@ -147,10 +142,7 @@ pub trait DistributedRwLock: DistributedLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        let request = Acquisition::new(name, ttl)
-            .with_access(Access::Read)
-            .waiting(wait);
-        waited(self.acquire_with(&request).await, name, wait)
+        wait_as(self, name, ttl, Access::Read, wait).await
     }
 
     /// Takes the write lease on `name` if nobody holds it (and, on a fair backend,
@@ -162,8 +154,7 @@ pub trait DistributedRwLock: DistributedLock {
     /// # Cancel safety
     /// As [`DistributedLock::try_acquire`].
     async fn try_write(&self, name: &LockName, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        let request = Acquisition::new(name, ttl).with_access(Access::Write);
-        self.acquire_with(&request).await
+        try_as(self, name, ttl, Access::Write).await
     }
 
     /// Takes the write lease on `name`, waiting up to `wait` for readers and writers.
@@ -179,10 +170,7 @@ pub trait DistributedRwLock: DistributedLock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, LockError> {
-        let request = Acquisition::new(name, ttl)
-            .with_access(Access::Write)
-            .waiting(wait);
-        waited(self.acquire_with(&request).await, name, wait)
+        wait_as(self, name, ttl, Access::Write, wait).await
     }
 
     /// The current holders of `name` (readers, or the writer), oldest grant first.
@@ -205,3 +193,29 @@ impl<T: DistributedLock + ?Sized> DistributedRwLock for T {}
 pub trait Coordination: DistributedSemaphore + DistributedRwLock {}
 
 impl<T: DistributedLock + ?Sized> Coordination for T {}
+
+/// `lock`'s answer to one attempt at `access` on `name`.
+async fn try_as<L: DistributedLock + ?Sized>(
+    lock: &L,
+    name: &LockName,
+    ttl: Duration,
+    access: Access,
+) -> Result<Option<Lease>, LockError> {
+    lock.acquire_with(&Acquisition::new(name, ttl).with_access(access))
+        .await
+}
+
+/// `lock`'s lease for `access` on `name` after waiting up to `wait` (`Timeout` when
+/// none came).
+async fn wait_as<L: DistributedLock + ?Sized>(
+    lock: &L,
+    name: &LockName,
+    ttl: Duration,
+    access: Access,
+    wait: Duration,
+) -> Result<Lease, LockError> {
+    let request = Acquisition::new(name, ttl)
+        .with_access(access)
+        .waiting(wait);
+    waited(lock.acquire_with(&request).await, name, wait)
+}

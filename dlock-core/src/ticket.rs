@@ -57,6 +57,14 @@ pub struct Ticket {
     ttl: Duration,
 }
 
+/// What a backend whose leases cannot leave their process answers to `resume`.
+pub(crate) fn unsupported(backend: &'static str) -> LockError {
+    LockError::unsupported_feature(
+        backend,
+        "tickets (a lease here cannot leave the process that took it)",
+    )
+}
+
 impl Ticket {
     /// A ticket for the lease of `owner` on `name` with `token`, on `backend` (its
     /// [`crate::DistributedLock::backend_name`]).

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use dlock_conformance::{FencedCounter, services_ctl};
-use dlock_core::{DistributedLock, LockName, random_u64};
+use dlock_conformance::{FencedCounter, services_ctl, unique_name};
+use dlock_core::{DistributedLock, LockName};
 use tokio::time::{Instant, sleep};
 
 const TTL: Duration = Duration::from_secs(3);
@@ -95,7 +95,7 @@ async fn cluster_members_killed_under_load() {
     // A follower dies and comes back: nothing fails.
     let l = leader(&endpoints).await;
     let follower = names[(l + 1) % 3];
-    let n = LockName::new(&format!("cluster/follower/{:016x}", random_u64())).unwrap();
+    let n = unique_name("cluster/follower");
     let (done, failures, counter) = workload_during(&endpoints, &n, async {
         sleep(Duration::from_millis(500)).await;
         services_ctl("kill", &[follower]).await;
@@ -115,7 +115,7 @@ async fn cluster_members_killed_under_load() {
     // The leader dies while a lock is held and others queue: never two holders, the
     // waiters proceed after the election.
     let l = leader(&endpoints).await;
-    let n = LockName::new(&format!("cluster/leader/{:016x}", random_u64())).unwrap();
+    let n = unique_name("cluster/leader");
     let (done, _failures, counter) = workload_during(&endpoints, &n, async {
         sleep(Duration::from_millis(500)).await;
         services_ctl("kill", &[names[l]]).await;

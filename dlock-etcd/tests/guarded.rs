@@ -6,15 +6,15 @@ mod common;
 
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_core::{DistributedLock, LockError, LockName, random_u64};
+use dlock_conformance::{take, unique_name};
+use dlock_core::{DistributedLock, LockError, random_u64};
 use dlock_etcd::etcd_client::{Client, TxnOp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guarded_txn_commits_only_while_the_lease_holds() {
     let endpoints = common::single();
     let lock = common::etcd(&endpoints).await;
-    let name = LockName::new(&format!("guarded/{:016x}", random_u64())).unwrap();
+    let name = unique_name("guarded");
     let key = format!("guarded-test/{:016x}", random_u64());
     let lease = take(&lock, &name, Duration::from_secs(5)).await;
     lock.guarded_txn(&lease, vec![TxnOp::put(key.clone(), "held", None)])

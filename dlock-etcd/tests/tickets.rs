@@ -8,12 +8,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_core::{DistributedLock, LockError, LockName, Locker, random_u64};
+use dlock_conformance::{take, unique_name};
+use dlock_core::{DistributedLock, LockError, LockName, Locker};
 use tokio::time::{Instant, sleep};
 
 fn unique() -> LockName {
-    LockName::new(&format!("tickets/{:016x}", random_u64())).unwrap()
+    unique_name("tickets")
 }
 
 /// A client that stays up holds one name under a guard and hands the other over, on

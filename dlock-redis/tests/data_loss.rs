@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use dlock_conformance::TestServer;
 use dlock_conformance::take;
+use dlock_conformance::{TestServer, unique_name};
 use dlock_core::{DistributedLock, FencingToken, LockName, random_u64};
 use dlock_redis::{RedisLock, Redlock};
 
@@ -39,7 +39,7 @@ async fn cycle(lock: &dyn DistributedLock, name: &LockName) -> FencingToken {
 
 /// Snapshot, three more grants, reload the snapshot on every server, grant again.
 async fn tokens_survive_a_restore(lock: &dyn DistributedLock, ports: &[u16]) {
-    let name = LockName::new(&format!("restore/{:016x}", random_u64())).unwrap();
+    let name = unique_name("restore");
     let first = cycle(lock, &name).await;
     for p in ports {
         command(*p, &["SAVE"]).await;

@@ -7,14 +7,14 @@ mod common;
 use std::time::Duration;
 
 use common::{redis, redis_url};
-use dlock_conformance::take;
-use dlock_core::{DistributedLock, Fence, LockError, LockName, random_u64};
+use dlock_conformance::{take, unique_name};
+use dlock_core::{DistributedLock, Fence, LockError, random_u64};
 use redis::AsyncCommands;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_writes_refuse_stale_tokens() {
     let lock = redis(&redis_url()).await;
-    let name = LockName::new(&format!("fence/{:016x}", random_u64())).unwrap();
+    let name = unique_name("fence");
     let older = take(&lock, &name, Duration::from_secs(5)).await;
     assert!(lock.release(&older).await.unwrap());
     let newer = take(&lock, &name, Duration::from_secs(5)).await;

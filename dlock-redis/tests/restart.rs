@@ -7,9 +7,9 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock_conformance::services_ctl;
 use dlock_conformance::take;
-use dlock_core::{DistributedLock, GuardState, LockError, LockGuard, LockName, random_u64};
+use dlock_conformance::{services_ctl, unique_name};
+use dlock_core::{DistributedLock, GuardState, LockError, LockGuard};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -24,7 +24,7 @@ async fn servers_restarting_under_held_locks() {
 async fn single_redis_restart_mid_hold() {
     let url = common::redis_url();
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let n = LockName::new(&format!("restart/{:016x}", random_u64())).unwrap();
+    let n = unique_name("restart");
     let ttl = Duration::from_secs(3);
     let lease = take(&lock, &n, ttl).await;
     let before = lease.token();
@@ -78,7 +78,7 @@ async fn redlock_nodes_killed_and_restarted() {
         .connect()
         .await
         .unwrap();
-    let n = LockName::new(&format!("restart/redlock/{:016x}", random_u64())).unwrap();
+    let n = unique_name("restart/redlock");
     // a lease the delay would not outlast is refused: a node restarted empty must not
     // grant the name again while a lease it forgot still runs
     let r = lock.try_acquire(&n, REST + Duration::from_secs(1)).await;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::take;
-use dlock_conformance::{required_env, services_ctl};
-use dlock_core::{DistributedLock, LockGuard, LockName, random_u64};
+use dlock_conformance::{required_env, services_ctl, unique_name};
+use dlock_core::{DistributedLock, LockGuard};
 
 /// The master's `host:port` as the first sentinel that answers names it.
 async fn master(sentinel_url: &str) -> Option<(String, u16)> {
@@ -62,7 +62,7 @@ async fn master_killed_the_client_follows_the_promoted_replica() {
 async fn follows_the_promoted_replica() {
     let url = common::sentinel_url();
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let held = LockName::new(&format!("sentinel/held/{:016x}", random_u64())).unwrap();
+    let held = unique_name("sentinel/held");
     let ttl = Duration::from_secs(20);
     let lease = take(&lock, &held, ttl).await;
     let before = lease.token();
@@ -76,7 +76,7 @@ async fn follows_the_promoted_replica() {
     services_ctl("kill", &[&old]).await;
 
     // a new name, until the client reaches the promoted master
-    let fresh = LockName::new(&format!("sentinel/new/{:016x}", random_u64())).unwrap();
+    let fresh = unique_name("sentinel/new");
     let end = killed + Duration::from_secs(30);
     let after = loop {
         match lock.try_acquire(&fresh, ttl).await {
@@ -148,7 +148,7 @@ async fn an_idle_client_does_not_lock_on_the_old_master_restarted() {
     let url = common::sentinel_url();
     let x: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let y: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let name = LockName::new(&format!("sentinel/idle/{:016x}", random_u64())).unwrap();
+    let name = unique_name("sentinel/idle");
     let ttl = Duration::from_secs(30);
     // X has used its connection, then goes quiet
     assert!(x.inspect(&name).await.unwrap().is_none());

@@ -6,14 +6,15 @@
 
 use std::time::Duration;
 
-use dlock_core::{LockName, OwnerId, random_u64};
+use dlock_conformance::unique_name;
+use dlock_core::OwnerId;
 
 use crate::SqlLock;
 use crate::store::Taken;
 
 async fn a_duplicate_take_keeps_the_token(url: &str) {
     let lock = SqlLock::connect(url).await.unwrap();
-    let name = LockName::new(&format!("retake/{:016x}", random_u64())).unwrap();
+    let name = unique_name("retake");
     let owner = OwnerId::random().unwrap();
     let ttl = Duration::from_secs(30);
     let store = &lock.store;
@@ -66,7 +67,7 @@ async fn a_duplicate_take_keeps_the_token(url: &str) {
 /// duplicate: the same arithmetic as an earlier start.
 async fn a_duplicate_take_never_shortens_the_expiry(url: &str) {
     let lock = SqlLock::connect(url).await.unwrap();
-    let name = LockName::new(&format!("retake/{:016x}", random_u64())).unwrap();
+    let name = unique_name("retake");
     let owner = OwnerId::random().unwrap();
     let store = &lock.store;
     let Taken::Yes(first) = store

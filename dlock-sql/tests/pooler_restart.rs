@@ -11,16 +11,16 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::services_ctl;
 use dlock_conformance::take;
-use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
+use dlock_conformance::{services_ctl, unique_name};
+use dlock_core::{DistributedLock, GuardState, LockGuard};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pooler_and_database_restarted_under_a_holder_and_a_waiter() {
     let url = common::pgbouncer_url();
     let holder: Arc<dyn DistributedLock> = Arc::new(common::connect(&url).await);
     let waiter: Arc<dyn DistributedLock> = Arc::new(common::connect(&url).await);
-    let name = LockName::new(&format!("pooler-restart/{:016x}", random_u64())).unwrap();
+    let name = unique_name("pooler-restart");
     // a TTL that outlasts both restarts: the holder keeps its lock across them
     let ttl = Duration::from_secs(15);
     let lease = take(&holder, &name, ttl).await;

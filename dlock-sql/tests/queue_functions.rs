@@ -8,8 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_core::{DistributedLock, LockName, random_u64};
+use dlock_conformance::{take, unique_name};
+use dlock_core::{DistributedLock, random_u64};
 use dlock_sql::SqlLock;
 use sqlx::Connection;
 use tokio::time::{sleep, timeout};
@@ -49,7 +49,7 @@ async fn without_its_functions_a_table_still_queues_in_order_and_grants() {
     const WAITERS: usize = 4;
     let url = table_without_functions().await;
     let holder = connect_without_creating(&url).await;
-    let name = LockName::new(&format!("queue/nofn/{:016x}", random_u64())).unwrap();
+    let name = unique_name("queue/nofn");
     let held = take(&holder, &name, LONG).await;
     let mut clients = Vec::new();
     for _ in 0..WAITERS {
@@ -77,7 +77,7 @@ async fn a_waiter_whose_listen_connection_was_cut_is_granted_after_it_reconnects
     let waiter_url = format!("{url}{sep}application_name={app}");
     let holder = common::connect(&url).await;
     let waiter = common::connect(&waiter_url).await;
-    let name = LockName::new(&format!("queue/cut/{:016x}", random_u64())).unwrap();
+    let name = unique_name("queue/cut");
     let held = take(&holder, &name, LONG).await;
     let waiting = {
         let name = name.clone();

@@ -6,15 +6,15 @@ mod common;
 
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_core::{DistributedLock, LockError, LockName, random_u64};
+use dlock_conformance::{take, unique_name};
+use dlock_core::{DistributedLock, LockError, random_u64};
 use dlock_zk::zookeeper_client as zk;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guarded_multi_commits_only_while_the_lease_holds() {
     let addr = common::single();
     let lock = common::zk(&addr).await;
-    let name = LockName::new(&format!("guarded/{:016x}", random_u64())).unwrap();
+    let name = unique_name("guarded");
     let client = zk::Client::connect(&addr).await.unwrap();
     let path = format!("/guarded-test-{:016x}", random_u64());
     client

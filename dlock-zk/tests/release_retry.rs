@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use dlock_conformance::FaultMode;
-use dlock_core::{DistributedLock, LockName, settle};
+use dlock_conformance::{FaultMode, unique_name};
+use dlock_core::{DistributedLock, settle};
 use dlock_zk::ZkLock;
 
 mod common;
@@ -23,7 +23,7 @@ async fn a_lost_release_is_retried_until_the_node_is_gone() {
         .await
         .unwrap();
     let other = common::zk(&single()).await;
-    let name = LockName::new(&format!("release-retry/{:016x}", dlock_core::random_u64())).unwrap();
+    let name = unique_name("release-retry");
     let lease = holder
         .acquire(&name, Duration::from_secs(30), Duration::ZERO)
         .await
@@ -56,7 +56,7 @@ async fn a_lost_release_is_retried_until_the_node_is_gone() {
 async fn a_lingering_release_of_a_lost_lease_does_not_sleep() {
     let (addr, proxies) = proxied(&single()).await;
     let holder = common::zk(&addr).await;
-    let name = LockName::new(&format!("linger-lost/{:016x}", dlock_core::random_u64())).unwrap();
+    let name = unique_name("linger-lost");
     let lease = holder
         .acquire(&name, common::SESSION, Duration::ZERO)
         .await

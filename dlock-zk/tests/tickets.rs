@@ -6,13 +6,13 @@ mod common;
 
 use std::time::Duration;
 
-use dlock_conformance::take;
+use dlock_conformance::{take, unique_name};
 use dlock_core::{DistributedLock, LockError, LockName, Ticket, random_u64};
 use dlock_zk::ZkLock;
 use tokio::time::{Instant, sleep};
 
 fn unique() -> LockName {
-    LockName::new(&format!("tickets/{:016x}", random_u64())).unwrap()
+    unique_name("tickets")
 }
 
 /// What a test's lease asks for (its TTL is its session's).

@@ -3,12 +3,16 @@
 
 use dlock_conformance::required_env;
 
-use crate::common::{output, scratch, succeeded};
+use crate::common::{output, scratch, sqlite_in, succeeded};
 
-/// `dlock … bench --json ARGS` on `url`, which must succeed: its report.
-fn bench_json(url: &str, args: &[&str]) -> String {
-    let out = output(url, args);
-    succeeded(&out)
+/// `dlock bench --json ARGS` on `url` (ARGS: words split at spaces), which must
+/// succeed: its JSON figures.
+fn bench_json(url: &str, args: &str) -> String {
+    let args: Vec<&str> = ["bench", "--json"]
+        .into_iter()
+        .chain(args.split_whitespace())
+        .collect();
+    succeeded(&output(url, &args))
 }
 
 /// The rest of the JSON figure `scenario` / `metric` after its metric (`"dlock":…,
@@ -29,20 +33,7 @@ fn bench_handoff_and_contention_have_floors_on_redis() {
     let url = required_env("DLOCK_TEST_REDIS_URL");
     let json = bench_json(
         &url,
-        &[
-            "bench",
-            "--json",
-            "--scenario",
-            "handoff",
-            "--scenario",
-            "contended",
-            "--trials",
-            "3",
-            "--duration",
-            "600ms",
-            "--clients",
-            "3",
-        ],
+        "--scenario handoff --scenario contended --trials 3 --duration 600ms --clients 3",
     );
     for (scenario, metric) in [("handoff", "p50 ms"), ("contended", "cycles/s")] {
         let row = figure(&json, scenario, metric);
@@ -58,24 +49,8 @@ fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
     let url = required_env("DLOCK_TEST_POSTGRES_URL");
     let json = bench_json(
         &url,
-        &[
-            "bench",
-            "--json",
-            "--scenario",
-            "uncontended",
-            "--scenario",
-            "handoff",
-            "--scenario",
-            "contended",
-            "--cycles",
-            "30",
-            "--trials",
-            "3",
-            "--duration",
-            "600ms",
-            "--clients",
-            "3",
-        ],
+        "--scenario uncontended --scenario handoff --scenario contended \
+         --cycles 30 --trials 3 --duration 600ms --clients 3",
     );
     assert!(json.contains("\"peer\":\"pg_advisory_lock"), "{json}");
     for (scenario, metric) in [
@@ -99,25 +74,14 @@ fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
 #[test]
 fn bench_scale_reports_growth() {
     let dir = scratch();
-    let url = format!("sqlite://{}/bench-scale.sqlite", dir.display());
+    let url = sqlite_in(&dir, "bench-scale.sqlite");
     let json = bench_json(
         &url,
-        &[
-            "bench",
-            "--json",
-            "--scenario",
-            "scale",
-            "--clients",
-            "3",
-            "--scale-waiters",
-            "10",
-            "--scale-held",
-            "0",
-            "--scale-names",
-            "200",
-            "--plot-svg",
-            dir.join("scale.svg").to_str().unwrap(),
-        ],
+        &format!(
+            "--scenario scale --clients 3 --scale-waiters 10 --scale-held 0 \
+             --scale-names 200 --plot-svg {}",
+            dir.join("scale.svg").display()
+        ),
     );
     for metric in [
         "waiters=1 hand-off ms",
@@ -154,27 +118,11 @@ fn bench_scale_reports_growth() {
 #[test]
 fn bench_reports_every_scenario() {
     let dir = scratch();
-    let url = format!("sqlite://{}/bench.sqlite", dir.display());
+    let url = sqlite_in(&dir, "bench.sqlite");
     let json = bench_json(
         &url,
-        &[
-            "bench",
-            "--json",
-            "--cycles",
-            "50",
-            "--trials",
-            "3",
-            "--duration",
-            "500ms",
-            "--held-locks",
-            "20",
-            "--held-ttl",
-            "300ms",
-            "--clients",
-            "3",
-            "--parallel",
-            "4",
-        ],
+        "--cycles 50 --trials 3 --duration 500ms --held-locks 20 --held-ttl 300ms \
+         --clients 3 --parallel 4",
     );
     for (scenario, metric) in [
         ("uncontended", "cycle p50 ms"),

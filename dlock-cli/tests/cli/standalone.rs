@@ -5,7 +5,7 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::common::{free_addr, output, scratch, spawn, succeeded, unique, wait_exit};
+use crate::common::{free_addr, output, scratch, spawn, sqlite_in, succeeded, unique, wait_exit};
 use crate::{UNAVAILABLE, USAGE};
 
 #[test]
@@ -65,7 +65,7 @@ fn usage_and_backend_errors_have_their_codes() {
 fn metrics_endpoint_shows_acquire_and_renew_series() {
     use std::io::{Read, Write};
     let dir = scratch();
-    let url = format!("sqlite://{}/locks.sqlite", dir.display());
+    let url = sqlite_in(&dir, "locks.sqlite");
     let addr = free_addr();
     let name = unique("metrics");
     let mut holder = spawn(

@@ -15,6 +15,16 @@ pub fn scratch() -> PathBuf {
     d
 }
 
+/// The URL of SQLite database `file` in `dir`.
+pub fn sqlite_in(dir: &std::path::Path, file: &str) -> String {
+    format!("sqlite://{}/{file}", dir.display())
+}
+
+/// The URL of SQLite database `file` in a new scratch directory.
+pub fn scratch_sqlite(file: &str) -> String {
+    sqlite_in(&scratch(), file)
+}
+
 pub fn unique(case: &str) -> String {
     format!("cli/{case}/{:016x}", dlock_any::random_u64())
 }
@@ -125,7 +135,7 @@ pub fn alive(pid: i32) -> bool {
 pub fn backend_url(backend: &str) -> String {
     use dlock_conformance::required_env;
     match backend {
-        "sqlite" => format!("sqlite://{}/locks.sqlite", scratch().display()),
+        "sqlite" => scratch_sqlite("locks.sqlite"),
         "postgres" => required_env("DLOCK_TEST_POSTGRES_URL"),
         "mariadb" => required_env("DLOCK_TEST_MYSQL_URL"),
         "redis" => required_env("DLOCK_TEST_REDIS_URL"),

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 use super::{poll, promtool};
-use crate::common::free_addr;
+use crate::common::{free_addr, sqlite_in};
 
 /// What `dlock run --metrics-addr` serves passes `promtool check metrics`: every metric
 /// described, latencies as histograms (not summaries), the waiters gauge there.
@@ -26,10 +26,7 @@ fn live_scrape_passes_promtool_check_metrics() {
             "sleep",
             "1.5",
         ])
-        .env(
-            "DLOCK_URL",
-            format!("sqlite://{}/locks.sqlite", dir.display()),
-        )
+        .env("DLOCK_URL", sqlite_in(&dir, "locks.sqlite"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -78,7 +75,7 @@ fn try_scrape(addr: &str) -> Option<String> {
 fn waiters_gauge_counts_a_blocked_acquire() {
     let dir = std::env::temp_dir().join(format!("dlock-obs-wait-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}/locks.sqlite", dir.display());
+    let url = sqlite_in(&dir, "locks.sqlite");
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_dlock"))
             .args(args)

@@ -1,6 +1,7 @@
 //! The metrics dlock writes to files: `dlock bench --metrics-svg`'s panels, and
 //! `--metrics-textfile` while held and at every exit.
 
+use crate::common::sqlite_in;
 use std::process::{Command, Stdio};
 
 use super::{poll, promtool};
@@ -15,7 +16,7 @@ fn bench_draws_the_dashboard_panels_as_svg() {
         .args([
             "bench",
             "--url",
-            &format!("sqlite://{}/bench.sqlite", dir.display()),
+            &sqlite_in(&dir, "bench.sqlite"),
             "--scenario",
             "uncontended",
             "--cycles",
@@ -49,7 +50,7 @@ fn bench_draws_the_dashboard_panels_as_svg() {
 fn textfile_is_written_while_held_and_at_every_exit() {
     let dir = std::env::temp_dir().join(format!("dlock-textfile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}/locks.sqlite", dir.display());
+    let url = sqlite_in(&dir, "locks.sqlite");
     let (prom, skipped) = (dir.join("job.prom"), dir.join("skipped.prom"));
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();

@@ -104,10 +104,7 @@ pub trait Backend: Send + Sync {
     /// As the trait method of the same name.
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         let _ = ticket;
-        Err(LockError::Unsupported {
-            backend: self.backend_name(),
-            what: "tickets (a lease here cannot leave the process that took it)".into(),
-        })
+        Err(crate::ticket::unsupported(self.backend_name()))
     }
 
     /// As [`DistributedLock::proclaim`].

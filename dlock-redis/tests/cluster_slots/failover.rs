@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_core::{DistributedLock, LockName, random_u64};
+use dlock_conformance::{take, unique_name};
+use dlock_core::DistributedLock;
 
 use super::nodes::{cmd, masters, owns, seeds};
 use crate::common;
@@ -60,7 +60,7 @@ pub(crate) async fn a_master_failed_over_under_a_waiter() {
     let url = common::cluster_url();
     let a: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let b: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let name = LockName::new(&format!("cluster/failover/{:016x}", random_u64())).unwrap();
+    let name = unique_name("cluster/failover");
     let ttl = Duration::from_secs(20);
     let wait = Duration::from_secs(60);
     let held = take(&a, &name, ttl).await;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::take;
+use dlock_conformance::{take, unique_name};
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use redis::Value;
 
@@ -72,7 +72,7 @@ pub(crate) async fn a_slot_migrated_under_a_held_lock() {
     let url = common::cluster_url();
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let other: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let name = LockName::new(&format!("cluster/migrating/{:016x}", random_u64())).unwrap();
+    let name = unique_name("cluster/migrating");
     let ttl = Duration::from_secs(1);
     let lease = take(&lock, &name, ttl).await;
     let token = lease.token();
