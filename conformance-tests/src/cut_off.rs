@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
+use dlock_core::{DistributedLock, GuardState, LockName, random_u64};
 use tokio::time::Instant;
 
 /// `holder` talks only to the server `cut` isolates; `other` talks to the majority.
@@ -23,9 +23,8 @@ pub async fn cut_off_holder_is_lost_before_takeover(
     cut: impl FnOnce(),
 ) {
     let name = LockName::new(&format!("cut-off/{:016x}", random_u64())).expect("valid name");
-    let lease = crate::cases::take(&*holder, &name, ttl).await;
-    let first = lease.token();
-    let guard = LockGuard::new(Arc::clone(&holder), lease);
+    let guard = crate::guarded(&holder, &name, ttl).await;
+    let first = guard.token();
     tokio::time::sleep(ttl).await;
     assert_eq!(guard.state(), GuardState::Held, "renewed before the cut");
 

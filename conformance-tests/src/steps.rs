@@ -1,8 +1,9 @@
 //! Steps the cases and the adapters' own tests share: take a free lock, give it back.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_core::{DistributedLock, Lease, LockName};
+use dlock_core::{DistributedLock, Lease, LockGuard, LockName};
 
 /// Asserts rule 5: a lease is handed out only while it is still valid.
 ///
@@ -47,4 +48,12 @@ pub async fn take_and_release(client: &dyn DistributedLock, name: &LockName, ttl
 #[must_use]
 pub fn unique_name(prefix: &str) -> LockName {
     LockName::new(&format!("{prefix}/{:016x}", dlock_core::random_u64())).expect("a valid name")
+}
+
+/// Takes a free lock, as [`take`], and keeps it renewed in a [`LockGuard`].
+///
+/// # Panics
+/// As [`take`].
+pub async fn guarded(lock: &Arc<dyn DistributedLock>, name: &LockName, ttl: Duration) -> LockGuard {
+    LockGuard::new(Arc::clone(lock), take(&**lock, name, ttl).await)
 }

@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::FaultMode;
 use dlock_conformance::take;
+use dlock_conformance::{FaultMode, guarded};
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep};
@@ -223,9 +223,8 @@ async fn a_stray_key_on_the_shared_lease_does_not_block_its_name() {
     let lock: Arc<dyn DistributedLock> = Arc::new(common::etcd(&e).await);
     let ttl = Duration::from_secs(3);
     let (held, blocked) = (name("stray-held"), name("stray-blocked"));
-    let lease = take(&lock, &held, ttl).await;
-    let token = lease.token();
-    let guard = LockGuard::new(Arc::clone(&lock), lease);
+    let guard = guarded(&lock, &held, ttl).await;
+    let token = guard.token();
     let shared = lease_ids(&e, &held).await[0];
     let mut raw = etcd_client::Client::connect(&e, None).await.unwrap();
     raw.put(

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::take;
-use dlock_conformance::{services_ctl, unique_name};
-use dlock_core::{DistributedLock, GuardState, LockError, LockGuard};
+use dlock_conformance::{guarded, services_ctl, unique_name};
+use dlock_core::{DistributedLock, GuardState, LockError};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -26,9 +26,8 @@ async fn single_redis_restart_mid_hold() {
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let n = unique_name("restart");
     let ttl = Duration::from_secs(3);
-    let lease = take(&lock, &n, ttl).await;
-    let before = lease.token();
-    let guard = LockGuard::new(Arc::clone(&lock), lease);
+    let guard = guarded(&lock, &n, ttl).await;
+    let before = guard.token();
     services_ctl("stop", &["redis"]).await;
     let end = Instant::now() + ttl;
     while guard.state() == GuardState::Held && Instant::now() < end {

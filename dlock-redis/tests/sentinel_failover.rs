@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::take;
-use dlock_conformance::{required_env, services_ctl, unique_name};
-use dlock_core::{DistributedLock, LockGuard};
+use dlock_conformance::{guarded, required_env, services_ctl, unique_name};
+use dlock_core::DistributedLock;
 
 /// The master's `host:port` as the first sentinel that answers names it.
 async fn master(sentinel_url: &str) -> Option<(String, u16)> {
@@ -64,9 +64,8 @@ async fn follows_the_promoted_replica() {
     let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let held = unique_name("sentinel/held");
     let ttl = Duration::from_secs(20);
-    let lease = take(&lock, &held, ttl).await;
-    let before = lease.token();
-    let guard = LockGuard::new(Arc::clone(&lock), lease);
+    let guard = guarded(&lock, &held, ttl).await;
+    let before = guard.token();
     // the replicas have the key before the master dies
     tokio::time::sleep(Duration::from_millis(200)).await;
 

@@ -11,9 +11,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_conformance::{services_ctl, unique_name};
-use dlock_core::{DistributedLock, GuardState, LockGuard};
+use dlock_conformance::{guarded, services_ctl, unique_name};
+use dlock_core::{DistributedLock, GuardState};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pooler_and_database_restarted_under_a_holder_and_a_waiter() {
@@ -23,9 +22,8 @@ async fn pooler_and_database_restarted_under_a_holder_and_a_waiter() {
     let name = unique_name("pooler-restart");
     // a TTL that outlasts both restarts: the holder keeps its lock across them
     let ttl = Duration::from_secs(15);
-    let lease = take(&holder, &name, ttl).await;
-    let first = lease.token();
-    let guard = LockGuard::new(Arc::clone(&holder), lease);
+    let guard = guarded(&holder, &name, ttl).await;
+    let first = guard.token();
     let wait = {
         let (waiter, name) = (Arc::clone(&waiter), name.clone());
         tokio::spawn(async move { waiter.acquire(&name, ttl, Duration::from_secs(40)).await })

@@ -6,9 +6,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::FaultMode;
 use dlock_conformance::take;
-use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
+use dlock_conformance::{FaultMode, guarded};
+use dlock_core::{DistributedLock, GuardState, LockName, random_u64};
 use dlock_zk::ZkLock;
 use tokio::time::{Instant, sleep, timeout};
 use zookeeper_client as zk;
@@ -65,9 +65,8 @@ async fn expired_session_loses_the_lock_to_a_higher_token() {
     let a: Arc<dyn DistributedLock> = Arc::new(common::zk(&proxied).await);
     let b = common::zk(&addr).await;
     let n = name("expire");
-    let lease = take(&a, &n, LONG).await;
-    let token_a = lease.token();
-    let guard = LockGuard::new(Arc::clone(&a), lease);
+    let guard = guarded(&a, &n, LONG).await;
+    let token_a = guard.token();
     proxies.set_mode(FaultMode::Blackhole);
     timeout(common::SESSION * 4, guard.lost())
         .await

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{take, unique_name};
+use dlock_conformance::{guarded, take, unique_name};
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use redis::Value;
 
@@ -74,9 +74,8 @@ pub(crate) async fn a_slot_migrated_under_a_held_lock() {
     let other: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
     let name = unique_name("cluster/migrating");
     let ttl = Duration::from_secs(1);
-    let lease = take(&lock, &name, ttl).await;
-    let token = lease.token();
-    let guard = LockGuard::new(Arc::clone(&lock), lease);
+    let guard = guarded(&lock, &name, ttl).await;
+    let token = guard.token();
 
     // a waiter, subscribed to the lock's channel (sharded) through the migration: when
     // the slot moves the server ends that subscription unasked, which must neither
