@@ -9,8 +9,9 @@ use dlock_core::DistributedLock;
 
 use crate::{FaultMode, FaultProxy};
 
-/// `late` reaches its server through `proxy`; its operations give up after
-/// `op_timeout`. `observer` reaches the same server directly.
+/// `connect(url, op_timeout)` makes two clients whose operations give up after
+/// `op_timeout`: the late one reaches the server `url` names through a proxy, the
+/// observer directly.
 ///
 /// After one warm-up cycle (scripts loaded, statements prepared), the proxy delays every
 /// reply by 1.5 × `op_timeout`, so the first attempt of an `acquire(ttl = 6 s,
@@ -21,12 +22,17 @@ use crate::{FaultMode, FaultProxy};
 ///
 /// # Panics
 /// When the late grant never shows up, or the acquire fails or waits for the TTL.
-pub async fn late_grant_is_taken_again(
-    late: Arc<dyn DistributedLock>,
-    observer: Arc<dyn DistributedLock>,
-    proxy: &FaultProxy,
+pub async fn late_grant_is_taken_again<L, Connected>(
+    url: &str,
     op_timeout: Duration,
-) {
+    connect: impl Fn(String, Duration) -> Connected,
+) where
+    L: DistributedLock + 'static,
+    Connected: Future<Output = L>,
+{
+    let (proxy, through) = FaultProxy::in_front_of(url).await;
+    let late: Arc<dyn DistributedLock> = Arc::new(connect(through, op_timeout).await);
+    let observer = connect(url.to_owned(), op_timeout).await;
     let name = crate::unique_name("late");
     let ttl = Duration::from_secs(6);
     let warm = crate::unique_name("late/warm");

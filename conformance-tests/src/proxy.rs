@@ -99,6 +99,17 @@ impl FaultProxy {
         self.addr
     }
 
+    /// A proxy in front of the server `url` names, and `url` through it.
+    ///
+    /// # Panics
+    /// When `url` has no `host:port` or no local port is free.
+    pub async fn in_front_of(url: &str) -> (Self, String) {
+        let target = crate::url_host_port(url).expect("a URL with host:port");
+        let proxy = Self::start(&target).await.expect("a free local port");
+        let through = crate::url_with_host_port(url, &proxy.addr().to_string());
+        (proxy, through)
+    }
+
     /// Changes what the proxy does, for open and new connections.
     pub fn set_mode(&self, mode: FaultMode) {
         self.mode.send_replace(mode);

@@ -87,5 +87,7 @@ pub(crate) mod etcd_floor;
 mod redis_floor;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod sql_floor;
+#[cfg(feature = "postgres")]
+pub(crate) use sql_floor::postgres_pool;
 #[cfg(feature = "zookeeper")]
 pub(crate) mod zk_floor;

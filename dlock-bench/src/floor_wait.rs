@@ -137,7 +137,7 @@ mod redis_wait {
 #[cfg(feature = "postgres")]
 mod pg_wait {
     use super::*;
-    use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+    use sqlx::postgres::{PgListener, PgPool};
     use tokio::sync::Mutex;
 
     /// The floor's two statements on one connection, and `LISTEN` to wake.
@@ -149,14 +149,7 @@ mod pg_wait {
     }
 
     pub async fn connect(url: &str, name: &str) -> Result<Box<dyn FloorWaiter>, String> {
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .test_before_acquire(false)
-            .connect(url)
-            .await
-            .map_err(|e| e.to_string())?;
-        sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name TEXT PRIMARY KEY, owner TEXT NOT NULL, token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)")
-            .execute(&pool).await.map_err(|e| e.to_string())?;
+        let pool = crate::floor::postgres_pool(url, 1).await?;
         let mut listener = PgListener::connect(url).await.map_err(|e| e.to_string())?;
         listener
             .listen("bench_floor_wait")

@@ -250,24 +250,14 @@ async fn acl_user_from_the_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_grant_is_taken_again_by_its_own_acquire() {
     let url = common::redis_url();
-    let target = dlock_conformance::url_host_port(&url).unwrap();
-    let proxy = dlock_conformance::FaultProxy::start(&target).await.unwrap();
     let timeout = Duration::from_millis(300);
-    let late = RedisLock::builder(&dlock_conformance::url_with_host_port(
-        &url,
-        &proxy.addr().to_string(),
-    ))
-    .timeout(timeout)
-    .connect()
-    .await
-    .unwrap();
-    let observer = common::redis(&url).await;
-    dlock_conformance::late_grant_is_taken_again(
-        Arc::new(late),
-        Arc::new(observer),
-        &proxy,
-        timeout,
-    )
+    dlock_conformance::late_grant_is_taken_again(&url, timeout, |url, timeout| async move {
+        RedisLock::builder(&url)
+            .timeout(timeout)
+            .connect()
+            .await
+            .unwrap()
+    })
     .await;
 }
 

@@ -19,6 +19,18 @@ fn name(case: &str) -> LockName {
     LockName::new(&format!("queue/{case}/{:016x}", random_u64())).unwrap()
 }
 
+/// `waiter` waiting (up to `LONG`) for `name` on a task: the waiter and its lease.
+fn queue_up(
+    waiter: dlock_sql::SqlLock,
+    name: &LockName,
+) -> tokio::task::JoinHandle<(dlock_sql::SqlLock, dlock_core::Lease)> {
+    let name = name.clone();
+    tokio::spawn(async move {
+        let lease = waiter.acquire(&name, LONG, LONG).await.unwrap();
+        (waiter, lease)
+    })
+}
+
 /// Waiters that started 150 ms apart get the lock in that order, each from the
 /// release before it.
 async fn waiters_get_the_lock_in_arrival_order(url: &str) {
@@ -41,13 +53,7 @@ async fn a_release_grants_the_lock_to_the_waiter(url: &str) {
     let (holder, waiter) = (common::connect(url).await, common::connect(url).await);
     let name = name("grant");
     let held = take(&holder, &name, LONG).await;
-    let waiting = {
-        let name = name.clone();
-        tokio::spawn(async move {
-            let lease = waiter.acquire(&name, LONG, LONG).await.unwrap();
-            (waiter, lease)
-        })
-    };
+    let waiting = queue_up(waiter, &name);
     sleep(Duration::from_millis(300)).await;
     assert!(holder.release(&held).await.unwrap());
     let after = holder.inspect(&name).await.unwrap();
@@ -78,13 +84,7 @@ async fn no_attempt_passes_a_live_queue(url: &str) {
     // a "crashed" holder: the raw lease is never renewed
     let ttl = Duration::from_millis(1500);
     let _crashed = take(&holder, &name, ttl).await;
-    let waiting = {
-        let name = name.clone();
-        tokio::spawn(async move {
-            let lease = waiter.acquire(&name, LONG, LONG).await.unwrap();
-            (waiter, lease)
-        })
-    };
+    let waiting = queue_up(waiter, &name);
     // the waiter is queued; the newcomer keeps trying past the holder's expiry
     sleep(Duration::from_millis(300)).await;
     let mut barged = None;
@@ -166,13 +166,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
         })
     };
     sleep(Duration::from_millis(150)).await;
-    let waiting = {
-        let name = name.clone();
-        tokio::spawn(async move {
-            let lease = patient.acquire(&name, LONG, LONG).await.unwrap();
-            (patient, lease)
-        })
-    };
+    let waiting = queue_up(patient, &name);
     assert!(
         gave_up.await.unwrap().is_err(),
         "the first waiter timed out"

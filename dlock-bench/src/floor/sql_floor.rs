@@ -16,16 +16,23 @@ pub struct SqlFloor<DB: sqlx::Database> {
     owner: String,
 }
 
+/// A pool of `connections` to the PostgreSQL server `url`, with the floor's table.
 #[cfg(feature = "postgres")]
-pub async fn postgres(url: &str) -> Result<Box<dyn Floor>, String> {
+pub async fn postgres_pool(url: &str, connections: u32) -> Result<sqlx::PgPool, String> {
     let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
+        .max_connections(connections)
         .test_before_acquire(false)
         .connect(url)
         .await
         .map_err(|e| e.to_string())?;
     sqlx::query("CREATE TABLE IF NOT EXISTS dlock_floor (name TEXT PRIMARY KEY, owner TEXT NOT NULL, token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)")
         .execute(&pool).await.map_err(|e| e.to_string())?;
+    Ok(pool)
+}
+
+#[cfg(feature = "postgres")]
+pub async fn postgres(url: &str) -> Result<Box<dyn Floor>, String> {
+    let pool = postgres_pool(url, 8).await?;
     Ok(Box::new(SqlFloor {
         one: Some(one(&pool).await?),
         pool,

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use dlock_conformance::{
     FaultProxy, Harness, Link, TestClient, Timings, required_env, switched_client, url_host_port,
-    url_with_host_port,
 };
 use dlock_core::{async_trait, random_u64};
 use dlock_sql::SqlLock;
@@ -115,10 +114,9 @@ impl Harness for SqlHarness {
 
     async fn partitionable_client(&self) -> (TestClient, Box<dyn Link>) {
         match url_host_port(&self.url) {
-            Some(target) if !self.url.starts_with("sqlite") => {
-                let proxy = Arc::new(FaultProxy::start(&target).await.unwrap());
-                let lock = connect(&url_with_host_port(&self.url, &proxy.addr().to_string())).await;
-                TestClient::behind(proxy, Arc::new(lock))
+            Some(_) if !self.url.starts_with("sqlite") => {
+                let (proxy, through) = FaultProxy::in_front_of(&self.url).await;
+                TestClient::behind(proxy, Arc::new(connect(&through).await))
             }
             // An embedded database has no network path to cut; the busy-database test
             // in sqlite.rs covers its real failure mode.

@@ -1,7 +1,6 @@
 //! A database that is busy, away, or answers too late: `Unavailable` after the
 //! operation timeout and recovery, an outage reported as such, a late grant taken again.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::take_and_release;
@@ -11,23 +10,31 @@ use dlock_sql::SqlLock;
 use super::{LONG, name};
 use crate::common;
 
-/// A database locked by another writer: operations give up with `Unavailable` after
-/// the operation timeout, and work again once the other writer commits.
-#[tokio::test]
-async fn sqlite_busy_database_gives_unavailable_then_recovers() {
+/// A lock on a fresh SQLite database whose operations give up after `op_timeout`, and
+/// another connection holding the database's write lock (an open `BEGIN IMMEDIATE`)
+/// until it sends `COMMIT`.
+async fn busy_sqlite(op_timeout: Duration) -> (SqlLock, sqlx::pool::PoolConnection<sqlx::Sqlite>) {
     let url = common::sqlite_url();
     let lock = SqlLock::builder(&url)
-        .op_timeout(Duration::from_millis(500))
+        .op_timeout(op_timeout)
         .connect()
         .await
         .unwrap();
-    let n = name("busy");
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
     let mut blocker = pool.acquire().await.unwrap();
     sqlx::query("BEGIN IMMEDIATE")
         .execute(&mut *blocker)
         .await
         .unwrap();
+    (lock, blocker)
+}
+
+/// A database locked by another writer: operations give up with `Unavailable` after
+/// the operation timeout, and work again once the other writer commits.
+#[tokio::test]
+async fn sqlite_busy_database_gives_unavailable_then_recovers() {
+    let (lock, mut blocker) = busy_sqlite(Duration::from_millis(500)).await;
+    let n = name("busy");
     let t = Instant::now();
     let r = lock.try_acquire(&n, LONG).await;
     assert!(matches!(r, Err(LockError::Unavailable { .. })), "{r:?}");
@@ -46,18 +53,7 @@ async fn sqlite_busy_database_gives_unavailable_then_recovers() {
 /// timeout) if the database stays away for the whole wait.
 #[tokio::test]
 async fn sqlite_acquire_reports_outage_not_timeout() {
-    let url = common::sqlite_url();
-    let lock = SqlLock::builder(&url)
-        .op_timeout(Duration::from_millis(200))
-        .connect()
-        .await
-        .unwrap();
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let mut blocker = pool.acquire().await.unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let (lock, mut blocker) = busy_sqlite(Duration::from_millis(200)).await;
     let r = lock
         .acquire(&name("outage"), LONG, Duration::from_millis(600))
         .await;
@@ -69,24 +65,14 @@ async fn sqlite_acquire_reports_outage_not_timeout() {
 /// takes that row again on its next attempt (same owner id) instead of waiting a whole
 /// TTL behind itself.
 async fn late_grant_is_taken_again(url: &str) {
-    let target = dlock_conformance::url_host_port(url).unwrap();
-    let proxy = dlock_conformance::FaultProxy::start(&target).await.unwrap();
     let timeout = Duration::from_millis(400);
-    let late = SqlLock::builder(&dlock_conformance::url_with_host_port(
-        url,
-        &proxy.addr().to_string(),
-    ))
-    .op_timeout(timeout)
-    .connect()
-    .await
-    .unwrap();
-    let observer = common::connect(url).await;
-    dlock_conformance::late_grant_is_taken_again(
-        Arc::new(late),
-        Arc::new(observer),
-        &proxy,
-        timeout,
-    )
+    dlock_conformance::late_grant_is_taken_again(url, timeout, |url, timeout| async move {
+        SqlLock::builder(&url)
+            .op_timeout(timeout)
+            .connect()
+            .await
+            .unwrap()
+    })
     .await;
 }
 
