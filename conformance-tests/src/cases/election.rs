@@ -7,14 +7,13 @@ use std::time::Duration;
 use dlock_core::{Election, HolderValue, LockError};
 use tokio::time::Instant;
 
-use super::{LONG_TTL, unique};
+use super::{LONG_TTL, clients, unique};
 use crate::Harness;
 
 /// A value given at acquisition is what every client's `inspect` reports for that
 /// holder, and goes with its lease.
 pub async fn holder_value_is_readable(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("holder_value_is_readable");
     // every byte class: plain, escaped, path separators, non-ASCII
     let va = HolderValue::new("host-7.example:8080 /ä%").expect("valid");

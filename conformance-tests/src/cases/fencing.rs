@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{LONG_TTL, take, take_within, unique};
+use super::{LONG_TTL, clients, take, take_within, unique};
 use crate::Harness;
 
 /// Successive holders, on different clients, after releases: tokens strictly increase.
@@ -30,8 +30,7 @@ pub async fn fencing_increases_across_releases(h: &impl Harness) {
 pub async fn fencing_increases_across_expiry(h: &impl Harness) {
     let name = unique("fencing_increases_across_expiry");
     let ttl = h.short_ttl();
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let first = take(&*a, &name, ttl).await;
     a.crash();
     let second = take_within(

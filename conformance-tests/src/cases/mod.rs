@@ -70,6 +70,16 @@ pub(crate) fn unique(case: &str) -> LockName {
 
 pub(crate) use crate::steps::{assert_fresh, take, take_and_release};
 
+/// `N` new, independent clients of the backend under test.
+pub(crate) async fn clients<const N: usize>(h: &impl crate::Harness) -> [TestClient; N] {
+    let mut made = Vec::with_capacity(N);
+    for _ in 0..N {
+        made.push(h.client().await);
+    }
+    made.try_into()
+        .unwrap_or_else(|_| unreachable!("exactly N clients were made"))
+}
+
 /// Polls `try_acquire` until it succeeds or `within` passes.
 pub(crate) async fn take_within(
     client: &dyn DistributedLock,

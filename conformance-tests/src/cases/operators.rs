@@ -6,15 +6,14 @@ use std::time::Duration;
 
 use dlock_core::{Access, Acquisition, DistributedLock, LockError, Locker, ProcessHolder};
 
-use super::{LONG_TTL, unique};
+use super::{LONG_TTL, clients, unique};
 use crate::Harness;
 
 /// A holder that says which process it is — through a [`Locker`] for the mutex, through
 /// [`Acquisition`] for a permit and a reader — is seen as that process by every other
 /// client: `inspect`, `holders`, and `list` where the backend lists.
 pub async fn process_holder_is_readable(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("process_holder_is_readable");
     let me = ProcessHolder::this_process("nightly-report");
     let value = me.to_value().expect("fits");
@@ -61,9 +60,7 @@ pub async fn process_holder_is_readable(h: &impl Harness) {
 /// lock at once with a higher token, the broken holder's guard turns lost (its next
 /// renewal is refused), and breaking a free name breaks nobody.
 pub async fn break_holder_hands_the_lock_on(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
-    let operator = h.client().await;
+    let [a, b, operator] = clients(h).await;
     let name = unique("break_holder");
     let ttl = Duration::from_secs(3);
     let stuck = Locker::new(a.lock())

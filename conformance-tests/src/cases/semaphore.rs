@@ -8,7 +8,7 @@ use dlock_core::{Access, LockError, LockName};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::workload::on_every_client;
-use super::{LONG_TTL, assert_fresh, shared_case};
+use super::{LONG_TTL, assert_fresh, clients, shared_case};
 use crate::{Harness, TestClient};
 
 async fn permit(c: &TestClient, name: &LockName, n: u32, ttl: Duration) -> dlock_core::Lease {
@@ -174,8 +174,7 @@ pub async fn semaphore_crashed_holder_frees_its_permit(h: &impl Harness) {
     let Some((b, name)) = shared_case(h, "semaphore_crashed_holder_frees_its_permit").await else {
         return;
     };
-    let a = h.client().await;
-    let c = h.client().await;
+    let [a, c] = clients(h).await;
     let ttl = h.short_ttl();
     let gone = permit(&a, &name, 2, ttl).await;
     let kept = permit(&b, &name, 2, LONG_TTL).await;

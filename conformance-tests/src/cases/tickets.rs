@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use dlock_core::{LockError, LockName, Ticket};
 
-use super::{LONG_TTL, take, unique};
+use super::{LONG_TTL, clients, take, unique};
 use crate::Harness;
 
 /// The backends whose lease cannot leave the process that took it: a memory lock is
@@ -15,8 +15,7 @@ const NO_TICKETS: [&str; 1] = ["memory"];
 /// the TTL) and release the lease; a ticket whose lease is gone, or of another
 /// backend, is refused.
 pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("tickets");
     let lease = take(&*a, &name, LONG_TTL).await;
     let ticket: Ticket = a
@@ -90,8 +89,7 @@ pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
 /// `list` shows each held lock under a prefix with its holder, and no other; a waiter
 /// counts where the backend can tell.
 pub async fn list_shows_held_locks(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let root = unique("list");
     let prefix = format!("{root}/");
     let named = |s: &str| LockName::new(&format!("{prefix}{s}")).expect("name");

@@ -7,13 +7,12 @@ use dlock_core::{LockError, random_u64};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::{LONG_TTL, assert_fresh, take, take_within, unique};
+use super::{LONG_TTL, assert_fresh, clients, take, take_within, unique};
 use crate::Harness;
 
 /// A waiter blocked in `acquire` gets the lock soon after the holder releases it.
 pub async fn acquire_waits_for_release(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("acquire_waits_for_release");
     let held = take(&*a, &name, LONG_TTL).await;
     let waiter = {
@@ -48,8 +47,7 @@ pub async fn acquire_waits_for_release(h: &impl Harness) {
 
 /// `acquire` gives up with `Timeout` after `wait`, not much later, and takes nothing.
 pub async fn acquire_times_out(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("acquire_times_out");
     let held = take(&*a, &name, LONG_TTL).await;
     let wait = Duration::from_millis(700);
@@ -74,8 +72,7 @@ pub async fn acquire_times_out(h: &impl Harness) {
 
 /// `wait == 0` is a single attempt: it fails at once when held and succeeds when free.
 pub async fn acquire_with_zero_wait(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("acquire_with_zero_wait");
     let held = b
         .acquire(&name, LONG_TTL, Duration::ZERO)
@@ -91,8 +88,7 @@ pub async fn acquire_with_zero_wait(h: &impl Harness) {
 
 /// A waiter blocked in `acquire` gets the lock when a crashed holder's lease expires.
 pub async fn acquire_wakes_when_holder_crashes(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("acquire_wakes_when_holder_crashes");
     let ttl = h.short_ttl();
     let held = take(&*a, &name, ttl).await;
@@ -116,8 +112,7 @@ pub async fn acquire_wakes_when_holder_crashes(h: &impl Harness) {
 /// lock: once the holder releases (and short leases from cancelled grants expire), the
 /// lock is free again.
 pub async fn cancelled_acquires_leak_nothing(h: &impl Harness) {
-    let a = h.client().await;
-    let b = h.client().await;
+    let [a, b] = clients(h).await;
     let name = unique("cancelled_acquires_leak_nothing");
     let ttl = h.short_ttl();
     // contended: the waiters' futures are dropped while they wait
