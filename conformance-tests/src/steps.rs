@@ -57,3 +57,28 @@ pub fn unique_name(prefix: &str) -> LockName {
 pub async fn guarded(lock: &Arc<dyn DistributedLock>, name: &LockName, ttl: Duration) -> LockGuard {
     LockGuard::new(Arc::clone(lock), take(&**lock, name, ttl).await)
 }
+
+/// Tries `name` until a lease comes, through refusals and errors (a server coming
+/// back, a failover), for up to `within`.
+///
+/// # Panics
+/// When no lease came within `within`, with `why` and the last answer.
+pub async fn take_once_back(
+    lock: &dyn DistributedLock,
+    name: &LockName,
+    ttl: Duration,
+    within: Duration,
+    why: &str,
+) -> Lease {
+    let end = tokio::time::Instant::now() + within;
+    loop {
+        match lock.try_acquire(name, ttl).await {
+            Ok(Some(lease)) => return lease,
+            other => assert!(
+                tokio::time::Instant::now() < end,
+                "{why} within {within:?}: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

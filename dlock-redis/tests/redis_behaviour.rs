@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::FaultMode;
-use dlock_conformance::{take, take_and_release};
+use dlock_conformance::{take, take_and_release, take_once_back};
 use dlock_core::{DistributedLock, LockError, LockName, random_u64};
 use dlock_redis::{RedisLock, Redlock};
 
@@ -108,14 +108,14 @@ async fn redlock_survives_two_of_five_down_and_refuses_with_three() {
     assert!(r.is_err(), "no lease without a quorum: {r:?}");
 
     proxies.set_mode(FaultMode::Pass);
-    let end = Instant::now() + Duration::from_secs(10);
-    let third = loop {
-        match lock.try_acquire(&n, LONG).await {
-            Ok(Some(l)) => break l,
-            _ => assert!(Instant::now() < end, "no recovery after heal"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let third = take_once_back(
+        &lock,
+        &n,
+        LONG,
+        Duration::from_secs(10),
+        "no recovery after heal",
+    )
+    .await;
     assert!(third.token() > second.token());
     assert!(lock.release(&third).await.unwrap());
 }
@@ -350,14 +350,7 @@ async fn redlock_renewals_keep_within_the_restart_delay() {
         .unwrap();
     let n = name("linger");
     // the shared nodes may have been restarted by another test a moment ago: they rest
-    let end = Instant::now() + Duration::from_secs(15);
-    let lease = loop {
-        match lock.try_acquire(&n, rest).await {
-            Ok(Some(l)) => break l,
-            other => assert!(Instant::now() < end, "{other:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let lease = take_once_back(&lock, &n, rest, Duration::from_secs(15), "no lease").await;
     let r = lock.release_after(&lease, Duration::from_secs(10)).await;
     assert!(
         matches!(&r, Err(LockError::InvalidArgument(m)) if m.contains("restart delay")),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::take;
-use dlock_conformance::{guarded, services_ctl, unique_name};
+use dlock_conformance::{guarded, services_ctl, take_once_back, unique_name};
 use dlock_core::{DistributedLock, GuardState, LockError};
 
 const LONG: Duration = Duration::from_secs(30);
@@ -47,14 +47,14 @@ async fn single_redis_restart_mid_hold() {
         .await
         .expect("lost once the key is gone");
     assert_eq!(guard.state(), GuardState::Lost);
-    let end = Instant::now() + Duration::from_secs(10);
-    let after = loop {
-        match lock.try_acquire(&n, LONG).await {
-            Ok(Some(l)) => break l,
-            other => assert!(Instant::now() < end, "no acquire after restart: {other:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let after = take_once_back(
+        &lock,
+        &n,
+        LONG,
+        Duration::from_secs(10),
+        "no acquire after restart",
+    )
+    .await;
     assert!(
         after.token() > before,
         "{} after {before}: the reseeded counter went back",
