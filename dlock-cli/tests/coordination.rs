@@ -11,7 +11,8 @@ use nix::unistd::Pid;
 
 mod common;
 use common::{
-    output, scratch, scratch_sqlite, spawn, unique, wait_exit, wait_for_file, watch_leader,
+    holder_writing, output, run_sh, scratch, scratch_sqlite, spawn, unique, wait_exit,
+    wait_for_file, watch_leader,
 };
 
 const BUSY: i32 = 73;
@@ -221,18 +222,11 @@ fn hold_limits(url: &str) {
     let ready = dir.join("ready");
     let mut quick = spawn(
         url,
-        &[
-            "run",
-            "--ttl",
-            "5s",
-            "--min-hold",
-            "2s",
+        &run_sh(
+            "--ttl 5s --min-hold 2s",
             &name,
-            "--",
-            "sh",
-            "-c",
             &format!("echo > {}", ready.display()),
-        ],
+        ),
     );
     wait_for_file(&ready, Duration::from_secs(15));
     // the command ran after the lock was taken: from here, min_hold less the
@@ -258,25 +252,8 @@ fn hold_limits(url: &str) {
     assert_eq!(wait_exit(&mut quick, Duration::from_secs(10)), 0);
 
     let name = unique("minhold-kill9");
-    let pidfile = dir.join("child.pid");
-    let mut holder = spawn(
-        url,
-        &[
-            "run",
-            "--ttl",
-            "5s",
-            "--min-hold",
-            "3s",
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo $$ > {}; exec sleep 30", pidfile.display()),
-        ],
-    );
-    let child: i32 = wait_for_file(&pidfile, Duration::from_secs(15))
-        .parse()
-        .unwrap();
+    let (mut holder, pid) = holder_writing(url, "--ttl 5s --min-hold 3s", &name, "$$", 30);
+    let child: i32 = pid.parse().unwrap();
     let started = Instant::now();
     holder.kill().unwrap();
     holder.wait().unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_any::{Fence, FencingToken, MemoryFence};
 
 mod common;
-use common::{output, scratch, spawn, unique, wait_exit, wait_for_file};
+use common::{holder_writing, output, run_sh, scratch, spawn, unique, wait_exit, wait_for_file};
 
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -73,23 +73,9 @@ fn holders_say_who_they_are(url: &str) {
 fn release_force_breaks_the_holder(url: &str) {
     let dir = scratch();
     let name = unique("force");
-    let (old_token, new_token) = (dir.join("old"), dir.join("new"));
-    let mut stuck = spawn(
-        url,
-        &[
-            "run",
-            "--ttl",
-            "3s",
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo $DLOCK_TOKEN > {}; exec sleep 60", old_token.display()),
-        ],
-    );
-    let old: u64 = wait_for_file(&old_token, Duration::from_secs(10))
-        .parse()
-        .unwrap();
+    let new_token = dir.join("new");
+    let (mut stuck, old) = holder_writing(url, "--ttl 3s", &name, "$DLOCK_TOKEN", 60);
+    let old: u64 = old.parse().unwrap();
     let asked = output(url, &["release", "--force", &name]);
     assert_eq!(asked.status.code(), Some(2));
     let said = String::from_utf8_lossy(&asked.stderr);
@@ -103,16 +89,11 @@ fn release_force_breaks_the_holder(url: &str) {
     );
     let next = output(
         url,
-        &[
-            "run",
-            "--wait",
-            "10s",
+        &run_sh(
+            "--wait 10s",
             &name,
-            "--",
-            "sh",
-            "-c",
             &format!("echo $DLOCK_TOKEN > {}", new_token.display()),
-        ],
+        ),
     );
     assert!(
         next.status.success(),

@@ -8,7 +8,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
-    alive, output, scratch, spawn, spawn_holder, succeeded, unique, wait_exit, wait_for_file,
+    alive, holder_writing, output, run_sh, scratch, spawn, spawn_holder, succeeded, unique,
+    wait_exit, wait_for_file,
 };
 use crate::{BUSY, LEASE_LOST, TIMEOUT};
 
@@ -65,25 +66,9 @@ pub(crate) fn tokens_increase_across_runs(url: &str) {
 
 /// `kill -9` of a holding dlock: the next run with --wait gets the lock within TTL + 2 s.
 pub(crate) fn killed_holder_frees_within_ttl(url: &str) {
-    let dir = scratch();
     let name = unique("kill9");
-    let pidfile = dir.join("child.pid");
-    let mut holder = spawn(
-        url,
-        &[
-            "run",
-            "--ttl",
-            "2s",
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("echo $$ > {}; exec sleep 30", pidfile.display()),
-        ],
-    );
-    let child_pid: i32 = wait_for_file(&pidfile, Duration::from_secs(10))
-        .parse()
-        .unwrap();
+    let (mut holder, pid) = holder_writing(url, "--ttl 2s", &name, "$$", 30);
+    let child_pid: i32 = pid.parse().unwrap();
     holder.kill().unwrap();
     holder.wait().unwrap();
     let t = Instant::now();
@@ -106,22 +91,15 @@ pub(crate) fn stopped_holder_loses_lease(url: &str) {
     let (pidfile, tok_a, tok_b) = (dir.join("a.pid"), dir.join("a.tok"), dir.join("b.tok"));
     let mut a = spawn(
         url,
-        &[
-            "run",
-            "--ttl",
-            "1s",
-            "--grace",
-            "2s",
+        &run_sh(
+            "--ttl 1s --grace 2s",
             &name,
-            "--",
-            "sh",
-            "-c",
             &format!(
                 "echo $$ > {}; echo $DLOCK_TOKEN > {}; exec sleep 60",
                 pidfile.display(),
                 tok_a.display()
             ),
-        ],
+        ),
     );
     let child_pid: i32 = wait_for_file(&pidfile, Duration::from_secs(10))
         .parse()
@@ -133,17 +111,11 @@ pub(crate) fn stopped_holder_loses_lease(url: &str) {
     kill(a_pid, Signal::SIGSTOP).unwrap();
     let out = output(
         url,
-        &[
-            "run",
-            "--wait",
-            "20s",
-            "-q",
+        &run_sh(
+            "--wait 20s -q",
             &name,
-            "--",
-            "sh",
-            "-c",
             &format!("echo $DLOCK_TOKEN > {}", tok_b.display()),
-        ],
+        ),
     );
     succeeded(&out);
     let token_b: u64 = wait_for_file(&tok_b, Duration::from_secs(1))

@@ -51,7 +51,31 @@ pub fn spawn(url: &str, args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// `dlock leader --watch --json NAME` running, and its stdout's lines as they come.
+/// The arguments of `dlock run FLAGS NAME -- sh -c SCRIPT` (`flags`: words split at
+/// spaces).
+pub fn run_sh<'a>(flags: &'a str, name: &'a str, script: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["run"];
+    args.extend(flags.split_whitespace());
+    args.extend([name, "--", "sh", "-c", script]);
+    args
+}
+
+/// A `dlock run FLAGS NAME` whose command writes `word` (a shell word: `$$` for its
+/// pid, `$DLOCK_TOKEN`) to a file, then sleeps `hold_secs`: the running dlock, and what
+/// the command wrote once it ran under the lock (within 15 s).
+pub fn holder_writing(
+    url: &str,
+    flags: &str,
+    name: &str,
+    word: &str,
+    hold_secs: u32,
+) -> (Child, String) {
+    let file = scratch().join("written");
+    let script = format!("echo {word} > {}; exec sleep {hold_secs}", file.display());
+    let child = spawn(url, &run_sh(flags, name, &script));
+    (child, wait_for_file(&file, Duration::from_secs(15)))
+}
+
 /// A `dlock run` (with `flags`) of `name` holding it for `hold_secs`, and the file its
 /// command writes `$DLOCK_TOKEN` to once it runs under the lock (see [`wait_for_file`]).
 pub fn spawn_holder(url: &str, name: &str, flags: &[&str], hold_secs: u32) -> (Child, PathBuf) {
@@ -60,10 +84,8 @@ pub fn spawn_holder(url: &str, name: &str, flags: &[&str], hold_secs: u32) -> (C
         "echo $DLOCK_TOKEN > {}; sleep {hold_secs}",
         marker.display()
     );
-    let mut args = vec!["run"];
-    args.extend_from_slice(flags);
-    args.extend_from_slice(&[name, "--", "sh", "-c", &script]);
-    (spawn(url, &args), marker)
+    let flags = flags.join(" ");
+    (spawn(url, &run_sh(&flags, name, &script)), marker)
 }
 
 /// `out`'s stdout, after asserting that its command succeeded (its stderr otherwise).
