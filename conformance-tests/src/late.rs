@@ -69,11 +69,7 @@ pub async fn late_grant_is_taken_again<L, Connected>(
         took < Duration::from_secs(2),
         "acquire took {took:?} after the network healed: it waited behind its own late grant"
     );
-    let holder = observer
-        .inspect(&name)
-        .await
-        .expect("inspect")
-        .expect("held");
+    let holder = crate::steps::holder_of(&observer, &name).await;
     assert_eq!(
         &holder.owner,
         lease.owner(),

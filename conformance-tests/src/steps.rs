@@ -82,3 +82,14 @@ pub async fn take_once_back(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Who holds `name`, as `lock` reads it.
+///
+/// # Panics
+/// When the read fails or finds `name` free.
+pub async fn holder_of(lock: &dyn DistributedLock, name: &LockName) -> dlock_core::LockInfo {
+    lock.inspect(name)
+        .await
+        .expect("inspect must not fail")
+        .unwrap_or_else(|| panic!("{name} should be held"))
+}

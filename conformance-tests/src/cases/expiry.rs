@@ -129,11 +129,7 @@ pub async fn stale_lease_cannot_touch_new_holder(h: &impl Harness) {
             "stale renew: {r:?}"
         );
     }
-    let info = c
-        .inspect(&name)
-        .await
-        .expect("inspect")
-        .expect("still held");
+    let info = crate::steps::holder_of(&*c, &name).await;
     assert_eq!(&info.owner, fresh.owner());
     assert_eq!(info.token, fresh.token());
     assert!(c.try_acquire(&name, ttl).await.expect("try").is_none());
