@@ -93,3 +93,16 @@ pub async fn holder_of(lock: &dyn DistributedLock, name: &LockName) -> dlock_cor
         .expect("inspect must not fail")
         .unwrap_or_else(|| panic!("{name} should be held"))
 }
+
+/// Asserts that `next` was granted after `before` (rule 3: its token is higher).
+///
+/// # Panics
+/// When `next`'s token is not above `before`'s, with `why`.
+pub fn assert_later(next: &Lease, before: &Lease, why: &str) {
+    assert!(
+        next.token() > before.token(),
+        "{} after {}: {why}",
+        next.token(),
+        before.token()
+    );
+}

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::take;
-use dlock_conformance::{guarded, required_env, services_ctl, take_once_back, unique_name};
+use dlock_conformance::{
+    assert_later, guarded, required_env, services_ctl, take_once_back, unique_name,
+};
 use dlock_core::DistributedLock;
 
 /// The master's `host:port` as the first sentinel that answers names it.
@@ -209,12 +211,7 @@ async fn an_idle_client_does_not_lock_on_the_old_master_restarted() {
     }
     assert!(y.release(&held).await.unwrap());
     let next = take(&x, &name, ttl).await;
-    assert!(
-        next.token() > held.token(),
-        "{} after {}",
-        next.token(),
-        held.token()
-    );
+    assert_later(&next, &held, "X after Y, on the new master");
     assert!(x.release(&next).await.unwrap());
     rejoined_as_replica(old_port).await;
 }
