@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use dlock_core::{LeaseScope, LockError, LockName, MIN_TTL};
 
-use super::{LONG_TTL, assert_fresh, clients, take, unique};
+use super::{LONG_TTL, assert_fresh, clients_and_name, take, unique};
 use crate::Harness;
 
 /// A free lock is granted with a sane lease: name, TTL, validity, token, owner.
@@ -35,8 +35,7 @@ pub async fn acquire_free_lock(h: &impl Harness) {
 /// While one client holds a lock, no other client (and no second call of the same
 /// client) gets it.
 pub async fn mutual_exclusion(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("mutual_exclusion");
+    let ([a, b], name) = clients_and_name(h, "mutual_exclusion").await;
     let lease = take(&*a, &name, LONG_TTL).await;
     assert!(b.try_acquire(&name, LONG_TTL).await.expect("try").is_none());
     assert!(
@@ -50,8 +49,7 @@ pub async fn mutual_exclusion(h: &impl Harness) {
 
 /// After a release another client gets the lock at once.
 pub async fn release_frees_lock(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("release_frees_lock");
+    let ([a, b], name) = clients_and_name(h, "release_frees_lock").await;
     let lease = take(&*a, &name, LONG_TTL).await;
     assert!(a.release(&lease).await.expect("release"));
     let next = take(&*b, &name, LONG_TTL).await;
@@ -60,8 +58,7 @@ pub async fn release_frees_lock(h: &impl Harness) {
 
 /// Releasing twice: `true`, then `false`; the second call changes nothing.
 pub async fn release_is_idempotent(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("release_is_idempotent");
+    let ([a, b], name) = clients_and_name(h, "release_is_idempotent").await;
     let lease = take(&*a, &name, LONG_TTL).await;
     assert!(a.release(&lease).await.expect("release"));
     assert!(!a.release(&lease).await.expect("second release"));
@@ -87,8 +84,7 @@ pub async fn renew_after_release_is_lost(h: &impl Harness) {
 /// `inspect` reports nothing for a free lock, the holder's owner and token while held,
 /// and nothing again after release.
 pub async fn inspect_reports_holder(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("inspect_reports_holder");
+    let ([a, b], name) = clients_and_name(h, "inspect_reports_holder").await;
     assert!(b.inspect(&name).await.expect("inspect").is_none());
     let lease = take(&*a, &name, LONG_TTL).await;
     let info = b.inspect(&name).await.expect("inspect").expect("held");
@@ -146,8 +142,7 @@ pub async fn invalid_arguments(h: &impl Harness) {
 
 /// Holding one name does not block another, and `try_acquire` on a free name is fast.
 pub async fn independent_names(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let base = unique("independent_names");
+    let ([a, b], base) = clients_and_name(h, "independent_names").await;
     let first = take(&*a, &base, LONG_TTL).await;
     let t = Instant::now();
     let other = LockName::new(&format!("{base}-other")).expect("name");

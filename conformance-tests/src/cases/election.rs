@@ -7,14 +7,13 @@ use std::time::Duration;
 use dlock_core::{Election, HolderValue, LockError};
 use tokio::time::Instant;
 
-use super::{LONG_TTL, clients, unique};
+use super::{LONG_TTL, clients_and_name, unique};
 use crate::Harness;
 
 /// A value given at acquisition is what every client's `inspect` reports for that
 /// holder, and goes with its lease.
 pub async fn holder_value_is_readable(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("holder_value_is_readable");
+    let ([a, b], name) = clients_and_name(h, "holder_value_is_readable").await;
     // every byte class: plain, escaped, path separators, non-ASCII
     let va = HolderValue::new("host-7.example:8080 /ä%").expect("valid");
     let vb = HolderValue::new("10.0.0.2:9092").expect("valid");

@@ -5,13 +5,12 @@ use std::time::Duration;
 use dlock_core::{LeaseScope, LockError};
 use tokio::time::{Instant, sleep, sleep_until};
 
-use super::{LONG_TTL, assert_fresh, clients, take, take_within, unique};
+use super::{LONG_TTL, assert_fresh, clients_and_name, take, take_within};
 use crate::Harness;
 
 /// Renewing every third of the TTL keeps a lease for three TTLs; nobody else gets in.
 pub async fn renew_keeps_lease_past_ttl(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("renew_keeps_lease_past_ttl");
+    let ([a, b], name) = clients_and_name(h, "renew_keeps_lease_past_ttl").await;
     let ttl = h.short_ttl();
     let mut lease = take(&*a, &name, ttl).await;
     let first_token = lease.token();
@@ -31,8 +30,7 @@ pub async fn renew_keeps_lease_past_ttl(h: &impl Harness) {
 /// A lease that is not renewed: per-lease backends expire it after its TTL (by the
 /// server's clock), per-session backends keep it while the client lives.
 pub async fn unrenewed_lease_follows_scope(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("unrenewed_lease_follows_scope");
+    let ([a, b], name) = clients_and_name(h, "unrenewed_lease_follows_scope").await;
     let ttl = h.short_ttl();
     let lease = take(&*a, &name, ttl).await;
     // up to valid_until the server must still see it held (client margin is conservative)
@@ -78,8 +76,7 @@ pub async fn unrenewed_lease_follows_scope(h: &impl Harness) {
 
 /// A crashed holder's lock frees within TTL + slack, and the next token is higher.
 pub async fn crashed_holder_expires(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("crashed_holder_expires");
+    let ([a, b], name) = clients_and_name(h, "crashed_holder_expires").await;
     let ttl = h.short_ttl();
     let lease = take(&*a, &name, ttl).await;
     let crashed_at = Instant::now();
@@ -100,8 +97,7 @@ pub async fn crashed_holder_expires(h: &impl Harness) {
 /// After a takeover, the old lease can neither release nor renew the new holder's
 /// lock, whether the takeover followed an expiry or a crash.
 pub async fn stale_lease_cannot_touch_new_holder(h: &impl Harness) {
-    let [a, b, c] = clients(h).await;
-    let name = unique("stale_lease_cannot_touch_new_holder");
+    let ([a, b, c], name) = clients_and_name(h, "stale_lease_cannot_touch_new_holder").await;
     let ttl = h.short_ttl();
     let stale = take(&*a, &name, ttl).await;
     let per_session = a.capabilities().lease_scope == LeaseScope::PerSession;

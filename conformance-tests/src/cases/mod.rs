@@ -70,6 +70,14 @@ pub(crate) fn unique(case: &str) -> LockName {
 
 pub(crate) use crate::steps::{assert_fresh, take, take_and_release};
 
+/// A case's opening: `N` new, independent clients and a fresh name for `case`.
+pub(crate) async fn clients_and_name<const N: usize>(
+    h: &impl crate::Harness,
+    case: &str,
+) -> ([TestClient; N], LockName) {
+    (clients(h).await, unique(case))
+}
+
 /// `N` new, independent clients of the backend under test.
 pub(crate) async fn clients<const N: usize>(h: &impl crate::Harness) -> [TestClient; N] {
     let mut made = Vec::with_capacity(N);

@@ -1,6 +1,6 @@
 //! Names that a naive key mapping would break.
 
-use super::{LONG_TTL, clients, take, unique};
+use super::{LONG_TTL, clients_and_name, take};
 use crate::Harness;
 use dlock_core::{LockName, MAX_NAME_LEN};
 
@@ -9,8 +9,7 @@ use dlock_core::{LockName, MAX_NAME_LEN};
 /// beyond the Basic Multilingual Plane too), the maximum length, and names that differ
 /// only by case, by an escape sequence or by trailing spaces.
 pub async fn awkward_names_are_distinct(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let base = unique("names");
+    let ([a, b], base) = clients_and_name(h, "names").await;
     let suffixes: Vec<String> = vec![
         String::new(),
         "/".into(),

@@ -6,15 +6,14 @@ use std::time::Duration;
 
 use dlock_core::{Access, Acquisition, DistributedLock, LockError, Locker, ProcessHolder};
 
-use super::{LONG_TTL, clients, unique};
+use super::{LONG_TTL, clients_and_name};
 use crate::Harness;
 
 /// A holder that says which process it is — through a [`Locker`] for the mutex, through
 /// [`Acquisition`] for a permit and a reader — is seen as that process by every other
 /// client: `inspect`, `holders`, and `list` where the backend lists.
 pub async fn process_holder_is_readable(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("process_holder_is_readable");
+    let ([a, b], name) = clients_and_name(h, "process_holder_is_readable").await;
     let me = ProcessHolder::this_process("nightly-report");
     let value = me.to_value().expect("fits");
     let locker = Locker::new(a.lock())
@@ -60,8 +59,7 @@ pub async fn process_holder_is_readable(h: &impl Harness) {
 /// lock at once with a higher token, the broken holder's guard turns lost (its next
 /// renewal is refused), and breaking a free name breaks nobody.
 pub async fn break_holder_hands_the_lock_on(h: &impl Harness) {
-    let [a, b, operator] = clients(h).await;
-    let name = unique("break_holder");
+    let ([a, b, operator], name) = clients_and_name(h, "break_holder").await;
     let ttl = Duration::from_secs(3);
     let stuck = Locker::new(a.lock())
         .with_ttl(ttl)

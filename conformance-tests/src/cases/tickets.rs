@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use dlock_core::{LockError, LockName, Ticket};
 
-use super::{LONG_TTL, clients, take, unique};
+use super::{LONG_TTL, clients_and_name, take};
 use crate::Harness;
 
 /// The backends whose lease cannot leave the process that took it: a memory lock is
@@ -15,8 +15,7 @@ const NO_TICKETS: [&str; 1] = ["memory"];
 /// the TTL) and release the lease; a ticket whose lease is gone, or of another
 /// backend, is refused.
 pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("tickets");
+    let ([a, b], name) = clients_and_name(h, "tickets").await;
     let lease = take(&*a, &name, LONG_TTL).await;
     let ticket: Ticket = a
         .hand_over(&lease)
@@ -89,8 +88,7 @@ pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
 /// `list` shows each held lock under a prefix with its holder, and no other; a waiter
 /// counts where the backend can tell.
 pub async fn list_shows_held_locks(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let root = unique("list");
+    let ([a, b], root) = clients_and_name(h, "list").await;
     let prefix = format!("{root}/");
     let named = |s: &str| LockName::new(&format!("{prefix}{s}")).expect("name");
     let (first, second) = (named("a"), named("b"));

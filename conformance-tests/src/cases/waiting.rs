@@ -7,13 +7,12 @@ use dlock_core::{LockError, random_u64};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::{LONG_TTL, assert_fresh, clients, take, take_within, unique};
+use super::{LONG_TTL, assert_fresh, clients_and_name, take, take_within, unique};
 use crate::Harness;
 
 /// A waiter blocked in `acquire` gets the lock soon after the holder releases it.
 pub async fn acquire_waits_for_release(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("acquire_waits_for_release");
+    let ([a, b], name) = clients_and_name(h, "acquire_waits_for_release").await;
     let held = take(&*a, &name, LONG_TTL).await;
     let waiter = {
         let (b, name) = (b.lock(), name.clone());
@@ -47,8 +46,7 @@ pub async fn acquire_waits_for_release(h: &impl Harness) {
 
 /// `acquire` gives up with `Timeout` after `wait`, not much later, and takes nothing.
 pub async fn acquire_times_out(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("acquire_times_out");
+    let ([a, b], name) = clients_and_name(h, "acquire_times_out").await;
     let held = take(&*a, &name, LONG_TTL).await;
     let wait = Duration::from_millis(700);
     let t = Instant::now();
@@ -72,8 +70,7 @@ pub async fn acquire_times_out(h: &impl Harness) {
 
 /// `wait == 0` is a single attempt: it fails at once when held and succeeds when free.
 pub async fn acquire_with_zero_wait(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("acquire_with_zero_wait");
+    let ([a, b], name) = clients_and_name(h, "acquire_with_zero_wait").await;
     let held = b
         .acquire(&name, LONG_TTL, Duration::ZERO)
         .await
@@ -88,8 +85,7 @@ pub async fn acquire_with_zero_wait(h: &impl Harness) {
 
 /// A waiter blocked in `acquire` gets the lock when a crashed holder's lease expires.
 pub async fn acquire_wakes_when_holder_crashes(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("acquire_wakes_when_holder_crashes");
+    let ([a, b], name) = clients_and_name(h, "acquire_wakes_when_holder_crashes").await;
     let ttl = h.short_ttl();
     let held = take(&*a, &name, ttl).await;
     a.crash();
@@ -112,8 +108,7 @@ pub async fn acquire_wakes_when_holder_crashes(h: &impl Harness) {
 /// lock: once the holder releases (and short leases from cancelled grants expire), the
 /// lock is free again.
 pub async fn cancelled_acquires_leak_nothing(h: &impl Harness) {
-    let [a, b] = clients(h).await;
-    let name = unique("cancelled_acquires_leak_nothing");
+    let ([a, b], name) = clients_and_name(h, "cancelled_acquires_leak_nothing").await;
     let ttl = h.short_ttl();
     // contended: the waiters' futures are dropped while they wait
     let held = take(&*a, &name, LONG_TTL).await;
