@@ -38,10 +38,7 @@ pub async fn late_grant_is_taken_again<L, Connected>(
     let warm = crate::unique_name("late/warm");
     crate::cases::take_and_release(&*late, &warm, ttl).await;
     proxy.set_mode(FaultMode::DelayReplies(op_timeout * 3 / 2));
-    let task = {
-        let (late, name) = (Arc::clone(&late), name.clone());
-        tokio::spawn(async move { late.acquire(&name, ttl, ttl * 2).await })
-    };
+    let task = crate::steps::acquiring(&late, &name, ttl, ttl * 2);
     let end = Instant::now() + ttl;
     loop {
         if observer

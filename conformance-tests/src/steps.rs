@@ -106,3 +106,15 @@ pub fn assert_later(next: &Lease, before: &Lease, why: &str) {
         before.token()
     );
 }
+
+/// `lock.acquire(name, ttl, wait)` running on a task of its own: a waiter the test can
+/// race, cancel or join.
+pub fn acquiring<L: DistributedLock + ?Sized + 'static>(
+    lock: &Arc<L>,
+    name: &LockName,
+    ttl: Duration,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<Lease, dlock_core::LockError>> {
+    let (lock, name) = (Arc::clone(lock), name.clone());
+    tokio::spawn(async move { lock.acquire(&name, ttl, wait).await })
+}

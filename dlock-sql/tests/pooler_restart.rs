@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{guarded, services_ctl, unique_name};
+use dlock_conformance::{acquiring, guarded, services_ctl, unique_name};
 use dlock_core::{DistributedLock, GuardState};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,10 +24,7 @@ async fn pooler_and_database_restarted_under_a_holder_and_a_waiter() {
     let ttl = Duration::from_secs(15);
     let guard = guarded(&holder, &name, ttl).await;
     let first = guard.token();
-    let wait = {
-        let (waiter, name) = (Arc::clone(&waiter), name.clone());
-        tokio::spawn(async move { waiter.acquire(&name, ttl, Duration::from_secs(40)).await })
-    };
+    let wait = acquiring(&waiter, &name, ttl, Duration::from_secs(40));
     tokio::time::sleep(Duration::from_millis(300)).await;
     services_ctl("restart", &["pgbouncer"]).await;
     tokio::time::sleep(Duration::from_millis(500)).await;

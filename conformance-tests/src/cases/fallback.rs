@@ -97,10 +97,7 @@ pub async fn fallback_companion_covers_the_wait(h: &impl Harness) {
     let ttl = h.short_ttl();
     let local = Arc::new(FallbackLock::new(client.coordination(), Fallback::Local));
     let outsider = super::take(&*other, &name, LONG_TTL).await;
-    let waiter = {
-        let (local, name) = (Arc::clone(&local), name.clone());
-        tokio::spawn(async move { local.acquire(&name, ttl, ttl * 6).await })
-    };
+    let waiter = crate::steps::acquiring(&local, &name, ttl, ttl * 6);
     // longer than the waiter's TTL: a companion taken for one TTL has expired by now
     sleep(ttl * 2).await;
     assert!(other.release(&outsider).await.expect("release"));

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{take, unique_name};
+use dlock_conformance::{acquiring, take, unique_name};
 use dlock_core::DistributedLock;
 
 use super::nodes::{cmd, masters, owns, seeds};
@@ -64,10 +64,7 @@ pub(crate) async fn a_master_failed_over_under_a_waiter() {
     let ttl = Duration::from_secs(20);
     let wait = Duration::from_secs(60);
     let held = take(&a, &name, ttl).await;
-    let waiting = {
-        let (b, name) = (Arc::clone(&b), name.clone());
-        tokio::spawn(async move { b.acquire(&name, ttl, wait).await })
-    };
+    let waiting = acquiring(&b, &name, ttl, wait);
     // the waiter subscribed, the key replicated
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -136,10 +133,7 @@ pub(crate) async fn a_master_failed_over_under_a_waiter() {
     // let the resubscription settle, then hand the lock back and forth
     tokio::time::sleep(Duration::from_secs(3)).await;
     for round in 0..5 {
-        let waiting = {
-            let (other, name) = (Arc::clone(&other), name.clone());
-            tokio::spawn(async move { other.acquire(&name, ttl, wait).await })
-        };
+        let waiting = acquiring(&other, &name, ttl, wait);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(holder.release(&lease).await.unwrap(), "round {round}");
         let released = std::time::Instant::now();

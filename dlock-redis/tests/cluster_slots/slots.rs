@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::{guarded, take, unique_name};
+use dlock_conformance::{acquiring, guarded, take, unique_name};
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use redis::Value;
 
@@ -81,10 +81,7 @@ pub(crate) async fn a_slot_migrated_under_a_held_lock() {
     // the slot moves the server ends that subscription unasked, which must neither
     // lose the waiter nor reach another request as its answer
     let waiter: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let waiting = {
-        let (waiter, name) = (Arc::clone(&waiter), name.clone());
-        tokio::spawn(async move { waiter.acquire(&name, ttl, Duration::from_secs(60)).await })
-    };
+    let waiting = acquiring(&waiter, &name, ttl, Duration::from_secs(60));
 
     let key = format!("dlock:{{{}}}:lock", name.as_str());
     let slot: u16 = cmd(&seeds()[0], &["CLUSTER", "KEYSLOT", &key]).await;
