@@ -118,3 +118,20 @@ pub fn acquiring<L: DistributedLock + ?Sized + 'static>(
     let (lock, name) = (Arc::clone(lock), name.clone());
     tokio::spawn(async move { lock.acquire(&name, ttl, wait).await })
 }
+
+/// Like [`acquiring`], for a waiter that must get the lock: its lease and when it got it.
+///
+/// # Panics
+/// (On the task, seen when joined) when the acquire fails.
+pub fn acquiring_timed<L: DistributedLock + ?Sized + 'static>(
+    lock: &Arc<L>,
+    name: &LockName,
+    ttl: Duration,
+    wait: Duration,
+) -> tokio::task::JoinHandle<(tokio::time::Instant, Lease)> {
+    let (lock, name) = (Arc::clone(lock), name.clone());
+    tokio::spawn(async move {
+        let lease = lock.acquire(&name, ttl, wait).await.expect("acquire");
+        (tokio::time::Instant::now(), lease)
+    })
+}

@@ -1,11 +1,10 @@
 //! Every URL form in the table connects; malformed ones say what is wrong.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::take_and_release;
 use std::time::Duration;
 
 use dlock_any::{LockError, LockName, connect};
-use dlock_conformance::required_env;
+use dlock_conformance::{required_env, take_and_release};
 
 async fn works(url: &str, backend: &str) {
     let lock = connect(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));

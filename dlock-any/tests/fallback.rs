@@ -2,10 +2,10 @@
 //! loudly marked on each lease; a bad value is a configuration error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::{take, unique_name};
 use std::time::Duration;
 
 use dlock_any::{Fallback, LockError, LockName, connect};
+use dlock_conformance::{take, unique_name};
 
 /// One URL per scheme, each pointing at a port nothing listens on.
 const UNREACHABLE: &[&str] = &[

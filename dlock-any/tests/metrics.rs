@@ -3,12 +3,11 @@
 //! binary, because the recorder is global.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::{take, unique_name};
 use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_any::{DistributedLock, Locker, metric_names as m};
-use dlock_conformance::required_env;
+use dlock_conformance::{required_env, take, unique_name};
 use metrics_util::CompositeKey;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 

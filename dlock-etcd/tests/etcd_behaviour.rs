@@ -6,8 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_conformance::{FaultMode, guarded};
+use dlock_conformance::{FaultMode, guarded, take};
 use dlock_core::{DistributedLock, GuardState, LockGuard, LockName, random_u64};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep};

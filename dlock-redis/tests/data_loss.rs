@@ -7,8 +7,7 @@
 
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_conformance::{TestServer, unique_name};
+use dlock_conformance::{TestServer, take, unique_name};
 use dlock_core::{DistributedLock, FencingToken, LockName, random_u64};
 use dlock_redis::{RedisLock, Redlock};
 

@@ -6,8 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock_conformance::FaultMode;
-use dlock_conformance::{assert_later, take, take_and_release, take_once_back};
+use dlock_conformance::{FaultMode, assert_later, take, take_and_release, take_once_back};
 use dlock_core::{DistributedLock, LockError, LockName, random_u64};
 use dlock_redis::{RedisLock, Redlock};
 

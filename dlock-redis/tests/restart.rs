@@ -7,8 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock_conformance::take;
-use dlock_conformance::{guarded, services_ctl, take_once_back, unique_name};
+use dlock_conformance::{guarded, services_ctl, take, take_once_back, unique_name};
 use dlock_core::{DistributedLock, GuardState, LockError};
 
 const LONG: Duration = Duration::from_secs(30);

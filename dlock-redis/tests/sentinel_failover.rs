@@ -8,9 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock_conformance::take;
 use dlock_conformance::{
-    assert_later, guarded, required_env, services_ctl, take_once_back, unique_name,
+    assert_later, guarded, required_env, services_ctl, take, take_once_back, unique_name,
 };
 use dlock_core::DistributedLock;
 

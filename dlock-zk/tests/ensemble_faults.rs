@@ -7,8 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_conformance::{FencedCounter, services_ctl};
+use dlock_conformance::{FencedCounter, services_ctl, take};
 use dlock_core::{DistributedLock, LockName, random_u64};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{Instant, sleep};

@@ -7,8 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::batching;
-use dlock_conformance::take;
+use dlock_conformance::{batching, take};
 use dlock_core::DistributedLock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -6,8 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_conformance::take;
-use dlock_conformance::{FaultMode, guarded};
+use dlock_conformance::{FaultMode, guarded, take};
 use dlock_core::{DistributedLock, GuardState, LockName, random_u64};
 use dlock_zk::ZkLock;
 use tokio::time::{Instant, sleep, timeout};

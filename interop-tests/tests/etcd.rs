@@ -5,13 +5,12 @@
 //! sequence (`ETCD_LOCK_REV`, the revision etcdctl got the lock at, is not a token).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::take;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_any::{DistributedLock, LockName};
-use dlock_conformance::required_env;
+use dlock_conformance::{acquiring_timed, required_env, take};
 use dlock_etcd::EtcdLock;
 use dlock_etcd::etcd_client::{Client, GetOptions};
 use dlock_interop_tests::unique;
@@ -129,16 +128,7 @@ async fn etcdctls_holder_keeps_dlock_out_and_then_lets_it_in() {
         lock.try_acquire(&n, TTL).await.unwrap().is_none(),
         "etcdctl holds {name}"
     );
-    let waiting = {
-        let (lock, n) = (Arc::clone(&lock), n.clone());
-        tokio::spawn(async move {
-            let l = lock
-                .acquire(&n, TTL, Duration::from_secs(20))
-                .await
-                .unwrap();
-            (Instant::now(), l)
-        })
-    };
+    let waiting = acquiring_timed(&lock, &n, TTL, Duration::from_secs(20));
     sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "dlock got in while etcdctl held");
     let released = Instant::now();
@@ -169,17 +159,7 @@ async fn dlocks_holder_keeps_etcdctl_out_and_they_queue_in_order() {
     let (release, script) = hold_until_told();
     let mut theirs = etcdctl_lock(&name, &script);
     queued(&mut etcd, &name, 2).await;
-    let second = {
-        let lock = Arc::clone(&lock);
-        let n = n.clone();
-        tokio::spawn(async move {
-            let l = lock
-                .acquire(&n, TTL, Duration::from_secs(20))
-                .await
-                .unwrap();
-            (Instant::now(), l)
-        })
-    };
+    let second = acquiring_timed(&lock, &n, TTL, Duration::from_secs(20));
     queued(&mut etcd, &name, 3).await;
     assert!(
         first_line_now(&mut theirs).await.is_none(),

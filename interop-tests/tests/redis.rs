@@ -4,12 +4,11 @@
 //! Redlock's five. (Their holders get no fencing token; there is no queue to share.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::take;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_any::{DistributedLock, Lease, LockName};
-use dlock_conformance::required_env;
+use dlock_conformance::{required_env, take};
 use dlock_interop_tests::unique;
 use redis::AsyncCommands;
 use tokio::time::sleep;

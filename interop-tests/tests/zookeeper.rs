@@ -4,12 +4,11 @@
 //! queue, the lowest sequence holds, each waiter watching its predecessor.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dlock_conformance::{take, take_and_release};
 use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_any::{DistributedLock, LockName};
-use dlock_conformance::required_env;
+use dlock_conformance::{acquiring_timed, required_env, take, take_and_release};
 use dlock_interop_tests::unique;
 use dlock_zk::zookeeper_client as zk;
 use dlock_zk::{NodeLayout, ZkLock};
@@ -137,18 +136,7 @@ async fn a_mixed_queue_is_served_in_order() {
         })
     };
     queued(&c, &name, 2).await;
-    let dlock_side = {
-        let (lock, n) = (Arc::clone(&lock), n.clone());
-        tokio::spawn(async move {
-            let l = lock
-                .acquire(&n, TTL, Duration::from_secs(20))
-                .await
-                .unwrap();
-            let got = Instant::now();
-            assert!(lock.release(&l).await.unwrap());
-            got
-        })
-    };
+    let dlock_side = acquiring_timed(&lock, &n, TTL, Duration::from_secs(20));
     queued(&c, &name, 3).await;
     let (children, _) = c.get_children(&format!("{ROOT}/{name}")).await.unwrap();
     assert_eq!(
@@ -159,7 +147,8 @@ async fn a_mixed_queue_is_served_in_order() {
     let released = Instant::now();
     assert!(lock.release(&first).await.unwrap());
     let (curator_got, curator_left) = curator_side.await.unwrap();
-    let dlock_got = dlock_side.await.unwrap();
+    let (dlock_got, second) = dlock_side.await.unwrap();
+    assert!(lock.release(&second).await.unwrap());
     assert!(
         curator_got >= released,
         "Curator got in before dlock's first let go"
