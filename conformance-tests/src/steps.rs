@@ -135,3 +135,50 @@ pub fn acquiring_timed<L: DistributedLock + ?Sized + 'static>(
         (tokio::time::Instant::now(), lease)
     })
 }
+
+/// Asserts that `e` shows `secret` neither in its message nor in its `Debug` form.
+fn hides(e: &dlock_core::LockError, secret: &str) {
+    if !secret.is_empty() {
+        assert!(
+            !e.to_string().contains(secret) && !format!("{e:?}").contains(secret),
+            "the error shows {secret:?}: {e:?}"
+        );
+    }
+}
+
+/// Asserts that `result` (a connect or a call given bad input) is a
+/// [`dlock_core::LockError::Config`] error that does not show `secret` (a password in
+/// the URL; `""` for none).
+///
+/// # Panics
+/// When it is anything else.
+pub fn assert_config_error<L>(result: Result<L, dlock_core::LockError>, secret: &str) {
+    match result {
+        Err(e @ dlock_core::LockError::Config(_)) => hides(&e, secret),
+        Err(e) => panic!("a Config error, not {e:?}"),
+        Ok(_) => panic!("a Config error, not success"),
+    }
+}
+
+/// Asserts that `connecting` (to a port nobody listens on) gives up with
+/// [`dlock_core::LockError::Unavailable`] within `within`, not showing `secret`.
+///
+/// # Panics
+/// When it succeeds, fails otherwise, takes longer, or shows `secret`.
+pub async fn assert_unreachable<L>(
+    connecting: impl std::future::Future<Output = Result<L, dlock_core::LockError>>,
+    secret: &str,
+    within: Duration,
+) {
+    let started = std::time::Instant::now();
+    match connecting.await {
+        Err(e @ dlock_core::LockError::Unavailable { .. }) => hides(&e, secret),
+        Err(e) => panic!("Unavailable, not {e:?}"),
+        Ok(_) => panic!("Unavailable, not a connection"),
+    }
+    let took = started.elapsed();
+    assert!(
+        took < within,
+        "gave up after {took:?}, not within {within:?}"
+    );
+}
