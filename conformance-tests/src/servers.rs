@@ -79,6 +79,19 @@ pub struct TestCerts {
 }
 
 impl TestCerts {
+    /// Makes the certificates in a new scratch directory named after `label`: the
+    /// directory (for the server's other files) and the certificates.
+    ///
+    /// # Panics
+    /// As [`TestCerts::make`], and when the directory cannot be made.
+    #[must_use]
+    pub fn in_scratch(label: &str) -> (std::path::PathBuf, Self) {
+        let dir = std::env::temp_dir().join(format!("{label}-{:016x}", dlock_core::random_u64()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let certs = Self::make(&dir);
+        (dir, certs)
+    }
+
     /// Makes the certificates.
     ///
     /// # Panics

@@ -10,10 +10,7 @@ use dlock_etcd::EtcdLock;
 
 #[tokio::test]
 async fn https_endpoints_with_a_private_ca() {
-    let dir =
-        std::env::temp_dir().join(format!("dlock-etcd-tls-{:016x}", dlock_core::random_u64()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let certs = TestCerts::make(&dir);
+    let (dir, certs) = TestCerts::in_scratch("dlock-etcd-tls");
     let p = |x: &std::path::Path| x.display().to_string();
     let peer = free_port();
     let server = TestServer::start(

@@ -10,10 +10,7 @@ use dlock_redis::RedisLock;
 
 #[tokio::test]
 async fn rediss_with_a_private_ca() {
-    let dir =
-        std::env::temp_dir().join(format!("dlock-redis-tls-{:016x}", dlock_core::random_u64()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let certs = TestCerts::make(&dir);
+    let (dir, certs) = TestCerts::in_scratch("dlock-redis-tls");
     let p = |x: &std::path::Path| x.display().to_string();
     let server = TestServer::start(
         "redis-server",
