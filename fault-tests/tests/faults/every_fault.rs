@@ -5,59 +5,36 @@ use dlock_faults::backends::Backend;
 
 use super::suite::{faults, run_all};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite() {
-    faults("sqlite", None).await;
+/// One test per backend (its name, the suite's label, the variable naming its servers)
+/// that runs the whole suite there.
+macro_rules! faults_on {
+    ($($test:ident: $label:literal, $env:expr;)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                faults($label, $env).await;
+            }
+        )*
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    faults("postgres", Some("DLOCK_TEST_POSTGRES_URL")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb() {
-    faults("mariadb", Some("DLOCK_TEST_MYSQL_URL")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis() {
-    faults("redis", Some("DLOCK_TEST_REDIS_URL")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock() {
-    faults("redlock×5", Some("DLOCK_TEST_REDLOCK_URLS")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd() {
-    faults("etcd", Some("DLOCK_TEST_ETCD_ENDPOINTS")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_cluster() {
-    faults("etcd×3", Some("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper() {
-    faults("zookeeper", Some("DLOCK_TEST_ZK_ADDR")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper_ensemble() {
-    faults("zookeeper×3", Some("DLOCK_TEST_ZK_CLUSTER_ADDR")).await;
+faults_on! {
+    sqlite: "sqlite", None;
+    postgres: "postgres", Some("DLOCK_TEST_POSTGRES_URL");
+    mariadb: "mariadb", Some("DLOCK_TEST_MYSQL_URL");
+    redis: "redis", Some("DLOCK_TEST_REDIS_URL");
+    redlock: "redlock×5", Some("DLOCK_TEST_REDLOCK_URLS");
+    etcd: "etcd", Some("DLOCK_TEST_ETCD_ENDPOINTS");
+    etcd_cluster: "etcd×3", Some("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS");
+    zookeeper: "zookeeper", Some("DLOCK_TEST_ZK_ADDR");
+    zookeeper_ensemble: "zookeeper×3", Some("DLOCK_TEST_ZK_CLUSTER_ADDR");
 }
 
 /// A private ensemble: a server cut off from its peers while its clients reach it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_server_partition() {
     // its servers are its own: nothing to take
-    let dir = std::env::temp_dir().join(format!(
-        "dlock-faults-ensemble-{:016x}",
-        dlock_any::random_u64()
-    ));
+    let dir = scratch("ensemble");
     run_all(Backend::partitionable_zookeeper(&dir).await).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -66,10 +43,15 @@ async fn zookeeper_server_partition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_server_partition() {
     // its servers are its own: nothing to take
-    let dir = std::env::temp_dir().join(format!(
-        "dlock-faults-etcd-{:016x}",
-        dlock_any::random_u64()
-    ));
+    let dir = scratch("etcd");
     run_all(Backend::partitionable_etcd(&dir).await).await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A new directory name for a private cluster's servers.
+fn scratch(what: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "dlock-faults-{what}-{:016x}",
+        dlock_any::random_u64()
+    ))
 }
