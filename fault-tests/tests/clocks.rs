@@ -59,43 +59,30 @@ async fn drills(label: &str, env_var: Option<&str>, nemeses: &[Nemesis]) {
     eprintln!("{}", clock_table(&rows));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite() {
-    drills("sqlite", None, &[Nemesis::ClientClockAhead]).await;
+/// One test per backend (its name, the suite's label, the variable naming its servers,
+/// the clock faults it takes) that runs those drills there.
+macro_rules! clock_drills {
+    ($($test:ident: $label:literal, $env:expr, [$($nemesis:ident),*];)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                drills($label, $env, &[$(Nemesis::$nemesis),*]).await;
+            }
+        )*
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    drills(
-        "postgres",
-        Some("DLOCK_TEST_POSTGRES_URL"),
-        &[Nemesis::ClientClockAhead, Nemesis::ServerClockAhead],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb() {
-    drills(
-        "mariadb",
-        Some("DLOCK_TEST_MYSQL_URL"),
-        &[Nemesis::ClientClockAhead, Nemesis::ServerClockAhead],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis() {
-    drills(
-        "redis",
-        Some("DLOCK_TEST_REDIS_URL"),
-        &[
-            Nemesis::ClientClockAhead,
-            Nemesis::ServerClockAhead,
-            Nemesis::ClientClockVerySlow,
-        ],
-    )
-    .await;
+clock_drills! {
+    sqlite: "sqlite", None, [ClientClockAhead];
+    postgres: "postgres", Some("DLOCK_TEST_POSTGRES_URL"), [ClientClockAhead, ServerClockAhead];
+    mariadb: "mariadb", Some("DLOCK_TEST_MYSQL_URL"), [ClientClockAhead, ServerClockAhead];
+    redis: "redis", Some("DLOCK_TEST_REDIS_URL"),
+        [ClientClockAhead, ServerClockAhead, ClientClockVerySlow];
+    redlock: "redlock×5", Some("DLOCK_TEST_REDLOCK_URLS"), [ClientClockAhead];
+    etcd: "etcd", Some("DLOCK_TEST_ETCD_ENDPOINTS"), [ClientClockAhead];
+    etcd_cluster: "etcd×3", Some("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS"), [ClientClockAhead];
+    zookeeper: "zookeeper", Some("DLOCK_TEST_ZK_ADDR"), [ClientClockAhead, ServerClockAhead];
+    zookeeper_ensemble: "zookeeper×3", Some("DLOCK_TEST_ZK_CLUSTER_ADDR"), [ClientClockAhead];
 }
 
 /// Holders whose clocks run 20 % slow work past the server's expiry: without the fence
@@ -120,54 +107,4 @@ async fn redis_slow_clock_unfenced_does_harm() {
         v.stale_accepted + v.lost_increments > 0,
         "the unfenced slow clocks did no harm: {v:?}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock() {
-    drills(
-        "redlock×5",
-        Some("DLOCK_TEST_REDLOCK_URLS"),
-        &[Nemesis::ClientClockAhead],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd() {
-    drills(
-        "etcd",
-        Some("DLOCK_TEST_ETCD_ENDPOINTS"),
-        &[Nemesis::ClientClockAhead],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_cluster() {
-    drills(
-        "etcd×3",
-        Some("DLOCK_TEST_ETCD_CLUSTER_ENDPOINTS"),
-        &[Nemesis::ClientClockAhead],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper() {
-    drills(
-        "zookeeper",
-        Some("DLOCK_TEST_ZK_ADDR"),
-        &[Nemesis::ClientClockAhead, Nemesis::ServerClockAhead],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper_ensemble() {
-    drills(
-        "zookeeper×3",
-        Some("DLOCK_TEST_ZK_CLUSTER_ADDR"),
-        &[Nemesis::ClientClockAhead],
-    )
-    .await;
 }
