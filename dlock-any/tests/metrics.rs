@@ -91,47 +91,24 @@ async fn counters_and_histograms_on_memory_and_postgres() {
     ] {
         sequence(dlock_any::connect(&url).await.unwrap()).await;
         let s = snapshotter.snapshot().into_vec();
-        assert_eq!(
-            counter(&s, m::ACQUIRE_TOTAL, backend, Some("acquired")),
-            2,
-            "{backend}"
-        );
-        assert_eq!(
-            counter(&s, m::ACQUIRE_TOTAL, backend, Some("busy")),
-            1,
-            "{backend}"
-        );
-        assert_eq!(
-            counter(&s, m::ACQUIRE_TOTAL, backend, Some("timeout")),
-            1,
-            "{backend}"
-        );
-        assert_eq!(
-            counter(&s, m::RELEASE_TOTAL, backend, Some("released")),
-            2,
-            "{backend}"
-        );
-        assert_eq!(
-            counter(&s, m::RELEASE_TOTAL, backend, Some("not_held")),
-            2,
-            "{backend}"
-        );
-        assert_eq!(
-            counter(&s, m::RENEW_TOTAL, backend, Some("ok")),
-            1,
-            "{backend}"
-        );
-        assert_eq!(
-            counter(&s, m::RENEW_TOTAL, backend, Some("lost")),
-            1,
-            "{backend}"
-        );
-        assert_eq!(counter(&s, m::LEASES_LOST, backend, None), 1, "{backend}");
-        assert_eq!(
-            counter(&s, m::GUARDS_DROPPED, backend, None),
-            1,
-            "{backend}"
-        );
+        let expected = [
+            (m::ACQUIRE_TOTAL, Some("acquired"), 2),
+            (m::ACQUIRE_TOTAL, Some("busy"), 1),
+            (m::ACQUIRE_TOTAL, Some("timeout"), 1),
+            (m::RELEASE_TOTAL, Some("released"), 2),
+            (m::RELEASE_TOTAL, Some("not_held"), 2),
+            (m::RENEW_TOTAL, Some("ok"), 1),
+            (m::RENEW_TOTAL, Some("lost"), 1),
+            (m::LEASES_LOST, None, 1),
+            (m::GUARDS_DROPPED, None, 1),
+        ];
+        for (name, outcome, count) in expected {
+            assert_eq!(
+                counter(&s, name, backend, outcome),
+                count,
+                "{backend} {name} {outcome:?}"
+            );
+        }
         assert_eq!(
             samples(&s, m::ACQUIRE_LATENCY, backend),
             2,
