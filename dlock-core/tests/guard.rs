@@ -68,6 +68,13 @@ impl DistributedLock for Faulty {
 
 const TTL: Duration = Duration::from_millis(300);
 
+/// A memory backend that fails on demand, and a locker on it with `ttl`.
+fn faulty_locker(ttl: Duration) -> (Arc<Faulty>, Locker) {
+    let backend = Faulty::new(MemoryLock::new());
+    let locker = Locker::new(backend.clone()).with_ttl(ttl);
+    (backend, locker)
+}
+
 #[tokio::test]
 async fn guard_held_for_three_ttls_stays_held() {
     let table = MemoryLock::new();
@@ -86,8 +93,7 @@ async fn guard_held_for_three_ttls_stays_held() {
 
 #[tokio::test]
 async fn lost_fires_for_every_waiter_but_never_after_release() {
-    let backend = Faulty::new(MemoryLock::new());
-    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let (backend, locker) = faulty_locker(TTL);
     let released = locker.lock("guard/released").await.unwrap();
     let never = released.lost();
     assert!(released.release().await.unwrap());
@@ -106,8 +112,7 @@ async fn lost_fires_for_every_waiter_but_never_after_release() {
 
 #[tokio::test]
 async fn refused_renewal_fires_lost_within_one_interval() {
-    let backend = Faulty::new(MemoryLock::new());
-    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let (backend, locker) = faulty_locker(TTL);
     let guard = locker.lock("guard/refused").await.unwrap();
     backend.refuse.store(true, Ordering::SeqCst);
     let t = Instant::now();
@@ -124,8 +129,7 @@ async fn refused_renewal_fires_lost_within_one_interval() {
 #[tokio::test]
 async fn renewal_refused_for_good_is_lost_at_once() {
     let ttl = Duration::from_secs(3);
-    let backend = Faulty::new(MemoryLock::new());
-    let locker = Locker::new(backend.clone()).with_ttl(ttl);
+    let (backend, locker) = faulty_locker(ttl);
     let guard = locker.lock("guard/foreign").await.unwrap();
     backend.foreign.store(true, Ordering::SeqCst);
     let t = Instant::now();
@@ -138,8 +142,7 @@ async fn renewal_refused_for_good_is_lost_at_once() {
 
 #[tokio::test]
 async fn with_lock_cancels_work_when_the_lease_is_lost() {
-    let backend = Faulty::new(MemoryLock::new());
-    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let (backend, locker) = faulty_locker(TTL);
     let finished = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
     let (f, s, b) = (
@@ -182,8 +185,7 @@ async fn with_lock_returns_the_work_and_releases() {
 
 #[tokio::test]
 async fn failing_renewals_go_suspect_then_lost_at_valid_until() {
-    let backend = Faulty::new(MemoryLock::new());
-    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let (backend, locker) = faulty_locker(TTL);
     let guard = locker.lock("guard/suspect").await.unwrap();
     let valid_until = guard.lease().valid_until();
     backend.unreachable.store(true, Ordering::SeqCst);
@@ -209,8 +211,7 @@ async fn failing_renewals_go_suspect_then_lost_at_valid_until() {
 
 #[tokio::test]
 async fn transient_renewal_failure_recovers_to_held() {
-    let backend = Faulty::new(MemoryLock::new());
-    let locker = Locker::new(backend.clone()).with_ttl(TTL);
+    let (backend, locker) = faulty_locker(TTL);
     let guard = locker.lock("guard/recover").await.unwrap();
     backend.unreachable.store(true, Ordering::SeqCst);
     sleep(TTL / 3 + Duration::from_millis(40)).await;
