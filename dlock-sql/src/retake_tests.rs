@@ -7,10 +7,29 @@
 use std::time::Duration;
 
 use dlock_conformance::unique_name;
-use dlock_core::OwnerId;
+use dlock_core::{LockName, OwnerId};
 
 use crate::SqlLock;
 use crate::store::Taken;
+
+/// The token `owner` got by one acquire statement on `name`, or a panic saying `why`
+/// it should have got one.
+async fn taken(
+    store: &std::sync::Arc<dyn crate::store::Store>,
+    name: &LockName,
+    owner: &OwnerId,
+    ttl: Duration,
+    why: &str,
+) -> i64 {
+    match store
+        .try_take(name.as_str(), owner.as_str(), ttl)
+        .await
+        .unwrap()
+    {
+        Taken::Yes(token) => token,
+        _ => panic!("{why}"),
+    }
+}
 
 async fn a_duplicate_take_keeps_the_token(url: &str) {
     let lock = SqlLock::connect(url).await.unwrap();
@@ -18,20 +37,15 @@ async fn a_duplicate_take_keeps_the_token(url: &str) {
     let owner = OwnerId::random().unwrap();
     let ttl = Duration::from_secs(30);
     let store = &lock.store;
-    let Taken::Yes(first) = store
-        .try_take(name.as_str(), owner.as_str(), ttl)
-        .await
-        .unwrap()
-    else {
-        panic!("a fresh name is free");
-    };
-    let Taken::Yes(again) = store
-        .try_take(name.as_str(), owner.as_str(), ttl)
-        .await
-        .unwrap()
-    else {
-        panic!("a row already ours counts as free for us");
-    };
+    let first = taken(store, &name, &owner, ttl, "a fresh name is free").await;
+    let again = taken(
+        store,
+        &name,
+        &owner,
+        ttl,
+        "a row already ours counts as free for us",
+    )
+    .await;
     assert_eq!(again, first, "the token moved under its holder");
     let renewal = crate::store::Renewal {
         name: name.as_str().to_owned(),
@@ -49,13 +63,7 @@ async fn a_duplicate_take_keeps_the_token(url: &str) {
     ));
     // once released, the row is free again: the next holder gets a higher token
     let other = OwnerId::random().unwrap();
-    let Taken::Yes(next) = store
-        .try_take(name.as_str(), other.as_str(), ttl)
-        .await
-        .unwrap()
-    else {
-        panic!("released");
-    };
+    let next = taken(store, &name, &other, ttl, "released").await;
     assert!(next > first);
 }
 
@@ -70,20 +78,22 @@ async fn a_duplicate_take_never_shortens_the_expiry(url: &str) {
     let name = unique_name("retake");
     let owner = OwnerId::random().unwrap();
     let store = &lock.store;
-    let Taken::Yes(first) = store
-        .try_take(name.as_str(), owner.as_str(), Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("a fresh name is free");
-    };
-    let Taken::Yes(again) = store
-        .try_take(name.as_str(), owner.as_str(), Duration::from_secs(2))
-        .await
-        .unwrap()
-    else {
-        panic!("a row already ours counts as free for us");
-    };
+    let first = taken(
+        store,
+        &name,
+        &owner,
+        Duration::from_secs(30),
+        "a fresh name is free",
+    )
+    .await;
+    let again = taken(
+        store,
+        &name,
+        &owner,
+        Duration::from_secs(2),
+        "a row already ours counts as free for us",
+    )
+    .await;
     assert_eq!(again, first);
     let left = store
         .holder(name.as_str())
