@@ -86,24 +86,7 @@ async fn prune_deletes_idle_rows_and_keeps_tokens_monotonic(url: &str) {
     ));
 }
 
-#[tokio::test]
-async fn postgres_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
-    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::postgres_url()).await;
-}
-
-#[tokio::test]
-async fn mysql_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
-    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::mysql_url()).await;
-}
-
-#[tokio::test]
-async fn sqlite_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
-    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::sqlite_url()).await;
-}
-
-/// Through PgBouncer in transaction mode (`pooler=transaction`): prune's batches, each a
-/// transaction of its own, lean on no session either.
-#[tokio::test]
-async fn pgbouncer_prune_deletes_idle_rows_and_keeps_tokens_monotonic() {
-    prune_deletes_idle_rows_and_keeps_tokens_monotonic(&common::pgbouncer_url()).await;
-}
+// through PgBouncer in transaction mode (`pooler=transaction`) too: prune's batches,
+// each a transaction of its own, lean on no session either
+common::on_databases!(prune_deletes_idle_rows_and_keeps_tokens_monotonic:
+    postgres, mysql, sqlite, pgbouncer);

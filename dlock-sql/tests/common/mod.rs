@@ -33,6 +33,35 @@ pub fn sqlite_url() -> String {
     format!("sqlite://{}/t-{:016x}.sqlite", dir.display(), random_u64())
 }
 
+/// The URL of the test database `db` (`postgres`, `pgbouncer`, `mysql`, `sqlite`).
+pub fn url_of(db: &str) -> String {
+    match db {
+        "postgres" => postgres_url(),
+        "pgbouncer" => pgbouncer_url(),
+        "mysql" => mysql_url(),
+        "sqlite" => sqlite_url(),
+        other => panic!("no test database {other}"),
+    }
+}
+
+/// For `case` (an `async fn(&str)` taking a database URL), a module of the same name
+/// with one test per listed database: `on_databases!(case: postgres, mysql)`.
+#[allow(unused_macros)] // not every test binary fans a case out
+macro_rules! on_databases {
+    ($case:ident: $($db:ident),+) => {
+        mod $case {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $db() {
+                    super::$case(&$crate::common::url_of(stringify!($db))).await;
+                }
+            )+
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_databases;
+
 /// Runs `sql` (one or more statements) on the database of `url`, dlock's own URL
 /// parameters left out, on a connection of its own (SQLite: creating the file).
 pub async fn raw_execute(url: &str, sql: &str) {

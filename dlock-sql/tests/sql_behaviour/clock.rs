@@ -78,17 +78,4 @@ async fn database_clock_decides(url: &str) {
     shift_expiry(url, "dlock_locks", &n, -1).await;
 }
 
-#[tokio::test]
-async fn postgres_database_clock_decides_expiry() {
-    database_clock_decides(&common::postgres_url()).await;
-}
-
-#[tokio::test]
-async fn mysql_database_clock_decides_expiry() {
-    database_clock_decides(&common::mysql_url()).await;
-}
-
-#[tokio::test]
-async fn sqlite_database_clock_decides_expiry() {
-    database_clock_decides(&common::sqlite_url()).await;
-}
+common::on_databases!(database_clock_decides: postgres, mysql, sqlite);

@@ -76,12 +76,4 @@ async fn late_grant_is_taken_again(url: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_late_grant_is_taken_again() {
-    late_grant_is_taken_again(&common::postgres_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_late_grant_is_taken_again() {
-    late_grant_is_taken_again(&common::mysql_url()).await;
-}
+common::on_databases!(late_grant_is_taken_again: postgres, mysql);
