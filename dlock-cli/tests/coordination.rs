@@ -11,8 +11,7 @@ use nix::unistd::Pid;
 
 mod common;
 use common::{
-    holder_writing, output, run_sh, scratch, scratch_sqlite, spawn, unique, wait_exit,
-    wait_for_file, watch_leader,
+    holder_writing, output, run_sh, scratch, spawn, unique, wait_exit, wait_for_file, watch_leader,
 };
 
 const BUSY: i32 = 73;
@@ -269,60 +268,18 @@ fn hold_limits(url: &str) {
     );
 }
 
-macro_rules! per_backend {
-    ($backend:ident, $url:expr) => {
-        per_backend!($backend, $url, all());
-    };
-    ($backend:ident, $url:expr, $cfg:meta) => {
-        #[cfg($cfg)]
-        mod $backend {
-            fn url() -> String {
-                $url
-            }
-            #[test]
-            fn elect_standby_takes_over_after_kill() {
-                super::elect_standby_takes_over_after_kill(&url());
-            }
-            #[test]
-            fn leader_watch_follows_changes() {
-                super::leader_watch_follows_changes(&url());
-            }
-            #[test]
-            fn several_names_are_held_as_one() {
-                super::several_names_are_held_as_one(&url());
-            }
-            #[test]
-            fn hold_limits() {
-                super::hold_limits(&url());
-            }
-        }
-    };
+/// The CLI tests' URLs, with ZooKeeper's session following each run's TTL (a TTL of
+/// 5 s is a 5 s session, a 3 s lease), not fixed by the URL.
+fn url_of(backend: &str) -> String {
+    match backend {
+        "zookeeper" => format!("zk://{}", required_env("DLOCK_TEST_ZK_ADDR")),
+        other => common::backend_url(other),
+    }
 }
 
-per_backend!(sqlite, super::scratch_sqlite("locks.sqlite"));
-per_backend!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
-per_backend!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
-per_backend!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
-per_backend!(
-    etcd,
-    format!(
-        "etcd://{}",
-        super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
-    ),
-    feature = "etcd"
-);
-// a session per TTL: a TTL of 5 s is a 5 s session (a 3 s lease), 2 s a 2 s one
-per_backend!(
-    zookeeper,
-    format!("zk://{}", super::required_env("DLOCK_TEST_ZK_ADDR")),
-    feature = "zookeeper"
-);
-per_backend!(
-    redlock,
-    format!(
-        // shared test servers, started with the run and restarted by other tests:
-        // no restart delay
-        "redlock://{}?restart-delay=0s",
-        super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
-    )
+common::every_backend!(urls: crate::url_of;
+    elect_standby_takes_over_after_kill,
+    leader_watch_follows_changes,
+    several_names_are_held_as_one,
+    hold_limits,
 );

@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_conformance::required_env;
 
 mod common;
-use common::{output, scratch_sqlite, spawn, unique, wait_exit};
+use common::{output, spawn, unique, wait_exit};
 
 const BUSY: i32 = 73;
 const LEASE_LOST: i32 = 75;
@@ -147,64 +147,21 @@ fn list_shows_a_running_holder(url: &str) {
     assert_eq!(after.trim(), "[]");
 }
 
-macro_rules! with_tickets {
-    ($backend:ident, $url:expr) => {
-        mod $backend {
-            fn url() -> String {
-                $url
-            }
-            #[test]
-            fn ticket_round_trip() {
-                super::ticket_round_trip(&url());
-            }
-            #[test]
-            fn expired_and_foreign_tickets_are_refused() {
-                super::expired_and_foreign_tickets_are_refused(&url());
-            }
-            #[test]
-            fn list_shows_a_running_holder() {
-                super::list_shows_a_running_holder(&url());
-            }
-        }
-    };
+/// The CLI tests' URLs, with 2 s ZooKeeper sessions.
+fn url_of(backend: &str) -> String {
+    match backend {
+        "zookeeper" => format!(
+            "zk://{}?session_timeout=2s",
+            required_env("DLOCK_TEST_ZK_ADDR")
+        ),
+        other => common::backend_url(other),
+    }
 }
 
-with_tickets!(sqlite, super::scratch_sqlite("locks.sqlite"));
-with_tickets!(postgres, super::required_env("DLOCK_TEST_POSTGRES_URL"));
-with_tickets!(mariadb, super::required_env("DLOCK_TEST_MYSQL_URL"));
-with_tickets!(redis, super::required_env("DLOCK_TEST_REDIS_URL"));
-with_tickets!(
-    redis_sentinel,
-    super::required_env("DLOCK_TEST_REDIS_SENTINEL_URL")
-);
-with_tickets!(
-    redis_cluster,
-    super::required_env("DLOCK_TEST_REDIS_CLUSTER_URL")
-);
-with_tickets!(
-    redlock,
-    format!(
-        // shared test servers, started with the run and restarted by other tests:
-        // no restart delay
-        "redlock://{}?restart-delay=0s",
-        super::required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
-    )
-);
-
-#[cfg(feature = "etcd")]
-with_tickets!(
-    etcd,
-    format!(
-        "etcd://{}",
-        super::required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
-    )
-);
-
-#[cfg(feature = "zookeeper")]
-with_tickets!(
-    zookeeper,
-    format!(
-        "zk://{}?session_timeout=2s",
-        super::required_env("DLOCK_TEST_ZK_ADDR")
-    )
+common::every_backend!(
+    urls: crate::url_of,
+    on: [sqlite, postgres, mariadb, redis, redis_sentinel, redis_cluster, redlock, etcd, zookeeper];
+    ticket_round_trip,
+    expired_and_foreign_tickets_are_refused,
+    list_shows_a_running_holder,
 );

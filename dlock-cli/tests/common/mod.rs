@@ -161,6 +161,8 @@ pub fn backend_url(backend: &str) -> String {
         "postgres" => required_env("DLOCK_TEST_POSTGRES_URL"),
         "mariadb" => required_env("DLOCK_TEST_MYSQL_URL"),
         "redis" => required_env("DLOCK_TEST_REDIS_URL"),
+        "redis_sentinel" => required_env("DLOCK_TEST_REDIS_SENTINEL_URL"),
+        "redis_cluster" => required_env("DLOCK_TEST_REDIS_CLUSTER_URL"),
         "etcd" => format!(
             "etcd://{}",
             required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
@@ -181,25 +183,44 @@ pub fn backend_url(backend: &str) -> String {
 
 /// One `#[test]` per CLI backend for each listed case — a `fn case(url: &str)` of the
 /// test file — in a module named after the backend (`sqlite::case`, …); the etcd and
-/// ZooKeeper ones only with their cargo features.
+/// ZooKeeper ones only with their cargo features. The URLs are [`backend_url`]'s, or
+/// `urls: f` (a `fn(&str) -> String` of the backend's name), on the seven backends or
+/// those listed with `on: [..]`.
 #[allow(unused_macros)] // not every test file runs its cases on every backend
 macro_rules! every_backend {
     ($($case:ident),+ $(,)?) => {
-        $crate::common::every_backend!(@on sqlite, all(); $($case),+);
-        $crate::common::every_backend!(@on postgres, all(); $($case),+);
-        $crate::common::every_backend!(@on mariadb, all(); $($case),+);
-        $crate::common::every_backend!(@on redis, all(); $($case),+);
-        $crate::common::every_backend!(@on etcd, feature = "etcd"; $($case),+);
-        $crate::common::every_backend!(@on zookeeper, feature = "zookeeper"; $($case),+);
-        $crate::common::every_backend!(@on redlock, all(); $($case),+);
+        $crate::common::every_backend!(urls: $crate::common::backend_url,
+            on: [sqlite, postgres, mariadb, redis, etcd, zookeeper, redlock]; $($case),+);
     };
-    (@on $backend:ident, $cfg:meta; $($case:ident),+) => {
-        #[cfg($cfg)]
+    (urls: $urls:path; $($case:ident),+ $(,)?) => {
+        $crate::common::every_backend!(urls: $urls,
+            on: [sqlite, postgres, mariadb, redis, etcd, zookeeper, redlock]; $($case),+);
+    };
+    (urls: $urls:path, on: [$($backend:ident),+]; $($case:ident),+ $(,)?) => {
+        $crate::common::every_backend!(@each [$($backend),+] $urls; [$($case),+]);
+    };
+    (@each [$first:ident $(, $rest:ident)*] $urls:path; $cases:tt) => {
+        $crate::common::every_backend!(@on $first, $urls; $cases);
+        $crate::common::every_backend!(@each [$($rest),*] $urls; $cases);
+    };
+    (@each [] $urls:path; $cases:tt) => {};
+    (@on etcd, $urls:path; $cases:tt) => {
+        #[cfg(feature = "etcd")]
+        $crate::common::every_backend!(@mod etcd, $urls; $cases);
+    };
+    (@on zookeeper, $urls:path; $cases:tt) => {
+        #[cfg(feature = "zookeeper")]
+        $crate::common::every_backend!(@mod zookeeper, $urls; $cases);
+    };
+    (@on $backend:ident, $urls:path; $cases:tt) => {
+        $crate::common::every_backend!(@mod $backend, $urls; $cases);
+    };
+    (@mod $backend:ident, $urls:path; [$($case:ident),+]) => {
         mod $backend {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(&$crate::common::backend_url(stringify!($backend)));
+                    super::$case(&$urls(stringify!($backend)));
                 }
             )+
         }
