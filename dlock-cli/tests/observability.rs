@@ -18,7 +18,6 @@ mod shipped;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -48,16 +47,4 @@ fn promtool(args: &[&str], stdin: &str) -> String {
     );
     assert!(out.status.success(), "promtool {args:?} failed:\n{text}");
     text
-}
-
-/// `probe`'s first answer within 20 s (a loaded machine starts processes slowly).
-fn poll(mut probe: impl FnMut() -> Option<String>) -> String {
-    let end = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(std::time::Instant::now() < end, "nothing came within 20 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }

@@ -8,23 +8,11 @@ use std::time::Duration;
 use dlock_conformance::required_env;
 
 mod common;
-use common::{output, spawn, unique, wait_exit};
+use common::{output, poll, spawn, unique, wait_exit};
 
 const BUSY: i32 = 73;
 const LEASE_LOST: i32 = 75;
 const USAGE: i32 = 2;
-
-/// `probe`'s first answer within 20 s (a loaded machine starts processes slowly).
-fn poll(mut probe: impl FnMut() -> Option<String>) -> String {
-    let end = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(std::time::Instant::now() < end, "nothing came within 20 s");
-        sleep(Duration::from_millis(100));
-    }
-}
 
 fn code(url: &str, args: &[&str]) -> i32 {
     output(url, args).status.code().unwrap_or(-1)

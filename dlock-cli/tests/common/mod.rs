@@ -51,6 +51,18 @@ pub fn spawn(url: &str, args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// `probe`'s first answer within 20 s (a loaded machine starts processes slowly).
+pub fn poll(mut probe: impl FnMut() -> Option<String>) -> String {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < end, "nothing came within 20 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The arguments of `dlock run FLAGS NAME -- sh -c SCRIPT` (`flags`: words split at
 /// spaces).
 pub fn run_sh<'a>(flags: &'a str, name: &'a str, script: &'a str) -> Vec<&'a str> {

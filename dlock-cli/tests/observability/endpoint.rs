@@ -4,7 +4,8 @@
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
-use super::{poll, promtool};
+use super::promtool;
+use crate::common::poll;
 use crate::common::{free_addr, sqlite_in};
 
 /// What `dlock run --metrics-addr` serves passes `promtool check metrics`: every metric

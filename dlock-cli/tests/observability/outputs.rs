@@ -4,7 +4,8 @@
 use crate::common::sqlite_in;
 use std::process::{Command, Stdio};
 
-use super::{poll, promtool};
+use super::promtool;
+use crate::common::poll;
 
 /// `dlock bench --metrics-svg` draws the dashboard's panels from the run's own metrics.
 #[test]
