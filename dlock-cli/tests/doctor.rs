@@ -34,6 +34,14 @@ fn line<'a>(text: &'a str, check: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {check:?} finding in:\n{text}"))
 }
 
+/// Asserts that doctor's finding on `check` says `words`.
+fn says(text: &str, check: &str, words: &str) {
+    assert!(
+        line(text, check).contains(words),
+        "{check}: {words:?} in:\n{text}"
+    );
+}
+
 fn private_redis(extra: &[&str]) -> (TestServer, String) {
     let dir = scratch();
     let server = TestServer::redis(&dir, extra);
@@ -60,20 +68,14 @@ fn redis_replica_is_critical_and_plain_server_only_warns() {
     let primary = required_env("DLOCK_TEST_REDIS_URL");
     let (code, text) = doctor(&primary);
     assert_eq!(code, 0, "{text}");
-    assert!(line(&text, "persistence").contains("warning"), "{text}");
-    assert!(
-        line(&text, "server clock offset").contains("ms from this host"),
-        "{text}"
-    );
+    says(&text, "persistence", "warning");
+    says(&text, "server clock offset", "ms from this host");
     let addr = primary.trim_start_matches("redis://").trim_end_matches('/');
     let (host, port) = addr.rsplit_once(':').unwrap();
     let (_replica, url) = private_redis(&["--replicaof", host, port]);
     let (code, text) = doctor(&url);
     assert_eq!(code, GUARANTEE_BROKEN, "{text}");
-    assert!(
-        line(&text, "replication").contains("connected to a slave"),
-        "{text}"
-    );
+    says(&text, "replication", "connected to a slave");
 }
 
 #[test]
@@ -114,7 +116,7 @@ fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
     let hosts = hosts.join(",");
     let (code, text) = doctor(&format!("redlock://{hosts}?restart-delay=1h"));
     assert_eq!(code, 0, "{text}");
-    assert!(line(&text, "restart delay").contains("60m"), "{text}");
+    says(&text, "restart delay", "60m");
     for node in 1..=3 {
         let resting = line(&text, &format!("node {node}: resting"));
         assert!(
@@ -140,19 +142,10 @@ fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
 fn postgres_without_synchronous_commit_is_critical() {
     let (code, text) = doctor(&required_env("DLOCK_TEST_POSTGRES_URL"));
     assert_eq!(code, GUARANTEE_BROKEN, "{text}");
-    assert!(
-        line(&text, "synchronous_commit").contains("CRITICAL"),
-        "{text}"
-    );
-    assert!(
-        line(&text, "wake-ups").contains("LISTEN/NOTIFY round trip"),
-        "{text}"
-    );
-    assert!(line(&text, "role").contains("primary"), "{text}");
-    assert!(
-        line(&text, "lock table").contains("name,owner,token,expires_at"),
-        "{text}"
-    );
+    says(&text, "synchronous_commit", "CRITICAL");
+    says(&text, "wake-ups", "LISTEN/NOTIFY round trip");
+    says(&text, "role", "primary");
+    says(&text, "lock table", "name,owner,token,expires_at");
     assert!(
         !text.contains("postgres:postgres@"),
         "the password is shown: {text}"
@@ -163,10 +156,7 @@ fn postgres_without_synchronous_commit_is_critical() {
 fn mariadb_without_a_flush_per_commit_is_critical() {
     let (code, text) = doctor(&required_env("DLOCK_TEST_MYSQL_URL"));
     assert_eq!(code, GUARANTEE_BROKEN, "{text}");
-    assert!(
-        line(&text, "innodb_flush_log_at_trx_commit").contains("CRITICAL"),
-        "{text}"
-    );
+    says(&text, "innodb_flush_log_at_trx_commit", "CRITICAL");
     line(&text, "database clock offset");
 }
 
@@ -175,9 +165,9 @@ fn sqlite_reports_its_filesystem() {
     let url = scratch_sqlite("doctor.sqlite");
     let (code, text) = doctor(&url);
     assert_eq!(code, 0, "{text}");
-    assert!(line(&text, "filesystem").contains("is on"), "{text}");
+    says(&text, "filesystem", "is on");
     line(&text, "journal_mode");
-    assert!(line(&text, "lock table").contains("info"), "{text}");
+    says(&text, "lock table", "info");
 }
 
 #[cfg(feature = "etcd")]
@@ -189,7 +179,7 @@ fn etcd_reports_its_leader() {
     );
     let (code, text) = doctor(&url);
     assert_eq!(code, 0, "{text}");
-    assert!(line(&text, "leader").contains("member"), "{text}");
+    says(&text, "leader", "member");
     line(&text, "members");
 }
 
