@@ -13,11 +13,8 @@ pub async fn force(args: &ForceArgs) -> ExitCode {
         Ok(n) => n,
         Err(e) => return exit::fail(&e),
     };
-    let lock = match url::resolve(args.backend.url.as_deref()) {
-        Ok(u) => match dlock_any::connect(&u).await {
-            Ok(l) => l,
-            Err(e) => return exit::fail(&e),
-        },
+    let lock = match url::connect(args.backend.url.as_deref()).await {
+        Ok(l) => l,
         Err(e) => return exit::fail(&e),
     };
     if !args.yes {

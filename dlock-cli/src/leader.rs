@@ -13,11 +13,8 @@ use crate::{exit, url};
 use serde_json::{Value, json};
 
 pub async fn leader(args: LeaderArgs) -> ExitCode {
-    let backend = match url::resolve(args.backend.url.as_deref()) {
-        Ok(u) => match dlock_any::connect(&u).await {
-            Ok(b) => b,
-            Err(e) => return exit::fail(&e),
-        },
+    let backend = match url::connect(args.backend.url.as_deref()).await {
+        Ok(b) => b,
         Err(e) => return exit::fail(&e),
     };
     let election = match Election::new(backend, &args.name) {

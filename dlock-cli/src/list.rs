@@ -10,11 +10,8 @@ use crate::cli::ListArgs;
 use crate::{exit, holder, url};
 
 pub async fn list(args: ListArgs) -> ExitCode {
-    let lock = match url::resolve(args.backend.url.as_deref()) {
-        Ok(u) => match dlock_any::connect(&u).await {
-            Ok(l) => l,
-            Err(e) => return exit::fail(&e),
-        },
+    let lock = match url::connect(args.backend.url.as_deref()).await {
+        Ok(l) => l,
         Err(e) => return exit::fail(&e),
     };
     let held = match lock.list(&args.prefix).await {

@@ -34,11 +34,8 @@ pub async fn status(args: StatusArgs) -> ExitCode {
         Ok(t) => t.into_iter().unzip(),
         Err(e) => return exit::fail(&e),
     };
-    let backend = match url::resolve(args.backend.url.as_deref()) {
-        Ok(u) => match dlock_any::connect(&u).await {
-            Ok(b) => b,
-            Err(e) => return exit::fail(&e),
-        },
+    let backend = match url::connect(args.backend.url.as_deref()).await {
+        Ok(b) => b,
         Err(e) => return exit::fail(&e),
     };
     if let Some(t) = tickets

@@ -50,6 +50,19 @@ pub fn resolve(flag: Option<&str>) -> Result<String, LockError> {
     }
 }
 
+/// The backend `flag` (or `DLOCK_URL`, or the default) names, connected.
+///
+/// # Errors
+/// As [`resolve`], and as `dlock_any::connect`.
+///
+/// # Cancel safety
+/// It only connects: dropping it holds nothing.
+pub async fn connect(
+    flag: Option<&str>,
+) -> Result<std::sync::Arc<dyn dlock_any::DistributedLock>, LockError> {
+    dlock_any::connect(&resolve(flag)?).await
+}
+
 fn empty_url(source: &str) -> LockError {
     LockError::Config(format!(
         "{source} is empty (an unset variable?): name the lock service, e.g. \
