@@ -213,37 +213,33 @@ async fn sql(url: &str, feature: &str, enabled: bool) -> Result<Arc<dyn Coordina
     }
 }
 
-#[cfg(feature = "redis")]
+// each backend's constructor, or (its cargo feature off) the error naming the feature
+
 async fn redis(url: &str, quorum: bool) -> Result<Arc<dyn Coordination>, LockError> {
-    if quorum {
-        Ok(Arc::new(dlock_redis::Redlock::from_url(url).await?))
+    #[cfg(feature = "redis")]
+    return Ok(if quorum {
+        Arc::new(dlock_redis::Redlock::from_url(url).await?)
     } else {
-        Ok(Arc::new(dlock_redis::RedisLock::from_url(url).await?))
+        Arc::new(dlock_redis::RedisLock::from_url(url).await?)
+    });
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = quorum;
+        Err(feature_off(url, "redis"))
     }
 }
 
-#[cfg(not(feature = "redis"))]
-async fn redis(url: &str, _quorum: bool) -> Result<Arc<dyn Coordination>, LockError> {
-    Err(feature_off(url, "redis"))
-}
-
-#[cfg(feature = "etcd")]
 async fn etcd(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
-    Ok(Arc::new(dlock_etcd::EtcdLock::from_url(url).await?))
-}
-
-#[cfg(not(feature = "etcd"))]
-async fn etcd(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
+    #[cfg(feature = "etcd")]
+    return Ok(Arc::new(dlock_etcd::EtcdLock::from_url(url).await?));
+    #[cfg(not(feature = "etcd"))]
     Err(feature_off(url, "etcd"))
 }
 
-#[cfg(feature = "zookeeper")]
 async fn zookeeper(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
-    Ok(Arc::new(dlock_zk::ZkLock::from_url(url).await?))
-}
-
-#[cfg(not(feature = "zookeeper"))]
-async fn zookeeper(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
+    #[cfg(feature = "zookeeper")]
+    return Ok(Arc::new(dlock_zk::ZkLock::from_url(url).await?));
+    #[cfg(not(feature = "zookeeper"))]
     Err(feature_off(url, "zookeeper"))
 }
 
