@@ -1,14 +1,14 @@
 //! Fenced writes on Redis: the value and its fence change in one script, or neither.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use dlock_core::{Fence, FencingToken, LockError};
 use redis::Script;
 
 use crate::RedisLock;
+use crate::key_space::KeySpace;
 use crate::keys::escape;
-use crate::node::Node;
 
 /// KEYS: value key, fence key. ARGV: value, token. Writes the value and raises the
 /// fence when the token is at least the fence; `{1, token}`, else `{0, fence}`.
@@ -85,18 +85,9 @@ return {1, t}
 /// fence.hset("cart:7", "total", "99.50", token).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RedisFence {
-    node: Arc<Node>,
-    prefix: String,
-}
-
-impl std::fmt::Debug for RedisFence {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisFence")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
+    at: KeySpace,
 }
 
 impl RedisLock {
@@ -104,8 +95,7 @@ impl RedisLock {
     #[must_use]
     pub fn fence(&self) -> RedisFence {
         RedisFence {
-            node: Arc::clone(&self.node),
-            prefix: self.opts.prefix.clone(),
+            at: self.key_space(),
         }
     }
 }
@@ -153,7 +143,7 @@ impl RedisFence {
             .key(fence_key_of(key))
             .arg(value)
             .arg(token.get());
-        let answer = self.node.invoke("fenced set", call).await?;
+        let answer = self.at.node.invoke("fenced set", call).await?;
         judge(key, token, answer)
     }
 
@@ -173,7 +163,7 @@ impl RedisFence {
         let mut call = FENCED_GET.prepare_invoke();
         call.key(key).key(fence_key_of(key)).arg(token.get());
         let (ok, n, present, value): (i64, i64, i64, String) =
-            self.node.invoke("fenced get", call).await?;
+            self.at.node.invoke("fenced get", call).await?;
         judge(key, token, (ok, n))?;
         Ok((present == 1).then_some(value))
     }
@@ -201,7 +191,7 @@ impl RedisFence {
             .arg(value)
             .arg(token.get())
             .arg(format!("dlock-fence:{field}"));
-        let answer = self.node.invoke("fenced hset", call).await?;
+        let answer = self.at.node.invoke("fenced hset", call).await?;
         judge(&format!("{key}#{field}"), token, answer)
     }
 }
@@ -211,10 +201,10 @@ impl Fence for RedisFence {
     /// Raises the mark `PREFIXfence:{resource}`.
     async fn check_and_raise(&self, resource: &str, token: FencingToken) -> Result<(), LockError> {
         dlock_core::require_real_token(resource, token)?;
-        let key = format!("{}fence:{{{}}}", self.prefix, escape(resource));
+        let key = format!("{}fence:{{{}}}", self.at.prefix, escape(resource));
         let mut call = RAISE.prepare_invoke();
         call.key(key).arg(token.get());
-        let answer = self.node.invoke("fence", call).await?;
+        let answer = self.at.node.invoke("fence", call).await?;
         judge(resource, token, answer)
     }
 }

@@ -49,6 +49,7 @@ mod doctor;
 mod errors;
 mod fence;
 mod inspect;
+mod key_space;
 mod keys;
 mod lock;
 mod node;

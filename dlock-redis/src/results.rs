@@ -6,7 +6,7 @@
 //! begin or record. Each operation is one script, so the fence check and the write are
 //! one step on the server.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,8 +15,8 @@ use dlock_core::{FencingToken, LockError, ResultStore};
 use redis::Script;
 
 use crate::RedisLock;
+use crate::key_space::KeySpace;
 use crate::keys::escape;
-use crate::node::Node;
 
 /// KEYS: record. ARGV: token, retain ms. Raises the token unless a higher one holds
 /// it; `{1, token}` or `{0, higher}`.
@@ -50,18 +50,9 @@ return {1, t}
 
 /// The lock's server as a [`ResultStore`]: one hash per request id (`PREFIXresult:{id}`),
 /// its token and result, written by scripts that compare the token first.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RedisResults {
-    node: Arc<Node>,
-    prefix: String,
-}
-
-impl std::fmt::Debug for RedisResults {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisResults")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
+    at: KeySpace,
 }
 
 impl RedisLock {
@@ -69,15 +60,14 @@ impl RedisLock {
     #[must_use]
     pub fn results(&self) -> RedisResults {
         RedisResults {
-            node: Arc::clone(&self.node),
-            prefix: self.opts.prefix.clone(),
+            at: self.key_space(),
         }
     }
 }
 
 impl RedisResults {
     fn key(&self, request: &str) -> String {
-        format!("{}result:{{{}}}", self.prefix, escape(request))
+        format!("{}result:{{{}}}", self.at.prefix, escape(request))
     }
 }
 
@@ -109,7 +99,7 @@ impl ResultStore for RedisResults {
         judge(
             request,
             token,
-            self.node.invoke("begin request", call).await?,
+            self.at.node.invoke("begin request", call).await?,
         )
     }
 
@@ -129,14 +119,15 @@ impl ResultStore for RedisResults {
         judge(
             request,
             token,
-            self.node.invoke("record result", call).await?,
+            self.at.node.invoke("record result", call).await?,
         )
     }
 
     async fn result(&self, request: &str) -> Result<Option<Vec<u8>>, LockError> {
         let key = self.key(request);
-        let mut conn = self.node.conn.clone();
-        self.node
+        let mut conn = self.at.node.conn.clone();
+        self.at
+            .node
             .run("read result", async move {
                 redis::cmd("HGET")
                     .arg(key)
