@@ -24,6 +24,44 @@ fn is_stale(r: &Result<(), LockError>, seen: Option<u64>, offered: u64) -> bool 
     matches!(r, Err(LockError::StaleToken { seen: s, offered: o, .. }) if *s == seen && *o == offered)
 }
 
+/// `resource`'s mark in the default lock table's fence table, read through `pool` (test
+/// resources are plain ASCII: safe to splice).
+macro_rules! mark {
+    ($pool:expr, $resource:expr) => {{
+        let table = fence_table("dlock_locks");
+        let sql = format!("SELECT token FROM {table} WHERE resource = '{}'", $resource);
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
+            .fetch_one($pool)
+            .await
+            .unwrap()
+    }};
+}
+
+/// Token 6 fences `resource` in a transaction of its own (through `fence`) while `tx7`
+/// holds token 7's row lock: it must wait for 7's commit, then be refused.
+macro_rules! lower_token_waits_then_is_refused {
+    ($pool:expr, $tx7:expr, $resource:expr, $fence:path) => {{
+        let (pool2, r2) = ($pool.clone(), $resource.clone());
+        let (began, begun) = tokio::sync::oneshot::channel();
+        let six = tokio::spawn(async move {
+            let mut tx6 = pool2.begin().await.unwrap();
+            let _ = began.send(());
+            let f = $fence(&mut tx6, "dlock_locks", &r2, t(6)).await;
+            tx6.rollback().await.unwrap();
+            f
+        });
+        begun.await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !six.is_finished(),
+            "the lower token must wait for the higher one's transaction"
+        );
+        $tx7.commit().await.unwrap();
+        let f6 = six.await.unwrap();
+        assert!(is_stale(&f6, Some(7), 6), "{f6:?}");
+    }};
+}
+
 /// The `Fence` trait on the lock's own pool.
 async fn trait_fence(url: &str) {
     let lock = connect(url).await;
@@ -71,24 +109,7 @@ async fn postgres_fence() {
         .unwrap();
     write("seven", 1).execute(&mut *tx7).await.unwrap();
     // meanwhile token 6 waits for 7's row lock, then is refused
-    let (pool2, r2) = (pool.clone(), r.clone());
-    let (began, begun) = tokio::sync::oneshot::channel();
-    let six = tokio::spawn(async move {
-        let mut tx6 = pool2.begin().await.unwrap();
-        let _ = began.send(());
-        let f = dlock_sql::fence::fence_postgres(&mut tx6, "dlock_locks", &r2, t(6)).await;
-        tx6.rollback().await.unwrap();
-        f
-    });
-    begun.await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !six.is_finished(),
-        "the lower token must wait for the higher one's transaction"
-    );
-    tx7.commit().await.unwrap();
-    let f6 = six.await.unwrap();
-    assert!(is_stale(&f6, Some(7), 6), "{f6:?}");
+    lower_token_waits_then_is_refused!(pool, tx7, r, dlock_sql::fence::fence_postgres);
     // a stale transaction's write is rolled back with it
     let mut tx5 = pool.begin().await.unwrap();
     write("five", 2).execute(&mut *tx5).await.unwrap();
@@ -113,19 +134,8 @@ async fn postgres_fence() {
     updated_or_stale(done, "demo/1", t(8)).unwrap();
     let late = upd(3).execute(&pool).await.unwrap().rows_affected();
     assert!(is_stale(&updated_or_stale(late, "demo/1", t(3)), None, 3));
-    let mark: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT token FROM {} WHERE resource = $1",
-        fence_table("dlock_locks")
-    )))
-    .bind(&r)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(mark, 7, "a refused token never lowers the mark");
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {demo}")))
-        .execute(&pool)
-        .await
-        .unwrap();
+    assert_eq!(mark!(&pool, &r), 7, "a refused token never lowers the mark");
+    common::raw_execute(&url, &format!("DROP TABLE {demo}")).await;
 }
 
 /// Behind PgBouncer in transaction mode each transaction may run on another server
@@ -198,24 +208,7 @@ async fn mysql_fence() {
     .execute(&mut *tx7)
     .await
     .unwrap();
-    let (pool2, r2) = (pool.clone(), r.clone());
-    let (began, begun) = tokio::sync::oneshot::channel();
-    let six = tokio::spawn(async move {
-        let mut tx6 = pool2.begin().await.unwrap();
-        let _ = began.send(());
-        let f = dlock_sql::fence::fence_mysql(&mut tx6, "dlock_locks", &r2, t(6)).await;
-        tx6.rollback().await.unwrap();
-        f
-    });
-    begun.await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !six.is_finished(),
-        "the lower token must wait for the higher one's transaction"
-    );
-    tx7.commit().await.unwrap();
-    let f6 = six.await.unwrap();
-    assert!(is_stale(&f6, Some(7), 6), "{f6:?}");
+    lower_token_waits_then_is_refused!(pool, tx7, r, dlock_sql::fence::fence_mysql);
     let mut tx5 = pool.begin().await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO {demo} (id, v, fence) VALUES (2, 'five', 0)"
@@ -248,19 +241,8 @@ async fn mysql_fence() {
     let f8 = dlock_sql::fence::fence_mysql(&mut tx8, "dlock_locks", &r, t(8)).await;
     assert!(is_stale(&f8, Some(9), 8), "{f8:?}");
     tx8.rollback().await.unwrap();
-    let mark: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT token FROM {} WHERE resource = ?",
-        fence_table("dlock_locks")
-    )))
-    .bind(r.as_bytes())
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(mark, 9, "a refused token never lowers the mark");
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {demo}")))
-        .execute(&pool)
-        .await
-        .unwrap();
+    assert_eq!(mark!(&pool, &r), 9, "a refused token never lowers the mark");
+    common::raw_execute(&url, &format!("DROP TABLE {demo}")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
