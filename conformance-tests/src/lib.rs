@@ -70,7 +70,7 @@ pub use sender_proxy::SenderFilterProxy;
 pub use servers::{ProxyGroup, TestCerts, TestServer, free_port, services_ctl};
 pub use steps::{
     acquiring, acquiring_timed, assert_config_error, assert_later, assert_unreachable, guarded,
-    holder_of, take, take_and_release, take_once_back, unique_name,
+    holder_of, take, take_and_release, take_as, take_once_back, unique_name,
 };
 pub use switch::switched_client;
 pub use urls::{url_host_port, url_with_host_port};

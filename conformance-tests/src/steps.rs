@@ -23,11 +23,26 @@ pub fn assert_fresh(lease: &Lease) {
 /// When the call fails, the lock is held, or the lease is already past its
 /// `valid_until`.
 pub async fn take(client: &dyn DistributedLock, name: &LockName, ttl: Duration) -> Lease {
+    take_as(client, name, ttl, dlock_core::Access::Exclusive).await
+}
+
+/// Takes a free lock, as [`take`], with `access` (a permit, a side of a read-write
+/// lock).
+///
+/// # Panics
+/// As [`take`].
+pub async fn take_as(
+    client: &dyn DistributedLock,
+    name: &LockName,
+    ttl: Duration,
+    access: dlock_core::Access,
+) -> Lease {
+    let request = dlock_core::Acquisition::new(name, ttl).with_access(access);
     let lease = client
-        .try_acquire(name, ttl)
+        .acquire_with(&request)
         .await
-        .expect("try_acquire must not fail")
-        .unwrap_or_else(|| panic!("lock {name} should be free"));
+        .expect("an attempt must not fail")
+        .unwrap_or_else(|| panic!("{name} should be free for {access:?}"));
     assert_fresh(&lease);
     lease
 }

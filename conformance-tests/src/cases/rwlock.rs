@@ -13,12 +13,7 @@ use super::{LONG_TTL, assert_fresh, shared_case};
 use crate::{Harness, TestClient};
 
 async fn read(c: &TestClient, name: &LockName, ttl: Duration) -> Lease {
-    let lease = c
-        .try_read(name, ttl)
-        .await
-        .expect("try_read must not fail")
-        .unwrap_or_else(|| panic!("{name} should be free to read"));
-    assert_fresh(&lease);
+    let lease = crate::steps::take_as(&**c, name, ttl, Access::Read).await;
     assert_eq!(lease.access(), Access::Read);
     lease
 }
