@@ -50,7 +50,7 @@ async fn waiters_get_the_lock_in_arrival_order(url: &str) {
 /// The release hands the lock over: read right after it, the lock is held already —
 /// by the waiter, with the token its lease then carries — and never looked free.
 async fn a_release_grants_the_lock_to_the_waiter(url: &str) {
-    let (holder, waiter) = (common::connect(url).await, common::connect(url).await);
+    let [holder, waiter] = common::connect_n(url).await;
     let name = name("grant");
     let held = take(&holder, &name, LONG).await;
     let waiting = queue_up(waiter, &name);
@@ -75,11 +75,7 @@ async fn a_release_grants_the_lock_to_the_waiter(url: &str) {
 /// A newcomer does not take a lock whose holder's lease ran out while someone waits:
 /// the queued waiter gets it.
 async fn no_attempt_passes_a_live_queue(url: &str) {
-    let (holder, waiter, newcomer) = (
-        common::connect(url).await,
-        common::connect(url).await,
-        common::connect(url).await,
-    );
+    let [holder, waiter, newcomer] = common::connect_n(url).await;
     let name = name("no-barging");
     // a "crashed" holder: the raw lease is never renewed
     let ttl = Duration::from_millis(1500);
@@ -108,7 +104,7 @@ async fn no_attempt_passes_a_live_queue(url: &str) {
 /// queue behind those already waiting, and, when it turns out nobody waits, take the
 /// free lock at once with the next token.
 async fn a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others(url: &str) {
-    let (first, again) = (common::connect(url).await, common::connect(url).await);
+    let [first, again] = common::connect_n(url).await;
     let name = name("wants-back");
     let held = take(&first, &name, LONG).await;
     // `again` takes the lock after queueing for it
@@ -150,11 +146,7 @@ async fn a_holder_that_queued_and_wants_the_lock_back_queues_behind_the_others(u
 
 /// A waiter that gives up leaves the queue: the next release grants past it.
 async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
-    let (holder, quitter, patient) = (
-        common::connect(url).await,
-        common::connect(url).await,
-        common::connect(url).await,
-    );
+    let [holder, quitter, patient] = common::connect_n(url).await;
     let name = name("gives-up");
     let held = take(&holder, &name, LONG).await;
     let gave_up = {
@@ -223,12 +215,7 @@ async fn a_table_from_before_the_queue_gets_its_column(url: &str) {
 /// semaphore queue apart: a release of the lock grants it to the lock's own waiter,
 /// never to one waiting for a permit.
 async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
-    let (a, b, c, d) = (
-        common::connect(url).await,
-        common::connect(url).await,
-        common::connect(url).await,
-        common::connect(url).await,
-    );
+    let [a, b, c, d] = common::connect_n(url).await;
     let base = format!("{:016x}", random_u64());
     let (sem, lock) = (
         LockName::new(&base).unwrap(),
@@ -263,7 +250,7 @@ async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
 /// when that waiter's entry would have lapsed, not a TTL later: here a "ghost" entry
 /// (600 s TTL, live for 800 ms more) is first in line when the holder releases.
 async fn a_grant_to_a_vanished_poller_lapses_with_its_entry(url: &str) {
-    let (holder, waiter) = (common::connect(url).await, common::connect(url).await);
+    let [holder, waiter] = common::connect_n(url).await;
     let name = name("ghost");
     let held = take(&holder, &name, LONG).await;
     let now = match url.split(':').next() {

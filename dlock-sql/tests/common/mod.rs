@@ -135,6 +135,17 @@ pub async fn connect(url: &str) -> SqlLock {
         .unwrap_or_else(|e| panic!("connect {}: {e}", dlock_core::redact_url(url)))
 }
 
+/// `N` locks on the database of `url`, each with its own pool (as separate processes).
+pub async fn connect_n<const N: usize>(url: &str) -> [SqlLock; N] {
+    let mut locks = Vec::with_capacity(N);
+    for _ in 0..N {
+        locks.push(connect(url).await);
+    }
+    locks
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("exactly N locks were made"))
+}
+
 #[async_trait]
 impl Harness for SqlHarness {
     async fn client(&self) -> TestClient {
