@@ -10,6 +10,12 @@ use dlock_conformance::{FaultMode, FaultProxy, required_env};
 mod common;
 use common::{dlock, output, scratch, scratch_sqlite, spawn, unique, wait_exit};
 
+/// Asserts that `out`'s stderr says `words`.
+fn says(out: &std::process::Output, words: &str) {
+    let stderr = stderr_of(out);
+    assert!(stderr.contains(words), "{words:?} in:\n{stderr}");
+}
+
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -24,11 +30,7 @@ fn a_local_fallback_is_refused() {
         &["run", "x", "--", "true"],
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr_of(&out).contains("exclude nobody"),
-        "{}",
-        stderr_of(&out)
-    );
+    says(&out, "exclude nobody");
 }
 
 #[test]
@@ -36,11 +38,7 @@ fn proceeding_unlocked_needs_the_flag_and_warns_every_time() {
     let url = format!("{DOWN}?fallback=proceed");
     let out = output(&url, &["run", "x", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr_of(&out).contains("--allow-unlocked"),
-        "{}",
-        stderr_of(&out)
-    );
+    says(&out, "--allow-unlocked");
     for _ in 0..2 {
         let out = output(
             &url,
@@ -57,11 +55,7 @@ fn proceeding_unlocked_needs_the_flag_and_warns_every_time() {
         );
         assert!(out.status.success(), "{}", stderr_of(&out));
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1 0");
-        assert!(
-            stderr_of(&out).contains("WITHOUT a lock"),
-            "{}",
-            stderr_of(&out)
-        );
+        says(&out, "WITHOUT a lock");
     }
 }
 
@@ -79,7 +73,7 @@ fn elections_and_tickets_never_fall_back() {
 fn an_empty_url_is_refused_not_replaced_by_the_default() {
     let out = output("", &["run", "x", "--", "true"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("empty"), "{}", stderr_of(&out));
+    says(&out, "empty");
     let out = dlock("sqlite:///unused")
         .args(["run", "--url", "", "x", "--", "true"])
         .output()

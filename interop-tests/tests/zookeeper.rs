@@ -31,6 +31,14 @@ async fn dlock() -> Arc<ZkLock> {
     Arc::new(lock)
 }
 
+/// A test's dlock client, ZooKeeper client, and fresh name (as a string and a lock
+/// name).
+async fn opening() -> (Arc<ZkLock>, zk::Client, String, LockName) {
+    let name = unique("interop-zk");
+    let n = LockName::new(&name).unwrap();
+    (dlock().await, client().await, name, n)
+}
+
 async fn client() -> zk::Client {
     zk::Client::connect(&addr()).await.unwrap()
 }
@@ -79,10 +87,7 @@ async fn queued(client: &zk::Client, name: &str, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curators_holder_keeps_dlock_out_and_dlocks_keeps_curator_out() {
-    let lock = dlock().await;
-    let c = client().await;
-    let name = unique("interop-zk");
-    let n = LockName::new(&name).unwrap();
+    let (lock, c, name, n) = opening().await;
     let theirs = curator(&c, &name).await;
     assert!(
         lock.try_acquire(&n, TTL).await.unwrap().is_none(),
@@ -117,10 +122,7 @@ async fn curators_holder_keeps_dlock_out_and_dlocks_keeps_curator_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_queue_is_served_in_order() {
-    let lock = dlock().await;
-    let c = client().await;
-    let name = unique("interop-zk");
-    let n = LockName::new(&name).unwrap();
+    let (lock, c, name, n) = opening().await;
     let first = take(&lock, &n, TTL).await;
     // Curator queues second, a dlock contender third
     let curator_side = {
