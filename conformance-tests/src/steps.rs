@@ -197,3 +197,16 @@ pub async fn assert_unreachable<L>(
         "gave up after {took:?}, not within {within:?}"
     );
 }
+
+/// Waits for every task to finish within `within` (together), each without a panic.
+///
+/// # Panics
+/// When they take longer (`late` says what that means) or one of them panicked.
+pub async fn join_within(tasks: Vec<tokio::task::JoinHandle<()>>, within: Duration, late: &str) {
+    let all = async {
+        for t in tasks {
+            t.await.expect("a task panicked");
+        }
+    };
+    tokio::time::timeout(within, all).await.expect(late);
+}

@@ -116,12 +116,7 @@ pub async fn one_leader_at_a_time(h: &impl Harness) {
             drop(c);
         }));
     }
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(120), t)
-            .await
-            .expect("the campaigns finish")
-            .expect("a candidate failed");
-    }
+    crate::steps::join_within(tasks, Duration::from_secs(120), "the campaigns finish").await;
     observer.abort();
     let won = won.lock().expect("poisoned").clone();
     assert_eq!(won.len(), clients * rounds);

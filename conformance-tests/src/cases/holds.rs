@@ -52,12 +52,8 @@ pub async fn multi_lock_never_deadlocks(h: &impl Harness) {
             drop(c);
         }));
     }
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(120), t)
-            .await
-            .expect("overlapping multi-locks deadlocked")
-            .expect("a client failed");
-    }
+    let deadlocked = "overlapping multi-locks deadlocked";
+    crate::steps::join_within(tasks, Duration::from_secs(120), deadlocked).await;
 
     // a multi-lock that cannot have every name gives back what it took at once, its
     // min_hold notwithstanding: nothing ran under it

@@ -161,12 +161,7 @@ pub async fn waiters_are_served_fairly(h: &impl Harness) {
         sleep(Duration::from_millis(150)).await;
     }
     assert!(holder.release(&held).await.expect("release"));
-    for t in tasks {
-        timeout(Duration::from_secs(40), t)
-            .await
-            .expect("waiter finished")
-            .expect("join");
-    }
+    crate::steps::join_within(tasks, Duration::from_secs(40), "waiters finished").await;
     let order = order.lock().await.clone();
     assert_eq!(order.len(), WAITERS, "every waiter got the lock");
     if fair {
