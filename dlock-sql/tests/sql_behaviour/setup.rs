@@ -33,60 +33,46 @@ async fn table_names_cannot_inject_sql() {
 }
 
 /// A custom table from the URL or the builder is used (and created) on every database.
-#[tokio::test]
-async fn custom_table_is_created_and_used() {
-    for url in [
-        common::postgres_url(),
-        common::mysql_url(),
-        common::sqlite_url(),
-    ] {
-        let table = format!("dlock_custom_{:08x}", random_u64() as u32);
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let lock = SqlLock::connect(&format!("{url}{sep}table={table}"))
-            .await
-            .unwrap();
-        let n = name("custom");
-        let lease = take(&lock, &n, LONG).await;
-        let other = SqlLock::builder(&url)
-            .table(&table)
-            .connect()
-            .await
-            .unwrap();
-        assert!(
-            other.try_acquire(&n, LONG).await.unwrap().is_none(),
-            "{}",
-            lock.database()
-        );
-        let default_table = SqlLock::connect(&url).await.unwrap();
-        assert!(
-            default_table.try_acquire(&n, LONG).await.unwrap().is_some(),
-            "tables are separate"
-        );
-        assert!(lock.release(&lease).await.unwrap());
+async fn custom_table_is_created_and_used(url: &str) {
+    let table = format!("dlock_custom_{:08x}", random_u64() as u32);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let lock = SqlLock::connect(&format!("{url}{sep}table={table}"))
+        .await
+        .unwrap();
+    let n = name("custom");
+    let lease = take(&lock, &n, LONG).await;
+    let other = SqlLock::builder(url).table(&table).connect().await.unwrap();
+    assert!(
+        other.try_acquire(&n, LONG).await.unwrap().is_none(),
+        "{}",
+        lock.database()
+    );
+    let default_table = SqlLock::connect(url).await.unwrap();
+    assert!(
+        default_table.try_acquire(&n, LONG).await.unwrap().is_some(),
+        "tables are separate"
+    );
+    assert!(lock.release(&lease).await.unwrap());
+}
+
+common::on_databases!(custom_table_is_created_and_used: postgres, mysql, sqlite);
+
+/// Several processes starting at once on a fresh table all succeed.
+async fn concurrent_first_connects_create_the_table_once(url: &str) {
+    let table = format!("dlock_race_{:08x}", random_u64() as u32);
+    let tasks: Vec<_> = (0..6)
+        .map(|_| {
+            let (url, table) = (url.to_owned(), table.clone());
+            tokio::spawn(async move { SqlLock::builder(&url).table(&table).connect().await })
+        })
+        .collect();
+    for t in tasks {
+        let lock = t.await.unwrap().unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(lock.inspect(&name("race")).await.unwrap().is_none());
     }
 }
 
-/// Several processes starting at once on a fresh table all succeed.
-#[tokio::test]
-async fn concurrent_first_connects_create_the_table_once() {
-    for url in [
-        common::postgres_url(),
-        common::mysql_url(),
-        common::sqlite_url(),
-    ] {
-        let table = format!("dlock_race_{:08x}", random_u64() as u32);
-        let tasks: Vec<_> = (0..6)
-            .map(|_| {
-                let (url, table) = (url.clone(), table.clone());
-                tokio::spawn(async move { SqlLock::builder(&url).table(&table).connect().await })
-            })
-            .collect();
-        for t in tasks {
-            let lock = t.await.unwrap().unwrap_or_else(|e| panic!("{url}: {e}"));
-            assert!(lock.inspect(&name("race")).await.unwrap().is_none());
-        }
-    }
-}
+common::on_databases!(concurrent_first_connects_create_the_table_once: postgres, mysql, sqlite);
 
 #[tokio::test]
 async fn connect_errors_are_typed_and_hide_passwords() {
