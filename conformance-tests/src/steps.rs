@@ -16,8 +16,8 @@ pub fn assert_fresh(lease: &Lease) {
     );
 }
 
-/// Takes a free lock or fails the test: `try_acquire` must answer a lease, and a
-/// fresh one.
+/// Takes a free lock or fails the test: one attempt (as `try_acquire`) must answer a
+/// lease, and a fresh one.
 ///
 /// # Panics
 /// When the call fails, the lock is held, or the lease is already past its
