@@ -24,9 +24,7 @@ fn fence_key(n: &LockName) -> String {
 }
 
 async fn pttl(url: &str, key: &str) -> i64 {
-    let client = redis::Client::open(url).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    c.pttl(key).await.unwrap()
+    common::raw(url).await.pttl(key).await.unwrap()
 }
 
 /// The counter's TTL on every node: none while held, the retention (plus `ahead`, how far

@@ -29,11 +29,7 @@ async fn fenced_writes_refuse_stale_tokens() {
         matches!(&stale, Err(LockError::StaleToken { seen: Some(s), .. }) if *s == newer.token().get()),
         "{stale:?}"
     );
-    let mut conn = redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = common::raw(&redis_url()).await;
     let v: String = conn.get(&key).await.unwrap();
     assert_eq!(v, "new again", "a refused write changes nothing");
 

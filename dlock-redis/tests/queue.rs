@@ -23,11 +23,7 @@ fn name(case: &str) -> LockName {
 }
 
 async fn raw() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+    common::raw(&redis_url()).await
 }
 
 /// The queue and waiters keys of `name` in the default layout (the names here need

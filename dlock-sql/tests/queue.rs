@@ -31,6 +31,15 @@ fn queue_up(
     })
 }
 
+/// What `waiting` got within `within`; it panics with `late` otherwise.
+async fn granted_within(
+    waiting: tokio::task::JoinHandle<(dlock_sql::SqlLock, dlock_core::Lease)>,
+    within: Duration,
+    late: &str,
+) -> (dlock_sql::SqlLock, dlock_core::Lease) {
+    timeout(within, waiting).await.expect(late).unwrap()
+}
+
 /// Waiters that started 150 ms apart get the lock in that order, each from the
 /// release before it.
 async fn waiters_get_the_lock_in_arrival_order(url: &str) {
@@ -165,10 +174,12 @@ async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
     );
     sleep(Duration::from_millis(300)).await; // its leave is sent in the background
     assert!(holder.release(&held).await.unwrap());
-    let (patient, lease) = timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("the lock went to the waiter still waiting")
-        .unwrap();
+    let (patient, lease) = granted_within(
+        waiting,
+        Duration::from_secs(5),
+        "the lock went to the waiter still waiting",
+    )
+    .await;
     assert!(patient.release(&lease).await.unwrap());
 }
 
@@ -229,17 +240,15 @@ async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
         tokio::spawn(async move { b.acquire_permit(&sem, 1, LONG, LONG).await.map(|l| (b, l)) })
     };
     sleep(Duration::from_millis(200)).await;
-    let for_lock = {
-        let lock = lock.clone();
-        tokio::spawn(async move { d.acquire(&lock, LONG, LONG).await.map(|l| (d, l)) })
-    };
+    let for_lock = queue_up(d, &lock);
     sleep(Duration::from_millis(200)).await;
     assert!(c.release(&held).await.unwrap());
-    let (d, lease) = timeout(Duration::from_secs(5), for_lock)
-        .await
-        .expect("the lock went to its own waiter, not to the semaphore's")
-        .unwrap()
-        .unwrap();
+    let (d, lease) = granted_within(
+        for_lock,
+        Duration::from_secs(5),
+        "the lock went to its own waiter, not to the semaphore's",
+    )
+    .await;
     assert!(d.release(&lease).await.unwrap());
     assert!(a.release(&permit).await.unwrap());
     let (b, permit) = timeout(LONG, for_permit).await.unwrap().unwrap().unwrap();
@@ -274,10 +283,7 @@ async fn a_grant_to_a_vanished_poller_lapses_with_its_entry(url: &str) {
         &format!("UPDATE dlock_locks SET queued_until = {now} + 800 WHERE name = '{n}'"),
     )
     .await;
-    let waiting = {
-        let name = name.clone();
-        tokio::spawn(async move { waiter.acquire(&name, LONG, LONG).await.map(|l| (waiter, l)) })
-    };
+    let waiting = queue_up(waiter, &name);
     sleep(Duration::from_millis(200)).await;
     assert!(holder.release(&held).await.unwrap());
     let ghost = holder
@@ -293,11 +299,12 @@ async fn a_grant_to_a_vanished_poller_lapses_with_its_entry(url: &str) {
     );
     // (a waiter that listens learns nothing of a grant to a poller: it looks again at
     // its next heartbeat, within its notify fallback of 5 s)
-    let (waiter, lease) = timeout(Duration::from_secs(15), waiting)
-        .await
-        .expect("the lock went to the live waiter soon after, not a TTL later")
-        .unwrap()
-        .unwrap();
+    let (waiter, lease) = granted_within(
+        waiting,
+        Duration::from_secs(15),
+        "the lock went to the live waiter soon after, not a TTL later",
+    )
+    .await;
     assert!(waiter.release(&lease).await.unwrap());
 }
 

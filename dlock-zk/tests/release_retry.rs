@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use dlock_conformance::{FaultMode, unique_name};
 use dlock_core::{DistributedLock, settle};
-use dlock_zk::ZkLock;
 
 mod common;
 use common::{proxied, single};
@@ -16,12 +15,7 @@ use common::{proxied, single};
 async fn a_lost_release_is_retried_until_the_node_is_gone() {
     let (addr, proxies) = proxied(&single()).await;
     // a session far longer than the test: the node cannot just expire with it
-    let holder = ZkLock::builder(&addr)
-        .session_timeout(Duration::from_secs(30))
-        .timeout(Duration::from_millis(400))
-        .connect()
-        .await
-        .unwrap();
+    let holder = common::zk_timed(&addr, Duration::from_secs(30), Duration::from_millis(400)).await;
     let other = common::zk(&single()).await;
     let name = unique_name("release-retry");
     let lease = holder

@@ -153,12 +153,7 @@ async fn a_ticket_not_handed_over_is_refused() {
 async fn servers_without_ttl_nodes_refuse_and_the_holder_keeps_the_lock() {
     let dir = std::env::temp_dir().join(format!("dlock-zk-no-ttl-{:016x}", random_u64()));
     let (_server, addr) = dlock_conformance::standalone_zk(&dir, &[]);
-    let giver = ZkLock::builder(&addr)
-        .session_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .unwrap();
+    let giver = common::zk_timed(&addr, Duration::from_secs(3), Duration::from_secs(10)).await;
     let name = unique();
     let lease = take(&giver, &name, TTL).await;
     match giver.hand_over(&lease).await {
@@ -196,14 +191,8 @@ async fn a_node_past_its_ttl_is_deleted_not_renewed() {
     let dir = std::env::temp_dir().join(format!("dlock-zk-slow-ttl-{:016x}", random_u64()));
     let (_server, addr) =
         dlock_conformance::standalone_zk(&dir, &["-Dzookeeper.extendedTypesEnabled=true"]);
-    let connect = || async {
-        ZkLock::builder(&addr)
-            .session_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(10))
-            .connect()
-            .await
-            .unwrap()
-    };
+    let connect =
+        || async { common::zk_timed(&addr, Duration::from_secs(2), Duration::from_secs(10)).await };
     let (giver, taker) = (connect().await, connect().await);
     let name = unique();
     let lease = take(&giver, &name, Duration::from_secs(1)).await;

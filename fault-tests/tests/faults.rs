@@ -5,6 +5,19 @@
 // The parts of this one test binary live in tests/faults/ (a crate root looks for
 // `mod x;` beside itself, hence the `#[path]`s).
 //
+/// One test per backend (its name, the suite's label, the variable naming its servers)
+/// that runs `$run` there.
+macro_rules! faults_on {
+    ($run:ident => $($test:ident: $label:expr, $env:expr;)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                $run($label, $env).await;
+            }
+        )*
+    };
+}
+
 // The whole suite on one backend, and the tests that run it.
 #[path = "faults/every_fault.rs"]
 mod every_fault;

@@ -19,6 +19,15 @@ fn url() -> String {
     required_env("DLOCK_TEST_REDIS_URL")
 }
 
+/// A plain connection to the Redis server, to look at what the clients left there.
+async fn raw() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 fn redlock_urls() -> Vec<String> {
     required_env("DLOCK_TEST_REDLOCK_URLS")
         .split(',')
@@ -68,11 +77,7 @@ async fn each_keeps_the_other_out_on_one_server() {
     let name = unique("interop-redis");
     let ours = each_keeps_the_other_out(&*lock, &theirs, &name).await;
     // the key is the name itself, holding dlock's owner id
-    let mut conn = redis::Client::open(url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = raw().await;
     let value: String = conn.get(&name).await.unwrap();
     assert_eq!(value, ours.owner().as_str());
     assert!(lock.release(&ours).await.unwrap());
@@ -141,11 +146,7 @@ async fn a_counter_incremented_by_both_loses_nothing() {
         sleep(Duration::from_millis(30)).await;
     }
     theirs.await.unwrap();
-    let mut conn = redis::Client::open(url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = raw().await;
     let v: u64 = conn.get(&counter).await.unwrap();
     assert_eq!(v, (2 * ROUNDS) as u64);
     let turns = turns.lock().unwrap().clone();
@@ -157,11 +158,7 @@ async fn a_counter_incremented_by_both_loses_nothing() {
 
 /// Read, pause, write back plus one — loses increments unless the lock excludes.
 async fn increment(key: &str) {
-    let mut conn = redis::Client::open(url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = raw().await;
     let v: Option<u64> = conn.get(key).await.unwrap();
     sleep(Duration::from_millis(5)).await;
     let () = conn.set(key, v.unwrap_or(0) + 1).await.unwrap();

@@ -21,6 +21,15 @@ pub fn redlock_urls() -> Vec<String> {
         .collect()
 }
 
+/// A plain connection to the server at `url`, to look at what the clients left there.
+pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 pub async fn redis(url: &str) -> RedisLock {
     RedisLock::builder(url)
         .timeout(Duration::from_secs(1))

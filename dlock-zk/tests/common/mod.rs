@@ -23,6 +23,16 @@ pub async fn zk(addr: &str) -> ZkLock {
     zk_with(addr, NodeLayout::Dlock).await
 }
 
+/// A client of `addr` on a session of `session`, each request bounded by `timeout`.
+pub async fn zk_timed(addr: &str, session: Duration, timeout: Duration) -> ZkLock {
+    ZkLock::builder(addr)
+        .session_timeout(session)
+        .timeout(timeout)
+        .connect()
+        .await
+        .unwrap()
+}
+
 pub async fn zk_with(addr: &str, layout: NodeLayout) -> ZkLock {
     ZkLock::builder(addr)
         .layout(layout)

@@ -5,20 +5,7 @@ use dlock_faults::backends::Backend;
 
 use super::suite::{faults, run_all};
 
-/// One test per backend (its name, the suite's label, the variable naming its servers)
-/// that runs the whole suite there.
-macro_rules! faults_on {
-    ($($test:ident: $label:literal, $env:expr;)*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $test() {
-                faults($label, $env).await;
-            }
-        )*
-    };
-}
-
-faults_on! {
+faults_on! { faults =>
     sqlite: "sqlite", None;
     postgres: "postgres", Some("DLOCK_TEST_POSTGRES_URL");
     mariadb: "mariadb", Some("DLOCK_TEST_MYSQL_URL");

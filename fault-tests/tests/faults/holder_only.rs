@@ -9,8 +9,8 @@ use crate::{backend, take_servers};
 
 /// The holder faults (kill -9, SIGSTOP past the TTL) on the mutex, fenced: no overlap,
 /// no stale write, no lost increment, and a crashed holder replaced within TTL + 1 s.
-async fn holder_faults(label: &str, env_var: &str) {
-    let b = backend(label, Some(env_var));
+async fn holder_faults(label: &str, env_var: Option<&str>) {
+    let b = backend(label, env_var);
     let _taken = take_servers(&b).await;
     let mut rows = Vec::new();
     // a cluster failover, which may break exclusion, has a test of its own
@@ -24,20 +24,7 @@ async fn holder_faults(label: &str, env_var: &str) {
     eprintln!("{}", table(&rows));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    holder_faults(
-        dlock_faults::backends::REDIS_CLUSTER,
-        "DLOCK_TEST_REDIS_CLUSTER_URL",
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pgbouncer() {
-    holder_faults(
-        dlock_faults::backends::PGBOUNCER,
-        "DLOCK_TEST_PGBOUNCER_URL",
-    )
-    .await;
+faults_on! { holder_faults =>
+    redis_cluster: dlock_faults::backends::REDIS_CLUSTER, Some("DLOCK_TEST_REDIS_CLUSTER_URL");
+    pgbouncer: dlock_faults::backends::PGBOUNCER, Some("DLOCK_TEST_PGBOUNCER_URL");
 }
