@@ -317,13 +317,7 @@ async fn acl(url: &str, args: &[&str]) {
 async fn redlock_renewals_keep_within_the_restart_delay() {
     let rest = Duration::from_secs(3);
     let urls = common::redlock_urls();
-    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let lock = Redlock::builder(&urls)
-        .timeout(Duration::from_millis(300))
-        .restart_delay(rest)
-        .connect()
-        .await
-        .unwrap();
+    let lock = common::redlock_resting(&urls, rest).await;
     let n = name("linger");
     // the shared nodes may have been restarted by another test a moment ago: they rest
     let lease = take_once_back(&lock, &n, rest, Duration::from_secs(15), "no lease").await;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_conformance::batching;
-use dlock_core::DistributedLock;
 
 /// Script calls (EVALSHA and its EVAL fallback) the server has run so far.
 async fn script_calls(url: String) -> u64 {
@@ -30,7 +29,7 @@ async fn script_calls(url: String) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_due_together_share_one_script_call() {
     let url = common::redis_url();
-    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let lock = common::redis_dyn(&url).await;
     let calls = || script_calls(url.clone());
 
     let used =

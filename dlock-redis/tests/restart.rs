@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::{guarded, services_ctl, take, take_once_back, unique_name};
@@ -22,7 +21,7 @@ async fn servers_restarting_under_held_locks() {
 /// key, and a later acquire works with a larger token.
 async fn single_redis_restart_mid_hold() {
     let url = common::redis_url();
-    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let lock = common::redis_dyn(&url).await;
     let n = unique_name("restart");
     let ttl = Duration::from_secs(3);
     let guard = guarded(&lock, &n, ttl).await;
@@ -69,13 +68,7 @@ async fn single_redis_restart_mid_hold() {
 async fn redlock_nodes_killed_and_restarted() {
     const REST: Duration = Duration::from_secs(3);
     let urls = common::redlock_urls();
-    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let lock = dlock_redis::Redlock::builder(&urls)
-        .timeout(Duration::from_millis(300))
-        .restart_delay(REST)
-        .connect()
-        .await
-        .unwrap();
+    let lock = common::redlock_resting(&urls, REST).await;
     let n = unique_name("restart/redlock");
     // a lease the delay would not outlast is refused: a node restarted empty must not
     // grant the name again while a lease it forgot still runs

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_conformance::{
@@ -62,7 +61,7 @@ async fn master_killed_the_client_follows_the_promoted_replica() {
 
 async fn follows_the_promoted_replica() {
     let url = common::sentinel_url();
-    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let lock = common::redis_dyn(&url).await;
     let held = unique_name("sentinel/held");
     let ttl = Duration::from_secs(20);
     let guard = guarded(&lock, &held, ttl).await;
@@ -144,8 +143,8 @@ const SENTINELS: [&str; 3] = ["sentinel-1", "sentinel-2", "sentinel-3"];
 /// back, X follows the new master and finds Y's lock.
 async fn an_idle_client_does_not_lock_on_the_old_master_restarted() {
     let url = common::sentinel_url();
-    let x: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let y: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let x = common::redis_dyn(&url).await;
+    let y = common::redis_dyn(&url).await;
     let name = unique_name("sentinel/idle");
     let ttl = Duration::from_secs(30);
     // X has used its connection, then goes quiet

@@ -31,13 +31,18 @@ fn queue_up(
     })
 }
 
-/// What `waiting` got within `within`; it panics with `late` otherwise.
-async fn granted_within(
+/// Waits up to `secs` for `waiting`'s lease and releases it; it panics with `late`
+/// if none came.
+async fn released_within(
+    secs: u64,
     waiting: tokio::task::JoinHandle<(dlock_sql::SqlLock, dlock_core::Lease)>,
-    within: Duration,
     late: &str,
-) -> (dlock_sql::SqlLock, dlock_core::Lease) {
-    timeout(within, waiting).await.expect(late).unwrap()
+) {
+    let (waiter, lease) = timeout(Duration::from_secs(secs), waiting)
+        .await
+        .expect(late)
+        .unwrap();
+    assert!(waiter.release(&lease).await.unwrap());
 }
 
 /// Waiters that started 150 ms apart get the lock in that order, each from the
@@ -174,13 +179,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue(url: &str) {
     );
     sleep(Duration::from_millis(300)).await; // its leave is sent in the background
     assert!(holder.release(&held).await.unwrap());
-    let (patient, lease) = granted_within(
-        waiting,
-        Duration::from_secs(5),
-        "the lock went to the waiter still waiting",
-    )
-    .await;
-    assert!(patient.release(&lease).await.unwrap());
+    released_within(5, waiting, "the lock went to the waiter still waiting").await;
 }
 
 /// A lock table made by an earlier dlock (no `queued_until` column) gets the column
@@ -243,13 +242,12 @@ async fn a_lock_and_a_semaphore_of_the_same_key_queue_apart(url: &str) {
     let for_lock = queue_up(d, &lock);
     sleep(Duration::from_millis(200)).await;
     assert!(c.release(&held).await.unwrap());
-    let (d, lease) = granted_within(
+    released_within(
+        5,
         for_lock,
-        Duration::from_secs(5),
         "the lock went to its own waiter, not to the semaphore's",
     )
     .await;
-    assert!(d.release(&lease).await.unwrap());
     assert!(a.release(&permit).await.unwrap());
     let (b, permit) = timeout(LONG, for_permit).await.unwrap().unwrap().unwrap();
     assert!(b.release(&permit).await.unwrap());
@@ -299,13 +297,12 @@ async fn a_grant_to_a_vanished_poller_lapses_with_its_entry(url: &str) {
     );
     // (a waiter that listens learns nothing of a grant to a poller: it looks again at
     // its next heartbeat, within its notify fallback of 5 s)
-    let (waiter, lease) = granted_within(
+    released_within(
+        15,
         waiting,
-        Duration::from_secs(15),
         "the lock went to the live waiter soon after, not a TTL later",
     )
     .await;
-    assert!(waiter.release(&lease).await.unwrap());
 }
 
 macro_rules! queue_cases {

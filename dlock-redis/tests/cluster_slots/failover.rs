@@ -58,8 +58,8 @@ async fn nodes_seen_without(down: &str) -> Option<String> {
 /// code: 1.05 s) and five more, each under 300 ms.
 pub(crate) async fn a_master_failed_over_under_a_waiter() {
     let url = common::cluster_url();
-    let a: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let b: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let a = common::redis_dyn(&url).await;
+    let b = common::redis_dyn(&url).await;
     let name = unique_name("cluster/failover");
     let ttl = Duration::from_secs(20);
     let wait = Duration::from_secs(60);

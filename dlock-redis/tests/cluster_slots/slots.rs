@@ -47,7 +47,7 @@ pub(crate) async fn awkward_names_keep_every_key_in_one_slot() {
 /// slots would be refused with `CROSSSLOT` and every lock lost).
 pub(crate) async fn renewals_spanning_slots_keep_every_lock() {
     let url = common::cluster_url();
-    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let lock = common::redis_dyn(&url).await;
     let ttl = Duration::from_secs(1);
     let mut guards = Vec::new();
     for i in 0..40 {
@@ -70,8 +70,8 @@ pub(crate) async fn renewals_spanning_slots_keep_every_lock() {
 /// and the next holder's token is higher.
 pub(crate) async fn a_slot_migrated_under_a_held_lock() {
     let url = common::cluster_url();
-    let lock: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
-    let other: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let lock = common::redis_dyn(&url).await;
+    let other = common::redis_dyn(&url).await;
     let name = unique_name("cluster/migrating");
     let ttl = Duration::from_secs(1);
     let guard = guarded(&lock, &name, ttl).await;
@@ -80,7 +80,7 @@ pub(crate) async fn a_slot_migrated_under_a_held_lock() {
     // a waiter, subscribed to the lock's channel (sharded) through the migration: when
     // the slot moves the server ends that subscription unasked, which must neither
     // lose the waiter nor reach another request as its answer
-    let waiter: Arc<dyn DistributedLock> = Arc::new(common::redis(&url).await);
+    let waiter = common::redis_dyn(&url).await;
     let waiting = acquiring(&waiter, &name, ttl, Duration::from_secs(60));
 
     let key = format!("dlock:{{{}}}:lock", name.as_str());

@@ -30,6 +30,11 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// A Redis client of `url` as the trait object the backend-neutral steps take.
+pub async fn redis_dyn(url: &str) -> Arc<dyn dlock_core::DistributedLock> {
+    Arc::new(redis(url).await)
+}
+
 pub async fn redis(url: &str) -> RedisLock {
     RedisLock::builder(url)
         .timeout(Duration::from_secs(1))
@@ -39,13 +44,18 @@ pub async fn redis(url: &str) -> RedisLock {
 }
 
 pub async fn redlock(urls: &[String]) -> Redlock {
-    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     // The shared test servers start with the run and some tests restart them: no
     // restart delay for the clients of tests about something else (restart.rs checks
     // the delay with one of its own).
+    redlock_resting(urls, Duration::ZERO).await
+}
+
+/// A Redlock client of `urls` that treats a node restarted within `rest` as resting.
+pub async fn redlock_resting(urls: &[String], rest: Duration) -> Redlock {
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     Redlock::builder(&urls)
         .timeout(Duration::from_millis(300))
-        .restart_delay(Duration::ZERO)
+        .restart_delay(rest)
         .connect()
         .await
         .unwrap()
