@@ -79,6 +79,19 @@ fn run_sh(url: &str, name: &str, wait: Option<&str>, script: &str) -> Child {
     spawn(url, &args)
 }
 
+/// A holder of `name` that takes it at once, marks `held` and keeps it `secs` seconds;
+/// returned once the mark is there.
+fn holding(url: &str, name: &str, held: &std::path::Path, secs: u32) -> Child {
+    let holder = run_sh(
+        url,
+        name,
+        None,
+        &format!("echo >> {}; sleep {secs}", held.display()),
+    );
+    wait_for_file(held, Duration::from_secs(10));
+    holder
+}
+
 /// Holder A runs 6 s; B queues behind it (waiting `b_wait`) and quits (`quit` stops
 /// it, or its wait runs out); C queues behind B. C must get the lock right after A is
 /// done.
@@ -92,13 +105,7 @@ fn quitter_leaves_no_entry(
     let dir = scratch();
     let name = unique("quitter");
     let (held, c_ran) = (dir.join("held"), dir.join("c-ran"));
-    let mut a = run_sh(
-        &url,
-        &name,
-        None,
-        &format!("echo >> {}; sleep 6", held.display()),
-    );
-    wait_for_file(&held, Duration::from_secs(10));
+    let mut a = holding(&url, &name, &held, 6);
     let mut b = spawn(
         &url,
         &["run", "--ttl", TTL, "--wait", b_wait, &name, "--", "true"],
@@ -152,30 +159,22 @@ fn waiter_stopped_by_sigterm_leaves_the_queue(backend: &str) {
     quitter_leaves_no_entry(backend, "60s", sigterm, 143);
 }
 
-/// SIGKILL: no chance to leave. Redis passes over a queued waiter with no connection
-/// left listening on its channel (ZooKeeper and etcd drop the entry with the session or
-/// lease, 20 s here: not what this bound is about).
-#[test]
-fn redis_waiter_killed_while_queued_is_passed_over() {
-    quitter_leaves_no_entry("redis", "60s", sigkill, 137);
-}
-
-#[test]
-fn redis_cluster_waiter_killed_while_queued_is_passed_over() {
-    quitter_leaves_no_entry("redis_cluster", "60s", sigkill, 137);
-}
-
-/// PostgreSQL passes over a queued waiter whose LISTEN connection is gone.
-#[test]
-fn postgres_waiter_killed_while_queued_is_passed_over() {
-    quitter_leaves_no_entry("postgres", "60s", sigkill, 137);
-}
-
-/// Polling waiters (SQLite, MySQL) move their entry's deadline on every second at
-/// least; a killed one's entry is dropped that soon after its last attempt.
-#[test]
-fn sqlite_waiter_killed_while_queued_is_passed_over() {
-    quitter_leaves_no_entry("sqlite", "60s", sigkill, 137);
+/// SIGKILL: no chance to leave, on the backends that pass over a dead waiter's entry at
+/// once: Redis a queued waiter with no connection left listening on its channel,
+/// PostgreSQL one whose LISTEN connection is gone, and polling waiters (SQLite, MySQL)
+/// move their entry's deadline on every second at least, so a killed one's entry is
+/// dropped that soon after its last attempt. (ZooKeeper and etcd drop the entry with
+/// the session or lease, 20 s here: not what the hand-off bound is about.)
+mod waiter_killed_while_queued_is_passed_over {
+    macro_rules! on {
+        ($($backend:ident),+) => {$(
+            #[test]
+            fn $backend() {
+                super::quitter_leaves_no_entry(stringify!($backend), "60s", super::sigkill, 137);
+            }
+        )+};
+    }
+    on!(redis, redis_cluster, postgres, sqlite);
 }
 
 /// Six `dlock run` waiters that queue 300 ms apart behind a holder run one after
@@ -186,13 +185,7 @@ fn waiters_run_in_the_order_they_came(backend: &str) {
     let dir = scratch();
     let name = unique("order");
     let (held, order) = (dir.join("held"), dir.join("order"));
-    let mut holder = run_sh(
-        &url,
-        &name,
-        None,
-        &format!("echo >> {}; sleep 4", held.display()),
-    );
-    wait_for_file(&held, Duration::from_secs(10));
+    let mut holder = holding(&url, &name, &held, 4);
     let mut waiters: Vec<Child> = (0..WAITERS)
         .map(|i| {
             let w = run_sh(

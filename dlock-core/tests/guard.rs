@@ -110,17 +110,22 @@ async fn lost_fires_for_every_waiter_but_never_after_release() {
         .expect("lost() after the loss");
 }
 
+/// Waits up to `bound` for `guard`'s `lost()` (panicking with `late` otherwise), checks
+/// that its state says so, and returns how long it took.
+async fn lost_within(guard: &dlock_core::LockGuard, bound: Duration, late: &str) -> Duration {
+    let t = Instant::now();
+    timeout(bound, guard.lost()).await.expect(late);
+    assert_eq!(guard.state(), GuardState::Lost);
+    t.elapsed()
+}
+
 #[tokio::test]
 async fn refused_renewal_fires_lost_within_one_interval() {
     let (backend, locker) = faulty_locker(TTL);
     let guard = locker.lock("guard/refused").await.unwrap();
     backend.refuse.store(true, Ordering::SeqCst);
-    let t = Instant::now();
-    timeout(TTL / 3 + Duration::from_millis(150), guard.lost())
-        .await
-        .expect("lost() fires");
-    assert!(t.elapsed() <= TTL / 3 + Duration::from_millis(150));
-    assert_eq!(guard.state(), GuardState::Lost);
+    let took = lost_within(&guard, TTL / 3 + Duration::from_millis(150), "lost() fires").await;
+    assert!(took <= TTL / 3 + Duration::from_millis(150));
     assert!(!guard.is_held());
 }
 
@@ -132,12 +137,9 @@ async fn renewal_refused_for_good_is_lost_at_once() {
     let (backend, locker) = faulty_locker(ttl);
     let guard = locker.lock("guard/foreign").await.unwrap();
     backend.foreign.store(true, Ordering::SeqCst);
-    let t = Instant::now();
-    timeout(ttl / 3 + Duration::from_millis(500), guard.lost())
-        .await
-        .expect("lost() fires at the first refused renewal");
-    assert!(t.elapsed() < ttl * 2 / 3, "{:?}", t.elapsed());
-    assert_eq!(guard.state(), GuardState::Lost);
+    let bound = ttl / 3 + Duration::from_millis(500);
+    let took = lost_within(&guard, bound, "lost() fires at the first refused renewal").await;
+    assert!(took < ttl * 2 / 3, "{took:?}");
 }
 
 #[tokio::test]

@@ -23,6 +23,16 @@ fn fence_key(n: &LockName) -> String {
     format!("dlock:{{{}}}:fence", n.as_str())
 }
 
+/// A client of the test server with `options` in its URL's query.
+async fn connect_with(options: &str) -> Result<RedisLock, LockError> {
+    RedisLock::connect(&format!("{}?{options}", common::redis_url())).await
+}
+
+/// A client whose counters outlive their last holder by a second.
+async fn retaining_a_second() -> RedisLock {
+    connect_with("counter-retention=1s").await.unwrap()
+}
+
 async fn pttl(url: &str, key: &str) -> i64 {
     common::raw(url).await.pttl(key).await.unwrap()
 }
@@ -76,12 +86,8 @@ async fn counter_expires_after_release(
 
 #[tokio::test]
 async fn redis_counter_expires_after_release() {
-    let url = common::redis_url();
-    let lock = RedisLock::builder(&format!("{url}?counter-retention=1s"))
-        .connect()
-        .await
-        .unwrap();
-    counter_expires_after_release(&lock, &[url], Duration::ZERO).await;
+    let lock = retaining_a_second().await;
+    counter_expires_after_release(&lock, &[common::redis_url()], Duration::ZERO).await;
 }
 
 #[tokio::test]
@@ -101,13 +107,10 @@ async fn redlock_counters_expire_after_release() {
 
 #[tokio::test]
 async fn a_retention_outside_a_second_to_ten_years_is_refused() {
-    let url = common::redis_url();
-    let err = RedisLock::connect(&format!("{url}?counter-retention=10ms"))
-        .await
-        .unwrap_err();
+    let err = connect_with("counter-retention=10ms").await.unwrap_err();
     assert!(matches!(err, LockError::Config(_)), "{err}");
     for wrong in [Duration::from_millis(10), Duration::MAX] {
-        let err = RedisLock::builder(&url)
+        let err = RedisLock::builder(&common::redis_url())
             .counter_retention(wrong)
             .connect()
             .await
@@ -124,10 +127,7 @@ async fn a_retention_outside_a_second_to_ten_years_is_refused() {
 async fn shared_keys_expire_with_their_holders() {
     use dlock_core::{DistributedRwLock, DistributedSemaphore};
     let url = common::redis_url();
-    let lock = RedisLock::builder(&format!("{url}?counter-retention=1s"))
-        .connect()
-        .await
-        .unwrap();
+    let lock = retaining_a_second().await;
     let ttl = Duration::from_secs(5);
     let held_bound = i64::try_from((ttl + Duration::from_secs(1)).as_millis()).unwrap() + 50;
     let gone_bound = i64::try_from(RETENTION.as_millis()).unwrap() + 50;
@@ -189,10 +189,7 @@ async fn shared_keys_expire_with_their_holders() {
 /// by one) and `{x}`'s tokens keep growing.
 #[tokio::test]
 async fn a_plain_name_cannot_take_another_names_counter() {
-    let url = common::redis_url();
-    let lock = RedisLock::connect(&format!("{url}?layout=plain"))
-        .await
-        .unwrap();
+    let lock = connect_with("layout=plain").await.unwrap();
     let x = LockName::new(&format!("{{plain-{:016x}}}", random_u64())).unwrap();
     let first = take(&lock, &x, LONG).await;
     assert!(lock.release(&first).await.unwrap());

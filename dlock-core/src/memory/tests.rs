@@ -33,6 +33,26 @@ async fn waiter(
     task
 }
 
+/// `next`'s lease, which must follow `before`'s (a higher token) within 5 s of
+/// `started`: a release and one 200 ms lease running out.
+async fn follows(
+    next: tokio::task::JoinHandle<Result<Lease, LockError>>,
+    before: &Lease,
+    started: Instant,
+    which: &str,
+) {
+    let next = next
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the {which} after the holder before it: {e}"));
+    assert!(next.token() > before.token());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the {which} waited {:?} for a release and a 200 ms lease",
+        started.elapsed()
+    );
+}
+
 /// A waiter queued behind another waiter must wake when that one, granted in the
 /// meantime, lets its lease run out: nobody releases it, so only the waiter's own
 /// timer can notice. (Before, that timer stayed armed for the expiry of the lease
@@ -50,16 +70,7 @@ async fn a_waiter_behind_a_waiter_wakes_when_that_one_expires_as_holder() {
         .unwrap()
         .expect("the second after the first's expiry");
     // neither is renewed: the third gets it when the second's lease runs out
-    let third = third
-        .await
-        .unwrap()
-        .expect("the third after the second's expiry");
-    assert!(third.token() > second.token());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the third waited {:?} for a release and a 200 ms lease",
-        started.elapsed()
-    );
+    follows(third, &second, started, "third").await;
 }
 
 /// The first waiter leaves (a timed-out or cancelled acquisition) while a holder ahead
@@ -75,14 +86,5 @@ async fn the_waiter_that_becomes_first_arms_its_timer() {
     assert!(lock.release(&first).await.unwrap());
     let second = second.await.unwrap().expect("the second after the release");
     third.abort(); // leaves the queue; the fourth is the first waiter now
-    let fourth = fourth
-        .await
-        .unwrap()
-        .expect("the fourth after the second's expiry");
-    assert!(fourth.token() > second.token());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the fourth waited {:?} for a release and a 200 ms lease",
-        started.elapsed()
-    );
+    follows(fourth, &second, started, "fourth").await;
 }

@@ -14,6 +14,13 @@ fn locker(backend: &MemoryLock, ttl: Duration) -> Locker {
         .with_wait(Duration::from_millis(200))
 }
 
+/// `name` held outside a fresh scope of the same locker: the guard, and the scope.
+async fn held_elsewhere(name: &str) -> (crate::LockGuard, crate::Reentrant) {
+    let locker = locker(&MemoryLock::new(), Duration::from_secs(10));
+    let held = locker.lock(name).await.expect("held elsewhere");
+    (held, locker.reentrant())
+}
+
 #[tokio::test]
 async fn concurrent_first_takes_in_one_scope_nest_instead_of_waiting() {
     let backend = MemoryLock::new();
@@ -83,10 +90,7 @@ async fn dropping_the_last_guard_releases_the_name() {
 
 #[tokio::test]
 async fn a_scope_that_cannot_take_a_name_keeps_no_slot() {
-    let backend = MemoryLock::new();
-    let locker = locker(&backend, Duration::from_secs(10));
-    let held = locker.lock("jobs/d").await.expect("held elsewhere");
-    let scope = locker.reentrant();
+    let (held, scope) = held_elsewhere("jobs/d").await;
     assert!(scope.try_lock("jobs/d").await.expect("try").is_none());
     let waited = scope.lock_within("jobs/d", Duration::from_millis(50)).await;
     assert!(
@@ -99,10 +103,7 @@ async fn a_scope_that_cannot_take_a_name_keeps_no_slot() {
 
 #[tokio::test]
 async fn a_take_in_flight_does_not_stretch_another_tasks_wait() {
-    let backend = MemoryLock::new();
-    let locker = locker(&backend, Duration::from_secs(10));
-    let held = locker.lock("jobs/e").await.expect("held elsewhere");
-    let scope = locker.reentrant();
+    let (held, scope) = held_elsewhere("jobs/e").await;
     let first = {
         let scope = scope.clone();
         tokio::spawn(async move { scope.lock_within("jobs/e", Duration::from_secs(10)).await })
@@ -137,10 +138,7 @@ async fn a_take_in_flight_does_not_stretch_another_tasks_wait() {
 
 #[tokio::test]
 async fn a_cancelled_take_keeps_no_slot() {
-    let backend = MemoryLock::new();
-    let locker = locker(&backend, Duration::from_secs(10));
-    let held = locker.lock("jobs/f").await.expect("held elsewhere");
-    let scope = locker.reentrant();
+    let (held, scope) = held_elsewhere("jobs/f").await;
     let cancelled = tokio::time::timeout(
         Duration::from_millis(50),
         scope.lock_within("jobs/f", Duration::from_secs(10)),
