@@ -7,7 +7,7 @@ use std::process::Output;
 use dlock_conformance::{TestServer, required_env};
 
 mod common;
-use common::{output, scratch, scratch_sqlite};
+use common::{backend_url, output, scratch, scratch_sqlite};
 
 const GUARANTEE_BROKEN: i32 = 78;
 
@@ -20,6 +20,20 @@ fn doctor(url: &str) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.code().unwrap_or(-1), text)
+}
+
+/// Doctor's report on `url`, which must find nothing broken (exit code 0).
+fn healthy(url: &str) -> String {
+    let (code, text) = doctor(url);
+    assert_eq!(code, 0, "{text}");
+    text
+}
+
+/// Doctor's report on `url`, which must call a guarantee broken (exit code 78).
+fn critical(url: &str) -> String {
+    let (code, text) = doctor(url);
+    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    text
 }
 
 /// The line of `text` for `check` (its name in the check column), whatever its
@@ -53,8 +67,7 @@ fn private_redis(extra: &[&str]) -> (TestServer, String) {
 fn redis_with_eviction_of_any_key_is_critical() {
     let (_server, url) =
         private_redis(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]);
-    let (code, text) = doctor(&url);
-    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    let text = critical(&url);
     let eviction = line(&text, "eviction");
     assert!(
         eviction.contains("CRITICAL") && eviction.contains("allkeys-lru"),
@@ -66,28 +79,19 @@ fn redis_with_eviction_of_any_key_is_critical() {
 #[test]
 fn redis_replica_is_critical_and_plain_server_only_warns() {
     let primary = required_env("DLOCK_TEST_REDIS_URL");
-    let (code, text) = doctor(&primary);
-    assert_eq!(code, 0, "{text}");
+    let text = healthy(&primary);
     says(&text, "persistence", "warning");
     says(&text, "server clock offset", "ms from this host");
     let addr = primary.trim_start_matches("redis://").trim_end_matches('/');
     let (host, port) = addr.rsplit_once(':').unwrap();
     let (_replica, url) = private_redis(&["--replicaof", host, port]);
-    let (code, text) = doctor(&url);
-    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    let text = critical(&url);
     says(&text, "replication", "connected to a slave");
 }
 
 #[test]
 fn redlock_reports_every_node_and_the_clock_spread() {
-    let url = format!(
-        // shared test servers, started with the run and restarted by other tests:
-        // no restart delay
-        "redlock://{}?restart-delay=0s",
-        required_env("DLOCK_TEST_REDLOCK_URLS").replace("redis://", "")
-    );
-    let (code, text) = doctor(&url);
-    assert_eq!(code, 0, "{text}");
+    let text = healthy(&backend_url("redlock"));
     for node in 1..=5 {
         line(&text, &format!("node {node}: server version"));
     }
@@ -114,8 +118,7 @@ fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
         .map(|(_, u)| u.trim_start_matches("redis://"))
         .collect();
     let hosts = hosts.join(",");
-    let (code, text) = doctor(&format!("redlock://{hosts}?restart-delay=1h"));
-    assert_eq!(code, 0, "{text}");
+    let text = healthy(&format!("redlock://{hosts}?restart-delay=1h"));
     says(&text, "restart delay", "60m");
     for node in 1..=3 {
         let resting = line(&text, &format!("node {node}: resting"));
@@ -124,8 +127,7 @@ fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
             "{text}"
         );
     }
-    let (code, text) = doctor(&format!("redlock://noinfo:pw@{hosts}"));
-    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    let text = critical(&format!("redlock://noinfo:pw@{hosts}"));
     assert!(text.contains("ACL SETUSER <user> +info"), "{text}");
     for node in 1..=3 {
         let denied = line(&text, &format!("node {node}: uptime"));
@@ -140,8 +142,7 @@ fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
 /// must call critical.
 #[test]
 fn postgres_without_synchronous_commit_is_critical() {
-    let (code, text) = doctor(&required_env("DLOCK_TEST_POSTGRES_URL"));
-    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    let text = critical(&required_env("DLOCK_TEST_POSTGRES_URL"));
     says(&text, "synchronous_commit", "CRITICAL");
     says(&text, "wake-ups", "LISTEN/NOTIFY round trip");
     says(&text, "role", "primary");
@@ -154,8 +155,7 @@ fn postgres_without_synchronous_commit_is_critical() {
 
 #[test]
 fn mariadb_without_a_flush_per_commit_is_critical() {
-    let (code, text) = doctor(&required_env("DLOCK_TEST_MYSQL_URL"));
-    assert_eq!(code, GUARANTEE_BROKEN, "{text}");
+    let text = critical(&required_env("DLOCK_TEST_MYSQL_URL"));
     says(&text, "innodb_flush_log_at_trx_commit", "CRITICAL");
     line(&text, "database clock offset");
 }
@@ -163,8 +163,7 @@ fn mariadb_without_a_flush_per_commit_is_critical() {
 #[test]
 fn sqlite_reports_its_filesystem() {
     let url = scratch_sqlite("doctor.sqlite");
-    let (code, text) = doctor(&url);
-    assert_eq!(code, 0, "{text}");
+    let text = healthy(&url);
     says(&text, "filesystem", "is on");
     line(&text, "journal_mode");
     says(&text, "lock table", "info");
@@ -173,12 +172,7 @@ fn sqlite_reports_its_filesystem() {
 #[cfg(feature = "etcd")]
 #[test]
 fn etcd_reports_its_leader() {
-    let url = format!(
-        "etcd://{}",
-        required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "")
-    );
-    let (code, text) = doctor(&url);
-    assert_eq!(code, 0, "{text}");
+    let text = healthy(&backend_url("etcd"));
     says(&text, "leader", "member");
     line(&text, "members");
 }
@@ -191,8 +185,7 @@ fn zookeeper_reports_a_clamped_session_timeout() {
         "zk://{}?session_timeout=100ms",
         required_env("DLOCK_TEST_ZK_ADDR")
     );
-    let (code, text) = doctor(&url);
-    assert_eq!(code, 0, "{text}");
+    let text = healthy(&url);
     let timeout = line(&text, "session timeout");
     assert!(
         timeout.contains("warning") && timeout.contains("asked 100 ms"),

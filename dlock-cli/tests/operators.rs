@@ -8,7 +8,7 @@ use std::time::Duration;
 use dlock_any::{Fence, FencingToken, MemoryFence};
 
 mod common;
-use common::{holder_writing, output, run_sh, scratch, spawn, unique, wait_exit, wait_for_file};
+use common::{holder_writing, output, scratch, spawn, token_to, unique, wait_exit, wait_for_file};
 
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -87,14 +87,7 @@ fn release_force_breaks_the_holder(url: &str) {
         said.contains("broke the holder") && said.contains("(sh)"),
         "{said}"
     );
-    let next = output(
-        url,
-        &run_sh(
-            "--wait 10s",
-            &name,
-            &format!("echo $DLOCK_TOKEN > {}", new_token.display()),
-        ),
-    );
+    let next = token_to(url, "--wait 10s", &name, &new_token);
     assert!(
         next.status.success(),
         "{}",

@@ -8,8 +8,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
-    alive, holder_writing, output, run_sh, scratch, spawn, spawn_holder, succeeded, unique,
-    wait_exit, wait_for_file,
+    alive, holder_writing, output, run_sh, scratch, spawn, spawn_holder, succeeded, token_to,
+    unique, wait_exit, wait_for_file,
 };
 use crate::{BUSY, LEASE_LOST, TIMEOUT};
 
@@ -109,14 +109,7 @@ pub(crate) fn stopped_holder_loses_lease(url: &str) {
         .unwrap();
     let a_pid = Pid::from_raw(i32::try_from(a.id()).unwrap());
     kill(a_pid, Signal::SIGSTOP).unwrap();
-    let out = output(
-        url,
-        &run_sh(
-            "--wait 20s -q",
-            &name,
-            &format!("echo $DLOCK_TOKEN > {}", tok_b.display()),
-        ),
-    );
+    let out = token_to(url, "--wait 20s -q", &name, &tok_b);
     succeeded(&out);
     let token_b: u64 = wait_for_file(&tok_b, Duration::from_secs(1))
         .parse()

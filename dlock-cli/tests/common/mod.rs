@@ -72,6 +72,12 @@ pub fn run_sh<'a>(flags: &'a str, name: &'a str, script: &'a str) -> Vec<&'a str
     args
 }
 
+/// `dlock run FLAGS NAME` whose command writes its token to `file`, run to its end.
+pub fn token_to(url: &str, flags: &str, name: &str, file: &Path) -> Output {
+    let script = format!("echo $DLOCK_TOKEN > {}", file.display());
+    output(url, &run_sh(flags, name, &script))
+}
+
 /// A `dlock run FLAGS NAME` whose command writes `word` (a shell word: `$$` for its
 /// pid, `$DLOCK_TOKEN`) to a file, then sleeps `hold_secs`: the running dlock, and what
 /// the command wrote once it ran under the lock (within 15 s).
