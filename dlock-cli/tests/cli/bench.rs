@@ -3,7 +3,7 @@
 
 use dlock_conformance::required_env;
 
-use crate::common::{output, scratch, sqlite_in, succeeded};
+use crate::common::{output, scratch, scratch_sqlite, sqlite_in, succeeded};
 
 /// `dlock bench --json ARGS` on `url` (ARGS: words split at spaces), which must
 /// succeed: its JSON figures.
@@ -117,8 +117,7 @@ fn bench_scale_reports_growth() {
 /// ratio on the uncontended cycle.
 #[test]
 fn bench_reports_every_scenario() {
-    let dir = scratch();
-    let url = sqlite_in(&dir, "bench.sqlite");
+    let url = scratch_sqlite("bench.sqlite");
     let json = bench_json(
         &url,
         "--cycles 50 --trials 3 --duration 500ms --held-locks 20 --held-ttl 300ms \
