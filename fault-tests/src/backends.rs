@@ -233,27 +233,28 @@ impl Backend {
                 }
             }
         }
-        Self {
-            label: "zookeeper×3 (peer links cut)",
-            url: format!("zk://{}?session_timeout=1s", e.client_addrs.join(",")),
-            servers: vec![],
-            has_leader: true,
-            redis: false,
-            ensemble: Some(Ensemble::ZooKeeper(Arc::new(e))),
-        }
+        let url = format!("zk://{}?session_timeout=1s", e.client_addrs.join(","));
+        let label = "zookeeper×3 (peer links cut)";
+        Self::private(label, url, Ensemble::ZooKeeper(Arc::new(e)))
     }
 
     /// An etcd cluster started in `dir` for this run alone, its peer links through
     /// sender-filtering proxies.
     pub async fn partitionable_etcd(dir: &std::path::Path) -> Self {
         let e = PartitionableEtcd::start(dir).await;
+        let url = format!("etcd://{}", e.client_addrs.join(","));
+        Self::private("etcd×3 (peer links cut)", url, Ensemble::Etcd(Arc::new(e)))
+    }
+
+    /// A backend on an `ensemble` of this run alone (no shared server to take).
+    fn private(label: &'static str, url: String, ensemble: Ensemble) -> Self {
         Self {
-            label: "etcd×3 (peer links cut)",
-            url: format!("etcd://{}", e.client_addrs.join(",")),
+            label,
+            url,
             servers: vec![],
             has_leader: true,
             redis: false,
-            ensemble: Some(Ensemble::Etcd(Arc::new(e))),
+            ensemble: Some(ensemble),
         }
     }
 }
