@@ -5,7 +5,7 @@ use std::time::Duration;
 use dlock_core::{LeaseScope, LockError};
 use tokio::time::{Instant, sleep, sleep_until};
 
-use super::{LONG_TTL, assert_fresh, clients_and_name, take, take_within};
+use super::{LONG_TTL, assert_fresh, clients_and_name, expiry_bound, take, take_within};
 use crate::Harness;
 
 /// Renewing every third of the TTL keeps a lease for three TTLs; nobody else gets in.
@@ -104,7 +104,7 @@ pub async fn stale_lease_cannot_touch_new_holder(h: &impl Harness) {
     if per_session {
         a.crash();
     }
-    let bound = ttl + h.expiry_slack() + Duration::from_secs(2);
+    let bound = expiry_bound(h, ttl);
     let fresh = take_within(&*b, &name, LONG_TTL, bound)
         .await
         .expect("takeover");

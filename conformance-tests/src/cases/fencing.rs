@@ -1,8 +1,6 @@
 //! Fencing tokens strictly increase across holders.
 
-use std::time::Duration;
-
-use super::{LONG_TTL, clients, take, take_within, unique};
+use super::{LONG_TTL, clients, expiry_bound, take, take_within, unique};
 use crate::Harness;
 
 /// Successive holders, on different clients, after releases: tokens strictly increase.
@@ -33,14 +31,9 @@ pub async fn fencing_increases_across_expiry(h: &impl Harness) {
     let [a, b] = clients(h).await;
     let first = take(&*a, &name, ttl).await;
     a.crash();
-    let second = take_within(
-        &*b,
-        &name,
-        LONG_TTL,
-        ttl + h.expiry_slack() + Duration::from_secs(2),
-    )
-    .await
-    .expect("takeover after crash");
+    let second = take_within(&*b, &name, LONG_TTL, expiry_bound(h, ttl))
+        .await
+        .expect("takeover after crash");
     assert!(second.token() > first.token());
     assert!(b.release(&second).await.expect("release"));
     let third = take(&*b, &name, LONG_TTL).await;

@@ -63,6 +63,12 @@ use crate::TestClient;
 /// A TTL long enough that no case sees it expire by accident.
 pub(crate) const LONG_TTL: Duration = Duration::from_secs(30);
 
+/// How soon a lease of `ttl` whose holder crashed must be free again: its TTL, the
+/// backend's expiry slack, and 2 s for the waiter's wake-up on a busy machine.
+pub(crate) fn expiry_bound(h: &impl crate::Harness, ttl: Duration) -> Duration {
+    ttl + h.expiry_slack() + Duration::from_secs(2)
+}
+
 /// A fresh lock name per case run, so cases never see each other's locks.
 pub(crate) fn unique(case: &str) -> LockName {
     LockName::new(&format!("conformance/{case}/{:016x}", random_u64())).expect("valid name")

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use dlock_core::{Access, Lease, LockName, random_u64};
+use dlock_core::{Access, Lease, LockError, LockName, random_u64};
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
 
 use super::workload::on_every_client;
-use super::{LONG_TTL, assert_fresh, shared_case};
+use super::{LONG_TTL, assert_fresh, expiry_bound, shared_case};
 use crate::{Harness, TestClient};
 
 async fn read(c: &TestClient, name: &LockName, ttl: Duration) -> Lease {
@@ -95,6 +96,11 @@ pub async fn rw_workload_never_mixes(h: &impl Harness) {
     assert!(most >= 2, "readers never shared (at most {most} at once)");
 }
 
+/// The lease `waiting` was granted; it panics with `why` if the wait failed.
+async fn granted(waiting: JoinHandle<Result<Lease, LockError>>, why: &str) -> Lease {
+    waiting.await.expect("join").expect(why)
+}
+
 /// A steady stream of overlapping readers cannot keep a waiting writer out: once it
 /// waits, new readers wait behind it, and it gets the lock when the readers that were
 /// already in have left.
@@ -121,17 +127,11 @@ pub async fn writer_is_not_starved(h: &impl Harness) {
     sleep(Duration::from_millis(300)).await;
     assert!(!queued.is_finished(), "a reader passed a waiting writer");
     assert!(a.release(&first).await.expect("release"));
-    let lease = writer
-        .await
-        .expect("join")
-        .expect("the writer gets the lock");
+    let lease = granted(writer, "the writer gets the lock").await;
     assert_eq!(lease.access(), Access::Write);
     assert!(!queued.is_finished(), "a reader held with the writer");
     assert!(w.release(&lease).await.expect("release"));
-    let later = queued
-        .await
-        .expect("join")
-        .expect("the reader follows the writer");
+    let later = granted(queued, "the reader follows the writer").await;
     assert!(later.token() > lease.token());
     assert!(late.release(&later).await.expect("release"));
 }
@@ -199,7 +199,7 @@ pub async fn rw_crashed_writer_expires(h: &impl Harness) {
     let w = a.try_write(&name, ttl).await.expect("try").expect("free");
     let crashed_at = Instant::now();
     a.crash();
-    let bound = ttl + h.expiry_slack() + Duration::from_secs(2);
+    let bound = expiry_bound(h, ttl);
     let r = b
         .read(&name, LONG_TTL, bound)
         .await

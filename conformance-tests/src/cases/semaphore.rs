@@ -8,7 +8,7 @@ use dlock_core::{Access, LockError, LockName};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::workload::on_every_client;
-use super::{LONG_TTL, assert_fresh, clients, shared_case};
+use super::{LONG_TTL, assert_fresh, clients, expiry_bound, shared_case};
 use crate::{Harness, TestClient};
 
 async fn permit(c: &TestClient, name: &LockName, n: u32, ttl: Duration) -> dlock_core::Lease {
@@ -186,7 +186,7 @@ pub async fn semaphore_crashed_holder_frees_its_permit(h: &impl Harness) {
     );
     let crashed_at = Instant::now();
     a.crash();
-    let bound = ttl + h.expiry_slack() + Duration::from_secs(2);
+    let bound = expiry_bound(h, ttl);
     let next = c
         .acquire_permit(&name, 2, LONG_TTL, bound)
         .await
@@ -219,7 +219,7 @@ pub async fn semaphore_stale_permit_cannot_touch_another(h: &impl Harness) {
     if a.capabilities().lease_scope == dlock_core::LeaseScope::PerSession {
         a.crash();
     }
-    let bound = ttl + h.expiry_slack() + Duration::from_secs(2);
+    let bound = expiry_bound(h, ttl);
     let fresh = b
         .acquire_permit(&name, 1, LONG_TTL, bound)
         .await

@@ -7,7 +7,7 @@ use dlock_core::{LockError, random_u64};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::{LONG_TTL, assert_fresh, clients_and_name, take, take_within, unique};
+use super::{LONG_TTL, assert_fresh, clients_and_name, expiry_bound, take, take_within, unique};
 use crate::Harness;
 
 /// A waiter blocked in `acquire` gets the lock soon after the holder releases it.
@@ -90,7 +90,7 @@ pub async fn acquire_wakes_when_holder_crashes(h: &impl Harness) {
     let held = take(&*a, &name, ttl).await;
     a.crash();
     let t = Instant::now();
-    let bound = ttl + h.expiry_slack() + Duration::from_secs(2);
+    let bound = expiry_bound(h, ttl);
     let lease = b
         .acquire(&name, LONG_TTL, bound + Duration::from_secs(5))
         .await
@@ -128,7 +128,7 @@ pub async fn cancelled_acquires_leak_nothing(h: &impl Harness) {
             assert!(b.release(&lease).await.expect("release"));
         }
     }
-    let bound = ttl + h.expiry_slack() + Duration::from_secs(2);
+    let bound = expiry_bound(h, ttl);
     let last = take_within(&*a, &name, LONG_TTL, bound)
         .await
         .expect("a grant to a cancelled acquire must expire within its TTL");
