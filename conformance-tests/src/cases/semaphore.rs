@@ -21,6 +21,20 @@ async fn permit(c: &TestClient, name: &LockName, n: u32, ttl: Duration) -> dlock
     lease
 }
 
+/// One of `n` permits for `c`, waited for as long as a lease of `ttl` may take to
+/// free after its holder crashed; it panics with `late` otherwise.
+async fn permit_after_expiry(
+    h: &impl Harness,
+    c: &TestClient,
+    name: &LockName,
+    n: u32,
+    ttl: Duration,
+    late: &str,
+) -> dlock_core::Lease {
+    let wait = expiry_bound(h, ttl);
+    c.acquire_permit(name, n, LONG_TTL, wait).await.expect(late)
+}
+
 /// N permits are granted, the N+1st is refused until one is released; tokens increase
 /// in grant order; `permit_holders` lists exactly the holders.
 pub async fn semaphore_admits_n(h: &impl Harness) {
@@ -186,12 +200,9 @@ pub async fn semaphore_crashed_holder_frees_its_permit(h: &impl Harness) {
     );
     let crashed_at = Instant::now();
     a.crash();
-    let bound = expiry_bound(h, ttl);
-    let next = c
-        .acquire_permit(&name, 2, LONG_TTL, bound)
-        .await
-        .expect("a crashed holder's permit must free within its TTL");
-    assert!(crashed_at.elapsed() <= bound + Duration::from_millis(500));
+    let freed = "a crashed holder's permit must free within its TTL";
+    let next = permit_after_expiry(h, &c, &name, 2, ttl, freed).await;
+    assert!(crashed_at.elapsed() <= expiry_bound(h, ttl) + Duration::from_millis(500));
     assert!(next.token() > gone.token());
     let kept = b
         .renew(&kept)
@@ -219,11 +230,7 @@ pub async fn semaphore_stale_permit_cannot_touch_another(h: &impl Harness) {
     if a.capabilities().lease_scope == dlock_core::LeaseScope::PerSession {
         a.crash();
     }
-    let bound = expiry_bound(h, ttl);
-    let fresh = b
-        .acquire_permit(&name, 1, LONG_TTL, bound)
-        .await
-        .expect("takeover after expiry");
+    let fresh = permit_after_expiry(h, &b, &name, 1, ttl, "takeover after expiry").await;
     assert!(fresh.token() > stale.token());
     for c in [&a, &b] {
         if let Ok(r) = c.renew(&stale).await {
