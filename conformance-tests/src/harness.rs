@@ -314,8 +314,17 @@ impl DistributedLock for Crashable {
 /// # Panics
 /// When the variable is missing: a backend's tests never skip silently. Start the
 /// servers with `scripts/services up` (or run `scripts/test`).
+/// Panics too in the quick tier (`DLOCK_TIER=quick`, set by `scripts/test --quick`),
+/// whatever the environment holds: a test that reads a server's address belongs behind
+/// its crate's `server-tests` feature, which the quick tier leaves off.
 #[must_use]
 pub fn required_env(var: &str) -> String {
+    assert!(
+        std::env::var("DLOCK_TIER").as_deref() != Ok("quick"),
+        "{var} read in the quick tier: this test needs a real server, so it belongs behind \
+         its crate's `server-tests` feature (`#[cfg(feature = \"server-tests\")]`), which \
+         `scripts/test --quick` leaves off"
+    );
     match std::env::var(var) {
         Ok(v) if !v.trim().is_empty() => v,
         _ => panic!(

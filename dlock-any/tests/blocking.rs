@@ -1,6 +1,7 @@
 //! The blocking API on every backend: locks taken from plain threads, renewed in the
 //! background past their TTL while the thread sleeps, excluding a second client,
 //! handed on with a higher token, and released by a dropped guard.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::thread;
@@ -123,19 +124,19 @@ fn sqlite() {
     ));
 }
 
-#[cfg(feature = "postgres")]
+#[cfg(all(feature = "postgres", feature = "server-tests"))]
 #[test]
 fn postgres() {
     on(&required_env("DLOCK_TEST_POSTGRES_URL"));
 }
 
-#[cfg(feature = "mysql")]
+#[cfg(all(feature = "mysql", feature = "server-tests"))]
 #[test]
 fn mysql() {
     on(&required_env("DLOCK_TEST_MYSQL_URL"));
 }
 
-#[cfg(feature = "redis")]
+#[cfg(all(feature = "redis", feature = "server-tests"))]
 #[test]
 fn redis_single_sentinel_and_cluster() {
     on(&required_env("DLOCK_TEST_REDIS_URL"));
@@ -143,7 +144,7 @@ fn redis_single_sentinel_and_cluster() {
     on(&required_env("DLOCK_TEST_REDIS_CLUSTER_URL"));
 }
 
-#[cfg(feature = "redis")]
+#[cfg(all(feature = "redis", feature = "server-tests"))]
 #[test]
 fn redlock() {
     let hosts: Vec<String> = required_env("DLOCK_TEST_REDLOCK_URLS")
@@ -154,14 +155,14 @@ fn redlock() {
     on(&format!("redlock://{}?restart-delay=0s", hosts.join(",")));
 }
 
-#[cfg(feature = "etcd")]
+#[cfg(all(feature = "etcd", feature = "server-tests"))]
 #[test]
 fn etcd() {
     let endpoints = required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "");
     on(&format!("etcd://{endpoints}"));
 }
 
-#[cfg(feature = "zookeeper")]
+#[cfg(all(feature = "zookeeper", feature = "server-tests"))]
 #[test]
 fn zookeeper() {
     on(&format!("zk://{}", required_env("DLOCK_TEST_ZK_ADDR")));

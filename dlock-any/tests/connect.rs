@@ -1,4 +1,5 @@
 //! Every URL form in the table connects; malformed ones say what is wrong.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -42,7 +43,7 @@ async fn sqlite_urls() {
     .await;
 }
 
-#[cfg(feature = "postgres")]
+#[cfg(all(feature = "postgres", feature = "server-tests"))]
 #[tokio::test]
 async fn postgres_urls() {
     let url = required_env("DLOCK_TEST_POSTGRES_URL");
@@ -50,7 +51,7 @@ async fn postgres_urls() {
     works(&url.replacen("postgres://", "postgresql://", 1), "postgres").await;
 }
 
-#[cfg(feature = "mysql")]
+#[cfg(all(feature = "mysql", feature = "server-tests"))]
 #[tokio::test]
 async fn mysql_and_mariadb_urls() {
     let url = required_env("DLOCK_TEST_MYSQL_URL");
@@ -121,7 +122,7 @@ async fn a_disabled_backend_names_its_feature() {
     );
 }
 
-#[cfg(feature = "redis")]
+#[cfg(all(feature = "redis", feature = "server-tests"))]
 #[tokio::test]
 async fn redis_and_redlock_urls() {
     let url = required_env("DLOCK_TEST_REDIS_URL");
@@ -174,7 +175,7 @@ async fn malformed_redis_urls_are_config_errors() {
     .await;
 }
 
-#[cfg(feature = "etcd")]
+#[cfg(all(feature = "etcd", feature = "server-tests"))]
 #[tokio::test]
 async fn etcd_urls() {
     let single = required_env("DLOCK_TEST_ETCD_ENDPOINTS").replace("http://", "");
@@ -190,7 +191,7 @@ async fn etcd_urls() {
     .await;
 }
 
-#[cfg(feature = "zookeeper")]
+#[cfg(all(feature = "zookeeper", feature = "server-tests"))]
 #[tokio::test]
 async fn zookeeper_urls() {
     let single = required_env("DLOCK_TEST_ZK_ADDR");

@@ -1,6 +1,7 @@
 //! The metrics every backend gets through `connect`: exact counters for a
 //! lock / contend / lose sequence, and samples in the histograms. One test in this
 //! binary, because the recorder is global.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! `dlock bench`'s held scenario on Redis, alone in its test binary: it counts every
 //! script call the server receives, so no other test may run beside it.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;

@@ -1,5 +1,6 @@
 //! `dlock bench` tells each scenario on stderr as it starts and ends, with its figures,
 //! prints the whole report on stdout at the end, and leaves nothing behind.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -119,6 +120,7 @@ fn redis_keys(db: &str) -> u64 {
 /// its id: every key they leave (fencing counters kept for a week) is deleted at the
 /// end. On a database of its own, the run leaves the key count as it found it. (Fails
 /// on a bench that left the counters, and the floors' counters without an expiry.)
+#[cfg(feature = "server-tests")]
 #[test]
 fn bench_on_redis_leaves_no_keys_behind() {
     let url = format!(

@@ -1,4 +1,5 @@
 //! The `dlock` binary as a user runs it: real processes, real signals, real servers.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,6 @@
 //! No run without a lock unless asked for; what the library logs reaches stderr; cron
 //! runs that skip can be quiet and succeed.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
@@ -83,6 +84,7 @@ fn an_empty_url_is_refused_not_replaced_by_the_default() {
 
 /// Renewals through a proxy that stops answering: the library's warning is on stderr
 /// without -v, and the command is stopped before its lease runs out.
+#[cfg(feature = "server-tests")]
 #[test]
 fn a_failing_renewal_is_a_warning_on_stderr() {
     let redis = required_env("DLOCK_TEST_REDIS_URL");

@@ -1,5 +1,6 @@
 //! `dlock doctor` on real servers, each finding provoked where a server can be set up
 //! to break a guarantee; and the CLI's conventions: completions, man page, version.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Output;
@@ -63,6 +64,7 @@ fn private_redis(extra: &[&str]) -> (TestServer, String) {
     (server, url)
 }
 
+#[cfg(feature = "server-tests")]
 #[test]
 fn redis_with_eviction_of_any_key_is_critical() {
     let (_server, url) =
@@ -76,6 +78,7 @@ fn redis_with_eviction_of_any_key_is_critical() {
     assert!(text.contains("set maxmemory-policy noeviction"), "{text}");
 }
 
+#[cfg(feature = "server-tests")]
 #[test]
 fn redis_replica_is_critical_and_plain_server_only_warns() {
     let primary = required_env("DLOCK_TEST_REDIS_URL");
@@ -89,6 +92,7 @@ fn redis_replica_is_critical_and_plain_server_only_warns() {
     says(&text, "replication", "connected to a slave");
 }
 
+#[cfg(feature = "server-tests")]
 #[test]
 fn redlock_reports_every_node_and_the_clock_spread() {
     let text = healthy(&backend_url("redlock"));
@@ -104,6 +108,7 @@ fn redlock_reports_every_node_and_the_clock_spread() {
 
 /// Nodes just started rest for the restart delay (each says how long more), and a user
 /// whose ACL denies INFO — which the delay needs — is critical: such nodes grant nothing.
+#[cfg(feature = "server-tests")]
 #[test]
 fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
     let nodes: Vec<_> = (0..3)
@@ -140,6 +145,7 @@ fn redlock_reports_resting_nodes_and_a_user_that_may_not_read_uptime() {
 
 /// The test servers run without synchronous commits (for speed): exactly what doctor
 /// must call critical.
+#[cfg(feature = "server-tests")]
 #[test]
 fn postgres_without_synchronous_commit_is_critical() {
     let text = critical(&required_env("DLOCK_TEST_POSTGRES_URL"));
@@ -153,6 +159,7 @@ fn postgres_without_synchronous_commit_is_critical() {
     );
 }
 
+#[cfg(feature = "server-tests")]
 #[test]
 fn mariadb_without_a_flush_per_commit_is_critical() {
     let text = critical(&required_env("DLOCK_TEST_MYSQL_URL"));
@@ -178,7 +185,7 @@ fn etcd_reports_its_leader() {
 }
 
 /// A session timeout below the server's minimum is clamped: doctor says by how much.
-#[cfg(feature = "zookeeper")]
+#[cfg(all(feature = "zookeeper", feature = "server-tests"))]
 #[test]
 fn zookeeper_reports_a_clamped_session_timeout() {
     let url = format!(

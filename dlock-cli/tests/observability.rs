@@ -2,6 +2,7 @@
 //! rules and their unit tests (`contrib/prometheus`), the Grafana dashboard's queries
 //! (`contrib/grafana`), and a live scrape of `dlock run --metrics-addr`.
 //! `scripts/services` installs `promtool` (Debian's `prometheus` package).
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

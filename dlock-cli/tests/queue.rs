@@ -18,13 +18,13 @@ use common::{scratch, scratch_sqlite, spawn, unique, wait_exit, wait_for_file};
 /// The queue backends, each case a test of its own per backend.
 macro_rules! on_queue_backends {
     ($($case:ident),+ $(,)?) => {
-        on_queue_backends!(@on redis, all(); $($case),+);
-        on_queue_backends!(@on redis_cluster, all(); $($case),+);
-        on_queue_backends!(@on etcd, feature = "etcd"; $($case),+);
-        on_queue_backends!(@on zookeeper, feature = "zookeeper"; $($case),+);
+        on_queue_backends!(@on redis, feature = "server-tests"; $($case),+);
+        on_queue_backends!(@on redis_cluster, feature = "server-tests"; $($case),+);
+        on_queue_backends!(@on etcd, all(feature = "etcd", feature = "server-tests"); $($case),+);
+        on_queue_backends!(@on zookeeper, all(feature = "zookeeper", feature = "server-tests"); $($case),+);
         on_queue_backends!(@on sqlite, all(); $($case),+);
-        on_queue_backends!(@on postgres, all(); $($case),+);
-        on_queue_backends!(@on mariadb, all(); $($case),+);
+        on_queue_backends!(@on postgres, feature = "server-tests"; $($case),+);
+        on_queue_backends!(@on mariadb, feature = "server-tests"; $($case),+);
     };
     (@on $backend:ident, $cfg:meta; $($case:ident),+) => {
         #[cfg($cfg)]
@@ -174,7 +174,20 @@ mod waiter_killed_while_queued_is_passed_over {
             }
         )+};
     }
-    on!(redis, redis_cluster, postgres, sqlite);
+    on!(sqlite);
+    #[cfg(feature = "server-tests")]
+    mod on_servers {
+        use super::super::{quitter_leaves_no_entry, sigkill};
+        macro_rules! on {
+            ($($backend:ident),+) => {$(
+                #[test]
+                fn $backend() {
+                    quitter_leaves_no_entry(stringify!($backend), "60s", sigkill, 137);
+                }
+            )+};
+        }
+        on!(redis, redis_cluster, postgres);
+    }
 }
 
 /// Six `dlock run` waiters that queue 300 ms apart behind a holder run one after

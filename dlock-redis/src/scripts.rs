@@ -275,5 +275,5 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET
     )
 });
 
-#[cfg(test)]
+#[cfg(all(test, feature = "server-tests"))]
 mod redis_server_tests;

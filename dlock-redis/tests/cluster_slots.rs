@@ -2,6 +2,7 @@
 //! another master while it is held (`MIGRATING`/`IMPORTING`, the keys moved, `ASK`
 //! then `MOVED`), and a master failed over to its replica under a waiter. One test in
 //! this binary, so nothing else moves slots.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,6 @@
 //! The conformance suite on a Redis Cluster (`redis-cluster://`, 3 masters with a
 //! replica each), semaphores and read-write locks included.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

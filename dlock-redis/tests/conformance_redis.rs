@@ -1,4 +1,5 @@
 //! The conformance suite on one Redis server, semaphores and read-write locks included.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

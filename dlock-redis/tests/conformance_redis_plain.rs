@@ -1,6 +1,7 @@
 //! The conformance suite on one Redis server with the plain key layout (the lock key is
 //! the prefix plus the name, as the `SET NX` family names it): the layout changes
 //! names, not guarantees.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! The conformance suite on Redlock over five Redis servers (which answers
 //! `Unsupported` for semaphores and read-write locks: the shared cases check that).
+#![cfg(feature = "server-tests")]
 
 mod common;
 

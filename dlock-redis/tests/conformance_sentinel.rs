@@ -1,5 +1,6 @@
 //! The conformance suite on the master Redis Sentinel names (`redis-sentinel://`),
 //! semaphores and read-write locks included.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

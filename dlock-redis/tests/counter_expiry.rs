@@ -1,6 +1,7 @@
 //! A released lock's fencing counter expires after the retention, so names nobody uses
 //! leave no key behind; a name taken again after that still gets a larger token (the
 //! server clock), and a held lock's counter never expires.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

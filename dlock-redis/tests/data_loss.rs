@@ -3,6 +3,7 @@
 //! restart would). The fencing counter goes back with it; the next token must still be
 //! above every token handed out before. Private servers, so the reload touches no
 //! other test's keys.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! Fenced writes on Redis with real lock tokens: a stale token is refused with
 //! `StaleToken` and writes nothing; value and fence change in one script.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

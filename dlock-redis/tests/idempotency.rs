@@ -1,4 +1,5 @@
 //! The idempotency helper on Redis records.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -2,6 +2,7 @@
 //! FIFO and one-wake-up cases do not show — dead waiters skipped, a free lock that goes
 //! to the queue's head and not to whoever asks, a waiter that gives up leaving, and
 //! readers admitted together behind a writer.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,6 @@
 //! Redlock's token as a reader sees it: `inspect` (and so an election's observer)
 //! must never report a token the holder was not given.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,6 @@
 //! Renewals of many locks are batched: one script call per renewal tick, not one per
 //! lock. Alone in its test binary, so no other test's commands are counted.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,6 @@
 //! Real Redis servers stopped, killed and restarted under held locks. One test in this
 //! binary, so nothing else runs against the servers while they are down.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,6 +1,7 @@
 //! Redis Sentinel failing the master over under held locks: the client follows the new
 //! master, and an idle client does not lock on the old master restarted. One test in
 //! this binary, so nothing else runs while the master is down.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

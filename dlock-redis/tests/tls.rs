@@ -1,5 +1,5 @@
 //! `rediss://` against a TLS-only Redis started for this test, with a private CA.
-#![cfg(feature = "tls")]
+#![cfg(all(feature = "tls", feature = "server-tests"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

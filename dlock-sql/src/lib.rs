@@ -163,7 +163,7 @@ macro_rules! on_every_dialect {
         on_every_dialect!(@server mysql, "mysql", "DLOCK_TEST_MYSQL_URL", ""; $($case),+);
     };
     (@server $module:ident, $feature:literal, $var:literal, $query:literal; $($case:ident),+) => {
-        #[cfg(feature = $feature)]
+        #[cfg(all(feature = $feature, feature = "server-tests"))]
         mod $module {
             $(#[tokio::test]
             async fn $case() {

@@ -1,6 +1,7 @@
 //! The conformance suite on PostgreSQL through PgBouncer in transaction mode, where
 //! every transaction may run on another server connection: no session state, no
 //! `LISTEN` (waiters poll), no statement prepared in one transaction and run in the next.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

@@ -2,6 +2,10 @@
 //! `StaleToken`, an equal or higher one admitted; inside a transaction the fence and
 //! the caller's write commit together or not at all; a concurrent lower token waits for
 //! the higher one's transaction and is then refused.
+#![cfg_attr(
+    not(feature = "server-tests"),
+    allow(dead_code, unused_imports, unused_macros)
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -84,6 +88,7 @@ async fn trait_fence(url: &str) {
     );
 }
 
+#[cfg(feature = "server-tests")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_fence() {
     let url = postgres_url();
@@ -144,6 +149,7 @@ async fn postgres_fence() {
 /// take turns (PgBouncer hands each the server connection the other just left), and
 /// every fence answers as the marks say — never "prepared statement … already exists"
 /// or "does not exist".
+#[cfg(feature = "server-tests")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pgbouncer_fence_in_a_transaction() {
     // the lock through the pooler, as dlock is told to run there; the application's
@@ -185,6 +191,7 @@ async fn pgbouncer_fence_in_a_transaction() {
     }
 }
 
+#[cfg(feature = "server-tests")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_fence() {
     let url = mysql_url();

@@ -4,6 +4,7 @@
 //! crashed?" and login errors while PostgreSQL comes back) are outages to ride out,
 //! not answers. One test in this binary, so nothing else runs against the servers
 //! while they are down.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -3,6 +3,7 @@
 //! default on PostgreSQL; with `fifo=true` on MySQL and SQLite). Each
 //! case fails on the code before the queue (waiters raced after a release, and the
 //! lock was free between the release and the winner's attempt).
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -331,7 +332,10 @@ macro_rules! queue_cases {
 
 // PostgreSQL queues by default; MySQL and SQLite (whose waiters poll) when asked
 queue_cases! {
+    sqlite => format!("{}?fifo=true", common::sqlite_url()),
+}
+#[cfg(feature = "server-tests")]
+queue_cases! {
     postgres => common::postgres_url(),
     mysql => format!("{}?fifo=true", common::mysql_url()),
-    sqlite => format!("{}?fifo=true", common::sqlite_url()),
 }

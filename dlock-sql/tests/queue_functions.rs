@@ -2,6 +2,7 @@
 //! (issue #34.2). A schema made by hand without them must still queue, in order,
 //! through the transactions the other databases run: these cases drop the functions
 //! and connect without creating anything.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

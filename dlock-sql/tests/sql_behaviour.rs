@@ -1,4 +1,5 @@
 //! What the SQL backend promises beyond the shared suite.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -9,6 +10,7 @@ mod common;
 mod clock;
 #[path = "sql_behaviour/outages.rs"]
 mod outages;
+#[cfg(feature = "server-tests")]
 #[path = "sql_behaviour/postgres.rs"]
 mod postgres;
 #[path = "sql_behaviour/setup.rs"]

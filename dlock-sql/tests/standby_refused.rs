@@ -1,6 +1,7 @@
 //! dlock pointed at PostgreSQL's hot standby (`scripts/services up --cluster` starts
 //! one): the writes a lock needs are refused, and the error says to use the primary,
 //! at once rather than after the acquire's wait.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 //! The conformance suite on a standalone ZooKeeper server, semaphores and read-write
 //! locks included.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! The conformance suite on a standalone ZooKeeper server with the mutex's nodes named
 //! the Curator way (`layout=curator`): the layout changes names, not guarantees.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The conformance suite on a 3-node ZooKeeper ensemble.
+#![cfg(feature = "server-tests")]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! The ZooKeeper ensemble's leader killed under a held lock and queued waiters. One
 //! test in this binary, so nothing else runs against the ensemble meanwhile.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,6 @@
 //! A multi guarded by the lease's node commits while the lease holds, and writes
 //! nothing once it is gone.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,6 +1,7 @@
 //! A release whose delete is lost (the connection drops with the request in it) on a
 //! session that lives on: the node would block the name for the life of the session,
 //! so the client keeps deleting it in the background until it is gone.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

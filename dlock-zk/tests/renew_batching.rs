@@ -1,5 +1,6 @@
 //! Renewals of many locks are batched: one `sync` + multi-read per renewal tick, not
 //! one request per lock. Alone in its test binary, so no other test's requests are counted.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -4,6 +4,7 @@
 //! follower must know its lease is lost before anyone else holds the lock: renewals are
 //! confirmed through the leader (a `sync` ahead of the read), not by the follower's
 //! stale copy. Private ensemble, peers wired through fault proxies.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! Tickets on ZooKeeper: a handed-over lock node outlives the session that made it,
 //! lives as long as the ticket's taker renews it, and keeps its place in the queue.
+#![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,4 +1,5 @@
 //! What the ZooKeeper backend promises beyond the shared suite.
+#![cfg_attr(not(feature = "server-tests"), allow(dead_code, unused_imports))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -24,6 +25,7 @@ async fn raw(addr: &str) -> zk::Client {
 
 /// 100 waiting acquires cancelled at random points while the lock is held: once the
 /// holder releases, the lock is free at once and no node is left in the queue.
+#[cfg(feature = "server-tests")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_waiters_leave_no_ghost_nodes() {
     let addr = common::single();
@@ -57,6 +59,7 @@ async fn cancelled_waiters_leave_no_ghost_nodes() {
 /// A holder cut off past its session timeout loses its session: its guard reports
 /// lost, another client takes the lock with a higher token, and the cut-off client
 /// works again (with a new session) once healed.
+#[cfg(feature = "server-tests")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_session_loses_the_lock_to_a_higher_token() {
     let addr = common::single();
@@ -94,6 +97,7 @@ async fn expired_session_loses_the_lock_to_a_higher_token() {
 
 /// With digest credentials the lock nodes carry `creator_all`: another ZooKeeper user
 /// cannot delete them, and the lock still works for the owner.
+#[cfg(feature = "server-tests")]
 #[tokio::test]
 async fn authenticated_nodes_cannot_be_deleted_by_others() {
     let addr = common::single();
@@ -131,6 +135,7 @@ async fn authenticated_nodes_cannot_be_deleted_by_others() {
 }
 
 /// A chroot in the address puts every node under it.
+#[cfg(feature = "server-tests")]
 #[tokio::test]
 async fn chroot_in_the_address_scopes_the_nodes() {
     let addr = common::single();
@@ -163,6 +168,7 @@ async fn bad_addresses_are_typed_errors() {
 /// asked for: a holder cut off with a 2 s TTL loses the lock about 2 s later (not after
 /// the 10 s of the session opened at connect), and a lease reports 3/5 of its session
 /// timeout as its TTL (what a confirmed renewal keeps it trusted for).
+#[cfg(feature = "server-tests")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_follow_the_ttl_asked_for() {
     use dlock_conformance::Link;

@@ -28,6 +28,7 @@ fn figure<'a>(json: &'a str, scenario: &str, metric: &str) -> &'a str {
 
 /// On a push backend the hand-off and contended scenarios have a raw floor too (a
 /// blocking lock on the server's own wake-up), run in the same rounds.
+#[cfg(feature = "server-tests")]
 #[test]
 fn bench_handoff_and_contention_have_floors_on_redis() {
     let url = required_env("DLOCK_TEST_REDIS_URL");
@@ -44,6 +45,7 @@ fn bench_handoff_and_contention_have_floors_on_redis() {
 /// On PostgreSQL the uncontended, hand-off and contended scenarios also measure the
 /// server's own advisory locks (the peer issue #34.2's targets are set against) in the
 /// same rounds: each "vs peer" row carries dlock's figure and the peer's.
+#[cfg(feature = "server-tests")]
 #[test]
 fn bench_measures_advisory_locks_as_the_peer_on_postgres() {
     let url = required_env("DLOCK_TEST_POSTGRES_URL");

@@ -223,14 +223,18 @@ macro_rules! every_backend {
     };
     (@each [] $urls:path; $cases:tt) => {};
     (@on etcd, $urls:path; $cases:tt) => {
-        #[cfg(feature = "etcd")]
+        #[cfg(all(feature = "etcd", feature = "server-tests"))]
         $crate::common::every_backend!(@mod etcd, $urls; $cases);
     };
     (@on zookeeper, $urls:path; $cases:tt) => {
-        #[cfg(feature = "zookeeper")]
+        #[cfg(all(feature = "zookeeper", feature = "server-tests"))]
         $crate::common::every_backend!(@mod zookeeper, $urls; $cases);
     };
+    (@on sqlite, $urls:path; $cases:tt) => {
+        $crate::common::every_backend!(@mod sqlite, $urls; $cases);
+    };
     (@on $backend:ident, $urls:path; $cases:tt) => {
+        #[cfg(feature = "server-tests")]
         $crate::common::every_backend!(@mod $backend, $urls; $cases);
     };
     (@mod $backend:ident, $urls:path; [$($case:ident),+]) => {

@@ -10,6 +10,7 @@ use crate::common::{free_addr, sqlite_in};
 
 /// What `dlock run --metrics-addr` serves passes `promtool check metrics`: every metric
 /// described, latencies as histograms (not summaries), the waiters gauge there.
+#[cfg(feature = "server-tests")]
 #[test]
 fn live_scrape_passes_promtool_check_metrics() {
     let dir = std::env::temp_dir().join(format!("dlock-obs-{}", std::process::id()));

@@ -47,6 +47,7 @@ fn bench_draws_the_dashboard_panels_as_svg() {
 /// `--metrics-textfile`: written while held (the hold's age there) and at exit, also
 /// for a run that never got the lock; each version passes `promtool check metrics`. A
 /// metrics port already taken is a warning, not a failed job.
+#[cfg(feature = "server-tests")]
 #[test]
 fn textfile_is_written_while_held_and_at_every_exit() {
     let dir = std::env::temp_dir().join(format!("dlock-textfile-{}", std::process::id()));

@@ -40,6 +40,7 @@ fn metrics_in(expr: &str) -> Vec<String> {
     found
 }
 
+#[cfg(feature = "server-tests")]
 #[test]
 fn alert_rules_pass_promtool_and_their_unit_tests() {
     promtool(
@@ -144,6 +145,7 @@ fn the_json_checker_refuses_broken_json() {
 
 /// Every panel's query parses as PromQL (promtool checks them as recording rules, with
 /// Grafana's variables filled in) and reads only metrics dlock exports.
+#[cfg(feature = "server-tests")]
 #[test]
 fn dashboard_queries_parse_and_read_exported_metrics() {
     let json =

@@ -50,12 +50,20 @@ pub fn url_of(db: &str) -> String {
 macro_rules! on_databases {
     ($case:ident: $($db:ident),+) => {
         mod $case {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $db() {
-                    super::$case(&$crate::common::url_of(stringify!($db))).await;
-                }
-            )+
+            $($crate::common::on_databases!(@test $case, $db);)+
+        }
+    };
+    (@test $case:ident, sqlite) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn sqlite() {
+            super::$case(&$crate::common::url_of("sqlite")).await;
+        }
+    };
+    (@test $case:ident, $db:ident) => {
+        #[cfg(feature = "server-tests")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $db() {
+            super::$case(&$crate::common::url_of(stringify!($db))).await;
         }
     };
 }

@@ -64,6 +64,7 @@ async fn sqlite_acquire_reports_outage_not_timeout() {
 /// An acquire whose first statement commits after the client gave up on its reply
 /// takes that row again on its next attempt (same owner id) instead of waiting a whole
 /// TTL behind itself.
+#[cfg(feature = "server-tests")]
 async fn late_grant_is_taken_again(url: &str) {
     let timeout = Duration::from_millis(400);
     dlock_conformance::late_grant_is_taken_again(url, timeout, |url, timeout| async move {
@@ -76,4 +77,5 @@ async fn late_grant_is_taken_again(url: &str) {
     .await;
 }
 
+#[cfg(feature = "server-tests")]
 common::on_databases!(late_grant_is_taken_again: postgres, mysql);
