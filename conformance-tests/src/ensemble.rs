@@ -54,16 +54,46 @@ fn java_args(cfg: &std::path::Path, flags: &[&str]) -> Vec<String> {
 /// # Panics
 /// When Java or ZooKeeper is missing, or the server does not listen within 20 s.
 pub fn standalone_zk(dir: &std::path::Path, flags: &[&str]) -> (TestServer, String) {
+    zk_with_limits(
+        dir,
+        "tickTime=200\nminSessionTimeout=400\nmaxSessionTimeout=60000\n",
+        flags,
+    )
+}
+
+/// As [`standalone_zk`], with ZooKeeper's own session limits (`tickTime` 2000 ms:
+/// sessions of 4 s to 40 s), as a server installed without tuning has them.
+///
+/// # Panics
+/// As [`standalone_zk`].
+pub fn stock_zk(dir: &std::path::Path, flags: &[&str]) -> (TestServer, String) {
+    zk_with_limits(dir, "tickTime=2000\n", flags)
+}
+
+fn zk_with_limits(dir: &std::path::Path, limits: &str, flags: &[&str]) -> (TestServer, String) {
     let port = free_port();
     std::fs::create_dir_all(dir.join("data")).expect("server directory");
     let cfg = format!(
-        "tickTime=200\nminSessionTimeout=400\nmaxSessionTimeout=60000\ndataDir={}\n\
-         clientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n",
+        "{limits}dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+         admin.enableServer=false\n4lw.commands.whitelist=*\n",
         dir.join("data").display()
     );
     std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
     let server = TestServer::start_on("java", &java_args(&dir.join("zoo.cfg"), flags), port);
     (server, format!("127.0.0.1:{port}"))
+}
+
+/// How a [`PartitionableEnsemble`]'s servers run, beyond `scripts/services`' own
+/// settings.
+#[derive(Clone, Debug, Default)]
+pub struct EnsembleOptions {
+    /// In ticks (200 ms): how long a follower keeps serving after it last heard from
+    /// the leader (0: 15 ticks).
+    pub sync_limit: u32,
+    /// Added to every server's environment (a faked clock's preload, say).
+    pub env: Vec<(String, String)>,
+    /// JVM flags after the TTL-node ones (`-Dznode.container.maxPerMinute=60`, say).
+    pub flags: Vec<String>,
 }
 
 /// One server's proxies towards one peer (quorum and election ports).
@@ -90,11 +120,23 @@ impl PartitionableEnsemble {
     /// When Java or ZooKeeper is missing (`scripts/services` installs them) or the
     /// ensemble does not form in three attempts of 40 s.
     pub async fn start(dir: &std::path::Path, sync_limit: u32) -> Self {
+        let options = EnsembleOptions {
+            sync_limit,
+            ..EnsembleOptions::default()
+        };
+        Self::start_with(dir, &options).await
+    }
+
+    /// As [`PartitionableEnsemble::start`], the servers run as `options` say.
+    ///
+    /// # Panics
+    /// As [`PartitionableEnsemble::start`].
+    pub async fn start_with(dir: &std::path::Path, options: &EnsembleOptions) -> Self {
         // A port picked free can be taken by someone else before the JVM binds it
         // (seen once in CI as an ensemble that never formed): start over on new ports.
         for attempt in 1..=3 {
             let dir = dir.join(format!("attempt-{attempt}"));
-            if let Some(e) = Self::try_start(&dir, sync_limit).await {
+            if let Some(e) = Self::try_start(&dir, options).await {
                 return e;
             }
             eprintln!("the ensemble did not form (attempt {attempt}); starting over on new ports");
@@ -102,8 +144,13 @@ impl PartitionableEnsemble {
         panic!("the ensemble did not form in three attempts");
     }
 
-    async fn try_start(dir: &std::path::Path, sync_limit: u32) -> Option<Self> {
+    async fn try_start(dir: &std::path::Path, options: &EnsembleOptions) -> Option<Self> {
         let n = 3;
+        let sync_limit = if options.sync_limit == 0 {
+            15
+        } else {
+            options.sync_limit
+        };
         let ports: Vec<[u16; 3]> = (0..n)
             .map(|_| [free_port(), free_port(), free_port()])
             .collect();
@@ -153,8 +200,13 @@ impl PartitionableEnsemble {
                 cfg.push_str(&format!("server.{}={quorum}:{election}\n", j + 1));
             }
             std::fs::write(d.join("zoo.cfg"), cfg).expect("zoo.cfg");
-            let args = java_args(&d.join("zoo.cfg"), &TTL_NODES);
-            servers.push(TestServer::start_on("java", &args, p[0]));
+            let flags: Vec<&str> = TTL_NODES
+                .iter()
+                .copied()
+                .chain(options.flags.iter().map(String::as_str))
+                .collect();
+            let args = java_args(&d.join("zoo.cfg"), &flags);
+            servers.push(TestServer::start_on_with("java", &args, p[0], &options.env));
         }
         let me = Self {
             servers,

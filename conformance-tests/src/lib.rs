@@ -60,7 +60,7 @@ mod urls;
 mod viewed;
 
 pub use cut_off::cut_off_holder_is_lost_before_takeover;
-pub use ensemble::{PartitionableEnsemble, standalone_zk};
+pub use ensemble::{EnsembleOptions, PartitionableEnsemble, standalone_zk, stock_zk};
 pub use etcd_cluster::{PartitionableEtcd, etcd_status};
 pub use fenced::FencedCounter;
 pub use harness::{Harness, Link, TestClient, Timings, required_env};
@@ -211,6 +211,7 @@ macro_rules! conformance_suite {
             fallback_serves_an_outage,
             fallback_companion_covers_the_wait,
             tickets_carry_a_lease_between_clients,
+            a_handed_over_guard_leaves_the_ticket_its_lock,
             list_shows_held_locks,
             process_holder_is_readable,
             break_holder_hands_the_lock_on

@@ -206,8 +206,24 @@ impl TestServer {
     /// When the program cannot start or does not listen within 20 s.
     #[must_use]
     pub fn start_on(program: &str, args: &[String], port: u16) -> Self {
+        Self::start_on_with(program, args, port, &[])
+    }
+
+    /// As [`TestServer::start_on`], with `env` added to the program's environment (a
+    /// faked clock's preload, say).
+    ///
+    /// # Panics
+    /// As [`TestServer::start_on`].
+    #[must_use]
+    pub fn start_on_with(
+        program: &str,
+        args: &[String],
+        port: u16,
+        env: &[(String, String)],
+    ) -> Self {
         let mut cmd = std::process::Command::new(program);
         cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         for (k, _) in std::env::vars() {

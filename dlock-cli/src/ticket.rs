@@ -64,7 +64,10 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
     };
     if !print(&ticket.to_string()) {
         // nobody will ever see the ticket: give the lock back rather than strand it
-        let _ = lock.release(&lease).await;
+        // (through the ticket: the lease handed over is the ticket's now)
+        if let Ok(taken) = lock.resume(&ticket).await {
+            let _ = lock.release(&taken).await;
+        }
         return ExitCode::from(exit::BACKEND);
     }
     ExitCode::SUCCESS

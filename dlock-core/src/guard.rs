@@ -302,6 +302,34 @@ impl LockGuard {
         self.lock.release(&lease).await
     }
 
+    /// Stops renewal and hands the lease over for a [`crate::Ticket`]
+    /// ([`DistributedLock::hand_over`]): another process takes it up with
+    /// [`DistributedLock::resume`] and renews and releases it from then on. The guard
+    /// is gone, so nothing here can release the ticket's lock by mistake.
+    ///
+    /// # Errors
+    /// Those of [`DistributedLock::hand_over`]; the lock is then given back (released
+    /// at once), as no guard is left to hold it.
+    ///
+    /// # Cancel safety
+    /// Renewal has stopped once it is called; dropped before the hand-over was
+    /// answered, the lease is held here still (ending with its TTL) or is the ticket's,
+    /// which nobody has: it ends with its TTL.
+    pub async fn hand_over(mut self) -> Result<crate::Ticket, LockError> {
+        self.finished = true;
+        self.stop_renewing();
+        let lease = self.shared.lease();
+        match self.lock.hand_over(&lease).await {
+            Ok(ticket) => Ok(ticket),
+            Err(e) => {
+                if let Err(release) = self.lock.release(&lease).await {
+                    tracing::warn!(lock = %lease.name(), error = %release, "giving back a lease whose hand-over failed did not work either; it ends with its TTL");
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Ends the hold (`Released`, unless it was over already) and takes the guard out of
     /// the renewal timetable; a renewal in flight ends on the state change.
     fn stop_renewing(&self) {

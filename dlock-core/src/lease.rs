@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -37,6 +38,9 @@ pub struct Lease {
     access: Access,
     backend: Option<BackendData>,
     fallback: Option<crate::Fallback>,
+    /// Set once the lease was handed over for a ticket; shared by every clone and
+    /// renewal of it (one acquisition, one mark).
+    handed_over: Arc<AtomicBool>,
 }
 
 impl Lease {
@@ -58,6 +62,7 @@ impl Lease {
             access: Access::Exclusive,
             backend: None,
             fallback: None,
+            handed_over: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -100,6 +105,30 @@ impl Lease {
             valid_until: valid_until(sent_at, ttl),
             ..self.clone()
         }
+    }
+
+    /// The same lease trusted at most until `until`: for a backend that knows a
+    /// tighter bound than the TTL less [`drift_margin`] (a ZooKeeper ticket's node is
+    /// deleted by the servers' wall clocks, which may differ). Never later than it was.
+    #[must_use]
+    pub fn narrowed(mut self, until: Instant) -> Self {
+        self.valid_until = self.valid_until.min(until);
+        self
+    }
+
+    /// Whether this lease was handed over for a [`crate::Ticket`]
+    /// ([`crate::DistributedLock::hand_over`]): the ticket's taker holds it now, so here
+    /// it is neither renewed (`LeaseLost`) nor released (`false`, nothing touched) —
+    /// a guard dropped after the hand-over cannot take the lock from the ticket.
+    #[must_use]
+    pub fn is_handed_over(&self) -> bool {
+        self.handed_over.load(Ordering::Acquire)
+    }
+
+    /// Marks this lease, its clones and its renewals as handed over (see
+    /// [`Lease::is_handed_over`]); done by `hand_over` once the ticket is written.
+    pub fn mark_handed_over(&self) {
+        self.handed_over.store(true, Ordering::Release);
     }
 
     /// The lock name.

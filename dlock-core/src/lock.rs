@@ -258,19 +258,19 @@ pub trait DistributedLock: Send + Sync {
     }
 
     /// Writes `lease` down as a [`Ticket`] for another process to take up with
-    /// [`DistributedLock::resume`] — `dlock acquire` hands its lease over this way. On
-    /// most backends it only writes (the lease is the stored row or key, which any
-    /// client can renew). On etcd, whose keys hang on a lease this client keeps alive
-    /// for all its locks, this client first lets go of the key (renewing `lease` here
-    /// answers [`LockError::LeaseLost`] from then on; releasing it still works) and
-    /// moves it to a lease of its own, which only the ticket's taker keeps alive. On
-    /// ZooKeeper, whose lock nodes end with this client's session, this client swaps
-    /// the node for a TTL node at the same place in the queue, with the same token
-    /// (renewing `lease` here answers [`LockError::LeaseLost`] from then on as well).
+    /// [`DistributedLock::resume`] — `dlock acquire` hands its lease over this way.
+    /// From then on the lease is the ticket's: renewing `lease` here answers
+    /// [`LockError::LeaseLost`], releasing it answers `false` and touches nothing (a
+    /// guard dropped after the hand-over cannot take the lock from the ticket's taker;
+    /// [`crate::LockGuard::hand_over`] does both steps), and only a lease taken up
+    /// from the ticket renews or releases it. What moves on the server is the
+    /// backend's business (its crate docs say): most only write the ticket (the lease
+    /// is the stored row or key); etcd and ZooKeeper move the lock off this client's
+    /// session first.
     ///
     /// # Errors
     /// Those of [`Ticket::of`]; [`LockError::LeaseLost`] when the lease is no longer
-    /// held; [`LockError::InvalidArgument`] on etcd for a lease another client took;
+    /// held here (handed over already, too); [`LockError::InvalidArgument`] on etcd for a lease another client took;
     /// [`LockError::Unsupported`] on ZooKeeper servers without TTL nodes (the lease
     /// stays held here); a backend error — on etcd the lease is given up then (the key
     /// is deleted, or ends with the lease it moved to), on ZooKeeper it is still held

@@ -17,21 +17,20 @@ const NO_TICKETS: [&str; 1] = ["memory"];
 pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
     let ([a, b], name) = clients_and_name(h, "tickets").await;
     let lease = take(&*a, &name, LONG_TTL).await;
-    let ticket: Ticket = a
-        .hand_over(&lease)
-        .await
-        .expect("a mutex lease has a ticket")
-        .to_string()
-        .parse()
-        .expect("a ticket reads back");
-    let resumed = match b.resume(&ticket).await {
+    let ticket: Ticket = match a.hand_over(&lease).await {
+        // refused before anything moved: the lease is still held here
         Err(LockError::Unsupported { backend, .. }) => {
             assert!(NO_TICKETS.contains(&backend), "{backend} refused tickets");
             assert!(a.release(&lease).await.expect("release"));
             return;
         }
-        other => other.expect("resume"),
+        other => other
+            .expect("a mutex lease has a ticket")
+            .to_string()
+            .parse()
+            .expect("a ticket reads back"),
     };
+    let resumed = b.resume(&ticket).await.expect("resume");
     assert!(
         !NO_TICKETS.contains(&a.backend_name()),
         "{} took a ticket up",
@@ -43,9 +42,14 @@ pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
     );
     assert!(resumed.is_valid() && resumed.remaining() <= LONG_TTL);
     let renewed = b.renew(&resumed).await.expect("the taker renews");
-    // the lease's TTL: LONG_TTL, or what the backend made of it (a ZooKeeper client
-    // pinned to one session has leases of 3/5 of its timeout)
-    assert_eq!(renewed.ttl(), lease.ttl());
+    // the ticket's TTL: the lease's (LONG_TTL, or what the backend made of it), or on
+    // ZooKeeper the one asked for (a ticket's node is not bound by the session's)
+    assert_eq!(renewed.ttl(), ticket.ttl());
+    // handed over, the lease is the ticket's: not renewed or released here
+    assert!(matches!(
+        a.renew(&lease).await,
+        Err(LockError::LeaseLost { .. })
+    ));
     assert!(renewed.remaining() > renewed.ttl() / 2);
     // a ticket naming another backend, or another token, is refused
     let foreign = Ticket::new(
@@ -83,6 +87,47 @@ pub async fn tickets_carry_a_lease_between_clients(h: &impl Harness) {
         Err(LockError::LeaseLost { .. })
     ));
     assert!(a.release(&next).await.expect("release"));
+}
+
+/// A guard whose lease was handed over — through [`dlock_core::LockGuard::hand_over`],
+/// or by passing the guard's lease to `hand_over` and then dropping the guard — never
+/// releases the ticket's lock: the ticket's taker still holds it, ahead of a waiter,
+/// and renews it.
+pub async fn a_handed_over_guard_leaves_the_ticket_its_lock(h: &impl Harness) {
+    let ([a, b], name) = clients_and_name(h, "handed-guard").await;
+    let locker = dlock_core::Locker::new(a.lock()).with_ttl(LONG_TTL);
+    let guard = locker.lock(name.as_str()).await.expect("lock");
+    let ticket = match guard.hand_over().await {
+        Err(LockError::Unsupported { backend, .. }) => {
+            assert!(NO_TICKETS.contains(&backend), "{backend} refused tickets");
+            return; // given back: the name is free
+        }
+        other => other.expect("handed over"),
+    };
+    still_the_tickets(&*a, &*b, &name, &ticket).await;
+    let second = LockName::new(&format!("{name}-2")).expect("name");
+    let guard = locker.lock(second.as_str()).await.expect("lock");
+    let ticket = a.hand_over(&guard.lease()).await.expect("handed over");
+    drop(guard); // its release in the background must leave the ticket's lock alone
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    still_the_tickets(&*a, &*b, &second, &ticket).await;
+}
+
+/// `name` is still held by `ticket`'s lease: `b` takes it up and renews it while `a`
+/// finds it busy, then releases it.
+async fn still_the_tickets(
+    a: &dyn dlock_core::DistributedLock,
+    b: &dyn dlock_core::DistributedLock,
+    name: &LockName,
+    ticket: &Ticket,
+) {
+    let taken = b.resume(ticket).await.expect("the ticket's lease is alive");
+    assert!(
+        a.try_acquire(name, LONG_TTL).await.expect("try").is_none(),
+        "{name} was freed behind the ticket"
+    );
+    let renewed = b.renew(&taken).await.expect("the taker renews");
+    assert!(b.release(&renewed).await.expect("the taker releases"));
 }
 
 /// `list` shows each held lock under a prefix with its holder, and no other; a waiter

@@ -266,15 +266,26 @@ impl<B: Backend> DistributedLock for B {
         Backend::holders(self, name, of).await
     }
 
+    // A lease handed over for a ticket is the ticket taker's: here it is neither
+    // renewed nor released (see `Lease::is_handed_over`).
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
+        if lease.is_handed_over() {
+            return Err(LockError::lease_lost(lease.name()));
+        }
         Backend::renew(self, lease).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        if lease.is_handed_over() {
+            return Ok(false);
+        }
         Backend::release(self, lease).await
     }
 
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
+        if lease.is_handed_over() {
+            return Ok(false);
+        }
         Backend::release_after(self, lease, linger).await
     }
 
@@ -287,7 +298,12 @@ impl<B: Backend> DistributedLock for B {
     }
 
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
-        Backend::hand_over(self, lease).await
+        if lease.is_handed_over() {
+            return Err(LockError::lease_lost(lease.name()));
+        }
+        let ticket = Backend::hand_over(self, lease).await?;
+        lease.mark_handed_over();
+        Ok(ticket)
     }
 
     async fn resume(&self, ticket: &Ticket) -> Result<Lease, LockError> {

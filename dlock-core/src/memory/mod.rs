@@ -164,6 +164,12 @@ impl Backend for MemoryLock {
         crate::backend::break_claimed(self, name).await
     }
 
+    /// A memory lock is this process's own: no other process could take a ticket up.
+    async fn hand_over(&self, lease: &Lease) -> Result<crate::Ticket, LockError> {
+        let _ = lease;
+        Err(crate::ticket::unsupported("memory"))
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::per_lease()
             .with_fair(true)
