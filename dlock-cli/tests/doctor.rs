@@ -199,6 +199,42 @@ fn zookeeper_reports_a_clamped_session_timeout() {
         "{text}"
     );
     line(&text, "session timeout bounds");
+    // the test servers keep TTL nodes and look for expired ones every second
+    says(
+        &text,
+        "tickets (TTL nodes)",
+        "on; an expired TTL node went after",
+    );
+}
+
+/// Tickets on ZooKeeper as servers come: without TTL nodes doctor warns that `dlock
+/// acquire` cannot hand a lock over; with them but the container manager's minute
+/// between looks, that a ticket's lock outlives a taker that stopped by up to that.
+#[cfg(feature = "server-tests")]
+#[test]
+fn zookeeper_ticket_findings_name_the_server_flags() {
+    let dir = scratch();
+    let (_plain, addr) = dlock_conformance::standalone_zk(&dir.join("plain"), &[]);
+    let text = healthy(&format!("zk://{addr}"));
+    let tickets = line(&text, "tickets (TTL nodes)");
+    assert!(
+        tickets.contains("warning") && tickets.contains("extendedTypesEnabled"),
+        "{text}"
+    );
+    let (_ttl, addr) = dlock_conformance::standalone_zk(
+        &dir.join("ttl"),
+        &["-Dzookeeper.extendedTypesEnabled=true"],
+    );
+    let text = healthy(&format!("zk://{addr}"));
+    let tickets = line(&text, "tickets (TTL nodes)");
+    assert!(
+        tickets.contains("warning") && tickets.contains("still there after 3 s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("-Dznode.container.checkIntervalMs=1000"),
+        "{text}"
+    );
 }
 
 #[test]

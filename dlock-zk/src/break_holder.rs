@@ -44,6 +44,13 @@ impl ZkLock {
                     return Ok(Some(holder));
                 }
                 Err(zk::Error::NoNode) => {}
+                // a ticket's node, kept by its renewals: deleted with them
+                Err(zk::Error::NotEmpty) => {
+                    if self.delete_ticket_node(&client, &path, None).await? {
+                        tracing::warn!(lock = %name, owner = %holder.owner, token = %holder.token, backend = "zookeeper", "holder broken");
+                        return Ok(Some(holder));
+                    }
+                }
                 Err(e) => return Err(from_zk("break holder", e)),
             }
         }

@@ -1,10 +1,15 @@
 //! What decides whether locking on the ensemble is safe: each server's version and
-//! mode (four-letter words `srvr` and `conf`), and the session timeout it granted.
+//! mode (four-letter words `srvr` and `conf`), the session timeout it granted, and
+//! what tickets need (TTL nodes, and how soon an expired one goes).
 
 use std::time::Duration;
 
 use dlock_core::{Finding, LockError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::ZkLock;
 
 /// Sends four-letter word `word` to `host` and returns the answer.
 async fn four_letter(host: &str, word: &str) -> Option<String> {
@@ -106,4 +111,75 @@ pub(crate) async fn diagnose(
         )
     });
     Ok(found)
+}
+
+impl ZkLock {
+    /// What `dlock doctor` says of tickets here: whether the servers keep TTL nodes,
+    /// and how soon their container manager deletes an expired one — a ticket's lock
+    /// outlives a taker that stopped renewing by its TTL plus that (servers keep the
+    /// interval, `znode.container.checkIntervalMs`, to themselves: a node of 1 ms is
+    /// watched for a few seconds).
+    pub(crate) async fn ticket_findings(&self, client: &zk::Client) -> Vec<dlock_core::Finding> {
+        const CHECK: &str = "tickets (TTL nodes)";
+        const LOOK: Duration = Duration::from_secs(3);
+        match self.check_ttl_nodes(client).await {
+            Ok(()) => {}
+            Err(LockError::Unsupported { .. }) => {
+                return vec![Finding::warning(
+                    CHECK,
+                    "off (zookeeper.extendedTypesEnabled is not set)",
+                    "dlock acquire cannot hand a lock over here: set \
+                     -Dzookeeper.extendedTypesEnabled=true on every server",
+                )];
+            }
+            Err(e) => {
+                return vec![Finding::warning(
+                    CHECK,
+                    format!("not checked: {e}"),
+                    "tickets may not work here",
+                )];
+            }
+        }
+        let path = format!("{}/ttl-expiry-{:016x}", self.root, dlock_core::random_u64());
+        let mode = zk::CreateMode::Persistent
+            .with_acls(self.acls())
+            .with_ttl(Duration::from_millis(1));
+        let made = Instant::now();
+        let created = self.op("check TTL expiry", client.create(&path, b"", &mode));
+        if created.await.is_err() {
+            return vec![Finding::info(CHECK, "on")];
+        }
+        let watched = self
+            .op("check TTL expiry", client.check_and_watch_stat(&path))
+            .await;
+        let gone = match watched {
+            Ok((None, _)) => true,
+            Ok((Some(_), watcher)) => tokio::time::timeout(LOOK, watcher.changed()).await.is_ok(),
+            Err(_) => false,
+        };
+        if gone {
+            return vec![Finding::info(
+                CHECK,
+                format!(
+                    "on; an expired TTL node went after {} ms (a ticket's lock outlives a \
+                     taker that stopped by its TTL plus about that)",
+                    made.elapsed().as_millis()
+                ),
+            )];
+        }
+        let _ = self
+            .op("check TTL expiry", client.delete(&path, None))
+            .await;
+        vec![Finding::warning(
+            CHECK,
+            format!(
+                "on; an expired TTL node was still there after {} s",
+                LOOK.as_secs()
+            ),
+            "the container manager looks every znode.container.checkIntervalMs (60 s by \
+             default): a ticket's lock outlives a taker that stopped renewing by its TTL \
+             plus up to that; -Dznode.container.checkIntervalMs=1000 on every server \
+             shortens it",
+        )]
+    }
 }

@@ -37,10 +37,10 @@ impl ZkLock {
         if !lease.is_valid() {
             return dlock_core::backend::Backend::release(self, lease).await;
         }
-        if held.handed_over {
+        if held.handed_over() {
             // a TTL node lives its TTL (never shorter than the linger) past a renewal:
             // should this process die while it lingers, the name stays blocked anyway
-            match self.renew_handed_over(lease, false).await {
+            match self.renew_handed_over(lease).await {
                 Ok(_) => {}
                 Err(LockError::LeaseLost { .. }) => return Ok(false),
                 Err(e) => return Err(e),

@@ -30,8 +30,8 @@ impl Backend for ZkLock {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, LockError> {
         let held = lease.renewable_data::<NodeLease>()?;
-        if held.handed_over {
-            return self.renew_handed_over(lease, false).await;
+        if held.handed_over() {
+            return self.renew_handed_over(lease).await;
         }
         // batched with the other renewals due now: one multi-read per tick
         // Through the session the node lives on if it is one of ours; another client's
@@ -54,6 +54,14 @@ impl Backend for ZkLock {
         let Some(held) = lease.backend_data::<NodeLease>() else {
             return Ok(false);
         };
+        if let Some(node) = held.ticket {
+            // the node taken up, with its renewals; one made since at the same path by
+            // nobody (the path names the acquisition), so the creation zxid only guards
+            let client = self.sessions.first().session.get().await?;
+            return self
+                .delete_ticket_node(&client, &held.path, Some(node.czxid))
+                .await;
+        }
         // any session of ours can delete the node (its path is unique to the
         // acquisition); the lease's own may belong to another client, or be gone
         let slot = if self.sessions.owns(&held.slot) {
@@ -62,20 +70,25 @@ impl Backend for ZkLock {
             self.sessions.first()
         };
         let deleted = match slot.session.get().await {
-            Ok(client) => self
+            Ok(client) => match self
                 .op("release", async {
                     Ok(client.delete(&held.path, None).await)
                 })
                 .await
-                .and_then(|r| match r {
-                    Ok(()) => Ok(true),
-                    Err(zk::Error::NoNode) => Ok(false),
-                    Err(e) => Err(from_zk("release", e)),
-                }),
+            {
+                Ok(Ok(())) => Ok(true),
+                Ok(Err(zk::Error::NoNode)) => Ok(false),
+                // a hand-over that went unanswered took after all: the node at our path
+                // (named for this acquisition) is its ticket's node, with its renewals
+                Ok(Err(zk::Error::NotEmpty)) => {
+                    self.delete_ticket_node(&client, &held.path, None).await
+                }
+                Ok(Err(e)) => Err(from_zk("release", e)),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
-        // (a ticket's node ends with its TTL: nothing to retry)
-        if deleted.is_err() && !held.handed_over {
+        if deleted.is_err() {
             // the node lives as long as the session, which this client keeps alive:
             // it must not stay behind, so the delete goes on in the background
             if let Some((dir, node)) = held.path.rsplit_once('/') {
@@ -138,7 +151,9 @@ impl Backend for ZkLock {
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
         let client = self.sessions.first().session.get().await?;
         let (hosts, asked) = self.sessions.asked();
-        crate::doctor::diagnose(hosts, asked, client.session_timeout()).await
+        let mut found = crate::doctor::diagnose(hosts, asked, client.session_timeout()).await?;
+        found.extend(self.ticket_findings(&client).await);
+        Ok(found)
     }
 
     /// The root's children are the queues; each name's holder inspected, the rest of
@@ -281,6 +296,8 @@ impl ZkLock {
         }))
     }
 
+    /// The lease of the node at `path` (created at `czxid`) on `slot`'s session,
+    /// granted to a request sent at `seen` that asked for `asked`.
     #[allow(clippy::too_many_arguments)] // one call site per acquire path, all named
     pub(crate) fn lease(
         &self,
@@ -290,7 +307,7 @@ impl ZkLock {
         owner: OwnerId,
         czxid: i64,
         path: String,
-        seen: Instant,
+        (seen, asked): (Instant, Duration),
     ) -> Result<Lease, LockError> {
         Ok(Lease::new(
             name.clone(),
@@ -302,7 +319,8 @@ impl ZkLock {
         .with_backend_data(Arc::new(NodeLease {
             path,
             slot: Arc::clone(slot),
-            handed_over: false,
+            asked,
+            ticket: None,
             writes: tokio::sync::Mutex::new(()),
         })))
     }

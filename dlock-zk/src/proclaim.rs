@@ -18,7 +18,7 @@ impl ZkLock {
     ) -> Result<(), LockError> {
         dlock_core::backend::proclaimable("zookeeper", lease)?;
         let held = lease.renewable_data::<NodeLease>()?;
-        if held.handed_over {
+        if held.handed_over() {
             return Err(LockError::unsupported_feature(
                 "zookeeper",
                 "proclaiming a value for a lease handed over for a ticket",

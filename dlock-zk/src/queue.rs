@@ -98,6 +98,11 @@ impl ZkLock {
             });
             match deleted.await? {
                 Ok(()) | Err(zk::Error::NoNode) => {}
+                // a hand-over that went unanswered took after all: our node is a
+                // ticket's now, with its renewals
+                Err(zk::Error::NotEmpty) => {
+                    self.delete_ticket_node(&client, &path, None).await?;
+                }
                 Err(e) => return Err(from_zk("delete abandoned node", e)),
             }
         }
@@ -228,6 +233,8 @@ pub struct ZkEntry {
     pub(crate) node: String,
     pub(crate) seq: i32,
     pub(crate) czxid: i64,
+    /// The TTL the acquisition asked for (a ticket's node gets it).
+    pub(crate) ttl: Duration,
     /// The queue as last listed, and when that listing was sent.
     pub(crate) children: Vec<String>,
     pub(crate) seen: Instant,

@@ -47,7 +47,15 @@ impl QueueDriver for ZkLock {
             return holds.map(|_| None);
         }
         let lease = self
-            .lease(&client, &slot, name, owner.clone(), q.czxid, path, sent)?
+            .lease(
+                &client,
+                &slot,
+                name,
+                owner.clone(),
+                q.czxid,
+                path,
+                (sent, ttl),
+            )?
             .with_access(access);
         if !lease.is_valid() {
             // ours, but the answer came too late to trust: not "busy" (the node is
@@ -77,6 +85,7 @@ impl QueueDriver for ZkLock {
             node: q.name,
             seq,
             czxid: q.czxid,
+            ttl,
             children: q.children,
             seen,
         };
@@ -138,7 +147,7 @@ impl QueueDriver for ZkLock {
                 e.owner.clone(),
                 e.czxid,
                 format!("{}/{}", e.dir, e.node),
-                e.seen,
+                (e.seen, e.ttl),
             )?
             .with_access(e.access);
         if !lease.is_valid() {

@@ -1,13 +1,15 @@
-//! Tickets on ZooKeeper: a lock node handed over becomes a TTL node of the same name,
-//! which outlives this client's session and lives as long as whoever holds the ticket
-//! renews it (`ticket_node.rs`).
+//! Tickets on ZooKeeper: a lock node handed over becomes a ticket's node of the same
+//! name, which outlives this client's session and lives as long as whoever holds the
+//! ticket renews it (`ticket_node.rs`).
 //!
 //! An ephemeral node ends with its session, and a session cannot leave the process
 //! that opened it (the client library keeps its password to itself). So a hand-over
-//! swaps the ephemeral node for a persistent node with a TTL in one transaction
-//! (delete + create at the same path): the node keeps its place in the queue (its name
-//! and sequence number), waiters watching it see a deletion, list the queue again and
-//! find it still ahead of them. The lease keeps its token, written in the node's data.
+//! swaps the ephemeral node for a persistent node with a TTL and its first renewal (a
+//! child with the same TTL) in one transaction (delete + create + create at the same
+//! path): the node keeps its place in the queue (its name and sequence number),
+//! waiters watching it see a deletion, list the queue again and find it still ahead of
+//! them. The lease keeps its token, written in the node's data, and gets the TTL the
+//! acquisition asked for (a TTL node's is not clamped by the servers' session limits).
 //! TTL nodes need `zookeeper.extendedTypesEnabled=true` on the servers, and expire by
 //! the leader's wall clock: the servers' clocks must agree within a tenth of the TTL.
 
@@ -20,13 +22,13 @@ use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::errors::from_zk;
-use crate::node_lease::NodeLease;
+use crate::node_lease::{NodeLease, TicketNode};
 use crate::path::{lowest, owner_of, queue_dir};
-use crate::ticket_node::{HandedOver, no_ttl_nodes};
+use crate::ticket_node::{HandedOver, RENEWAL, no_ttl_nodes, whole_millis};
 
-/// What a swap for a TTL node came to.
+/// What a swap for a ticket's node came to.
 enum Swapped {
-    /// The TTL node is in place.
+    /// The ticket's node is in place.
     Done,
     /// Refused as a whole: the node changed or went, nothing was applied.
     Refused,
@@ -35,8 +37,8 @@ enum Swapped {
 }
 
 impl ZkLock {
-    /// Replaces the node at `path`, if still at `version`, by a TTL node carrying
-    /// `moved`, in one transaction.
+    /// Replaces the node at `path`, if still at `version`, by a ticket's node carrying
+    /// `moved` and its first renewal, in one transaction.
     async fn swap(
         &self,
         client: &zk::Client,
@@ -47,9 +49,14 @@ impl ZkLock {
         let mode = zk::CreateMode::Persistent
             .with_acls(self.acls())
             .with_ttl(moved.ttl);
+        let child = zk::CreateMode::PersistentSequential
+            .with_acls(self.acls())
+            .with_ttl(moved.ttl);
+        let first = format!("{path}/{RENEWAL}");
         let mut swap = client.new_multi_writer();
         swap.add_delete(path, Some(version))
             .and_then(|()| swap.add_create(path, &moved.data(), &mode))
+            .and_then(|()| swap.add_create(&first, b"", &child))
             .map_err(|e| LockError::InvalidArgument(format!("a TTL node: {e}")))?;
         let limit = self.sessions.op_timeout();
         Ok(
@@ -71,13 +78,22 @@ impl ZkLock {
         )
     }
 
-    /// [`Backend::hand_over`]: the lease's ephemeral node becomes a TTL node of the
-    /// same name, carrying the lease's token; the ticket has the node's TTL.
+    /// [`Backend::hand_over`]: the lease's ephemeral node becomes a ticket's node of
+    /// the same name, carrying the lease's token, with the TTL the acquisition asked
+    /// for; the ticket has that TTL.
     pub(crate) async fn hand_over_node(&self, lease: &Lease) -> Result<Ticket, LockError> {
-        let moved = HandedOver::of(lease);
-        let ticket = Ticket::of(self.backend_name(), lease)?.with_ttl(moved.ttl);
         let held = lease.renewable_data::<NodeLease>()?;
-        if held.handed_over {
+        let ttl = if held.handed_over() {
+            lease.ttl()
+        } else {
+            held.asked
+        };
+        let moved = HandedOver {
+            ttl: whole_millis(ttl),
+            token: lease.token(),
+        };
+        let ticket = Ticket::of(self.backend_name(), lease)?.with_ttl(moved.ttl);
+        if held.handed_over() {
             return Ok(ticket); // a ticket's lease: its node already outlives us
         }
         let lost = || LockError::lease_lost(lease.name());
@@ -86,42 +102,65 @@ impl ZkLock {
         }
         let client = held.slot.session.get().await?;
         let _writing = held.writes.lock().await;
+        let ours = |s: &zk::Stat| -> Result<bool, LockError> {
+            Ok(s.ephemeral_owner == client.session_id().0
+                && FencingToken::from_signed(s.czxid, "czxid")? == lease.token())
+        };
         let stat = self.op("read node", client.check_stat(&held.path)).await?;
         let version = match stat {
-            Some(s)
-                if s.ephemeral_owner == client.session_id().0
-                    && FencingToken::from_signed(s.czxid, "czxid")? == lease.token() =>
-            {
-                s.version
-            }
+            Some(s) if ours(&s)? => s.version,
             _ => return Err(lost()),
         };
-        if let Swapped::Refused = self.swap(&client, &held.path, version, moved).await? {
-            return Err(lost());
+        match self.swap(&client, &held.path, version, moved).await? {
+            Swapped::Done => return Ok(ticket),
+            Swapped::Refused => return Err(lost()),
+            Swapped::Unknown => {}
         }
-        // read back, behind a sync with the leader: an unanswered swap may have taken
-        let synced = client.sync(&held.path);
-        let read = client.get_data(&held.path);
-        let (synced, read) = self
-            .op("read node", async { Ok(tokio::join!(synced, read)) })
-            .await?;
-        synced.map_err(|e| from_zk("sync with the leader", e))?;
-        match read {
-            Ok((data, s)) if HandedOver::read(&data, &s) == Some(moved) => Ok(ticket),
-            Ok((_, s)) if s.ephemeral_owner == client.session_id().0 => {
-                Err(LockError::transient(format!(
-                    "the hand-over of {} went unanswered and did not take; this client still holds it",
-                    lease.name()
-                )))
+        // An unanswered swap may have taken, or may still: it was sent on this session,
+        // but a reconnection can leave it in flight on a server's way to the leader.
+        // Read it back behind a sync with the leader; if our node is still there, write
+        // it at the version the swap deletes, so a swap still in flight is refused.
+        for _ in 0..5 {
+            let synced = client.sync(&held.path);
+            let read = client.get_data(&held.path);
+            let (synced, read) = self
+                .op("read node", async { Ok(tokio::join!(synced, read)) })
+                .await?;
+            synced.map_err(|e| from_zk("sync with the leader", e))?;
+            let (data, stat) = match read {
+                Ok(read) => read,
+                Err(zk::Error::NoNode) => return Err(lost()),
+                Err(e) => return Err(from_zk("read node", e)),
+            };
+            if HandedOver::read(&data, &stat) == Some(moved) {
+                return Ok(ticket);
             }
-            Ok(_) | Err(zk::Error::NoNode) => Err(lost()),
-            Err(e) => Err(from_zk("read node", e)),
+            if !ours(&stat)? {
+                return Err(lost());
+            }
+            let fence = client.set_data(&held.path, &data, Some(stat.version));
+            match self.op("read node", async { Ok(fence.await) }).await? {
+                Ok(_) => {
+                    return Err(LockError::transient(format!(
+                        "the hand-over of {} went unanswered and did not take; this client \
+                         still holds it",
+                        lease.name()
+                    )));
+                }
+                // the swap (or a proclaim) got there first: read it again
+                Err(zk::Error::BadVersion | zk::Error::NoNode) => {}
+                Err(e) => return Err(from_zk("read node", e)),
+            }
         }
+        Err(LockError::transient(format!(
+            "the hand-over of {}: its node kept changing",
+            lease.name()
+        )))
     }
 
     /// [`Backend::resume`]: the ticket's node, found by its owner id at the head of
     /// its queue, handed over and with the ticket's token, renewed once with the TTL
-    /// it has (only the servers' clocks know what is left of it).
+    /// it was handed over with (only the servers' clocks know what is left of it).
     pub(crate) async fn resume_node(&self, ticket: &Ticket) -> Result<Lease, LockError> {
         if ticket.backend() != self.backend_name() {
             return Err(ticket.foreign(self.backend_name()));
@@ -166,6 +205,9 @@ impl ZkLock {
             }
             return Err(LockError::lease_lost(ticket.name()));
         };
+        if node.token != ticket.token() {
+            return Err(LockError::lease_lost(ticket.name()));
+        }
         let lease = Lease::new(
             ticket.name().clone(),
             ticket.owner().clone(),
@@ -176,9 +218,14 @@ impl ZkLock {
         .with_backend_data(Arc::new(NodeLease {
             path,
             slot,
-            handed_over: true,
+            asked: node.ttl,
+            ticket: Some(TicketNode {
+                czxid: stat.czxid,
+                version: stat.version,
+                ttl: node.ttl,
+            }),
             writes: tokio::sync::Mutex::new(()),
         }));
-        self.renew_handed_over(&lease, true).await
+        self.renew_handed_over(&lease).await
     }
 }

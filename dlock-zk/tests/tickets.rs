@@ -1,5 +1,6 @@
 //! Tickets on ZooKeeper: a handed-over lock node outlives the session that made it,
-//! lives as long as the ticket's taker renews it, and keeps its place in the queue.
+//! lives as long as the ticket's taker renews it, keeps its place in the queue, and
+//! has the TTL asked for.
 #![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -91,29 +92,29 @@ async fn a_handed_over_node_outlives_its_giver_and_keeps_its_place() {
 }
 
 /// A ticket's taker cannot renew with another TTL (a handed-over node keeps its own),
-/// and releases: the name is free at once and the ticket is dead. A lease whose TTL
-/// has a fraction of a millisecond (a session of 2001 ms: 1200.6 ms) hands over with
-/// the TTL cut to whole milliseconds, as the server keeps it.
+/// and releases: the name is free at once and the ticket is dead. The ticket has the
+/// TTL the acquisition asked for, cut to whole milliseconds as the server keeps it (not
+/// its session's), and its lease ends a tenth of it (the servers' clock bound) and the
+/// drift margin before it.
 #[tokio::test]
 async fn a_taker_keeps_the_ttl_and_releases() {
     let name = unique();
-    let giver = ZkLock::builder(&common::single())
-        .session_timeout(Duration::from_millis(2001))
-        .timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .unwrap();
-    let lease = take(&giver, &name, TTL).await;
-    assert!(
-        lease.ttl().subsec_nanos() % 1_000_000 != 0,
-        "{:?}",
-        lease.ttl()
-    );
+    let giver = client().await;
+    let asked = Duration::from_micros(2_000_600);
+    let lease = take(&giver, &name, asked).await;
+    assert!(lease.ttl() < asked, "a session's lease: {:?}", lease.ttl());
     let ticket = giver.hand_over(&lease).await.expect("handed over");
-    assert_eq!(ticket.ttl(), Duration::from_millis(1200));
+    assert_eq!(ticket.ttl(), Duration::from_millis(2000));
     let taker = client().await;
+    let sent = Instant::now();
     let taken = taker.resume(&ticket).await.expect("taken up");
     assert_eq!(taken.ttl(), ticket.ttl());
+    assert!(
+        taken.valid_until() <= sent + ticket.ttl() * 9 / 10,
+        "trusted past the servers' clock bound: {:?} of a {:?} ticket",
+        taken.valid_until() - sent,
+        ticket.ttl()
+    );
     let taken = taker.renew(&taken).await.expect("renewed");
     let longer = taken.renewed(taken.ttl() * 2, Instant::now());
     assert!(matches!(
@@ -184,11 +185,12 @@ async fn servers_without_ttl_nodes_refuse_and_the_holder_keeps_the_lock() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A handed-over node past its TTL that the server has not deleted yet (its container
-/// manager looks once a minute by default) is not renewed — its delete may already be
-/// decided, and would not look at a renewal — but deleted, and the name is free.
+/// A ticket renewed after its TTL, before the server deleted its node (its container
+/// manager looks once a minute by default), still holds the name: the renewal's child
+/// keeps the node, and the expired one's delete, decided or not, takes only that
+/// child. The name stays held, ahead of a waiter, until the taker releases.
 #[tokio::test]
-async fn a_node_past_its_ttl_is_deleted_not_renewed() {
+async fn a_ticket_renewed_late_before_its_node_went_holds() {
     let dir = std::env::temp_dir().join(format!("dlock-zk-slow-ttl-{:016x}", random_u64()));
     let (_server, addr) =
         dlock_conformance::standalone_zk(&dir, &["-Dzookeeper.extendedTypesEnabled=true"]);
@@ -200,11 +202,53 @@ async fn a_node_past_its_ttl_is_deleted_not_renewed() {
     let ticket = giver.hand_over(&lease).await.expect("handed over");
     drop(giver);
     sleep(ticket.ttl() + Duration::from_millis(500)).await;
+    let taken = taker
+        .resume(&ticket)
+        .await
+        .expect("late, but the node was there");
     assert!(
-        taker.inspect(&name).await.unwrap().is_some(),
-        "the server has not deleted it yet"
+        taker
+            .try_acquire(&name, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_none(),
+        "held"
     );
+    let renewed = taker.renew(&taken).await.expect("renewed");
+    assert!(taker.release(&renewed).await.unwrap());
     the_ticket_is_dead_and_the_name_free(&taker, &name, &ticket).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a server with ZooKeeper's own session limits (sessions of 40 s at most), a
+/// ticket asked for ten minutes has ten minutes — not 3/5 of a clamped session — and
+/// its taker trusts it for nine: a TTL node is not bound by the session limits.
+#[tokio::test]
+async fn a_ticket_has_the_ttl_asked_for_whatever_the_session_limits() {
+    let dir = std::env::temp_dir().join(format!("dlock-zk-stock-{:016x}", random_u64()));
+    let (_server, addr) =
+        dlock_conformance::stock_zk(&dir, &["-Dzookeeper.extendedTypesEnabled=true"]);
+    let giver = common::zk_timed(&addr, Duration::from_secs(20), Duration::from_secs(10)).await;
+    let ten_minutes = Duration::from_secs(600);
+    let name = unique();
+    let lease = take(&giver, &name, ten_minutes).await;
+    assert!(
+        lease.ttl() <= Duration::from_secs(24),
+        "the session is clamped: {:?}",
+        lease.ttl()
+    );
+    let ticket = giver.hand_over(&lease).await.expect("handed over");
+    assert_eq!(ticket.ttl(), ten_minutes);
+    drop(giver);
+    let taker = common::zk_timed(&addr, Duration::from_secs(20), Duration::from_secs(10)).await;
+    let taken = taker.resume(&ticket).await.expect("taken up");
+    assert_eq!(taken.ttl(), ten_minutes);
+    assert!(
+        taken.remaining() > Duration::from_secs(500),
+        "{:?}",
+        taken.remaining()
+    );
+    assert!(taker.release(&taken).await.unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
