@@ -83,7 +83,7 @@ impl Signals {
         }
     }
 
-    fn forward_stop(&mut self, job: &Job, signal: Signal) {
+    fn forward_stop(&mut self, job: &mut Job, signal: Signal) {
         self.stop_forwarded = true;
         job.signal(signal);
     }
@@ -180,10 +180,10 @@ pub async fn supervise(
                 job.stop(stop_by.how == OnLost::Kill, stop_by.grace).await;
                 return Ended::Lost;
             }
-            _ = signals.term.recv() => signals.forward_stop(&job, Signal::SIGTERM),
-            _ = signals.int.recv() => signals.forward_stop(&job, Signal::SIGINT),
+            _ = signals.term.recv() => signals.forward_stop(&mut job, Signal::SIGTERM),
+            _ = signals.int.recv() => signals.forward_stop(&mut job, Signal::SIGINT),
             _ = signals.hup.recv() => job.signal(Signal::SIGHUP),
-            _ = signals.quit.recv() => signals.forward_stop(&job, Signal::SIGQUIT),
+            _ = signals.quit.recv() => signals.forward_stop(&mut job, Signal::SIGQUIT),
             _ = signals.usr1.recv() => job.signal(Signal::SIGUSR1),
             _ = signals.usr2.recv() => job.signal(Signal::SIGUSR2),
         }

@@ -104,6 +104,15 @@ async fn lead_once(
             leadership.epoch()
         );
     }
+    // a command never starts on a leadership already lost
+    if !leadership.guard().is_held() {
+        eprintln!(
+            "dlock: leadership of {} lost before the command could start; not starting it",
+            args.name
+        );
+        let _ = leadership.resign().await;
+        return Term::Over(ExitCode::from(exit::LEASE_LOST), led_from.elapsed());
+    }
     let lease = leadership.guard().lease();
     let env = [
         ("DLOCK_NAME", args.name.clone()),
@@ -144,8 +153,23 @@ async fn lead_once(
     .await;
     match ended {
         Ended::Exited(code) => {
-            if let Err(e) = leadership.resign().await {
-                eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
+            // lost while the command ran, unseen until now (a break between two
+            // renewals): the command may have run beside the next leader
+            let lost = leadership.guard().state().is_final();
+            match leadership.resign().await {
+                Ok(true) if !lost => {}
+                Ok(_) => {
+                    eprintln!(
+                        "dlock: leadership of {} was no longer held when the command ended \
+                         (broken by release --force, or run out unseen): the command may have \
+                         run beside the next leader",
+                        args.name
+                    );
+                    return Term::Over(ExitCode::from(exit::LEASE_LOST), led_from.elapsed());
+                }
+                Err(e) => {
+                    eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
+                }
             }
             match code {
                 // it could not be run (126: not executable, 127: not found): running

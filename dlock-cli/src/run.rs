@@ -78,6 +78,13 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
         // dlock exits: see main)
         signal = signals.any() => return exit::signalled(signal),
     };
+    // a command never starts on a lease already lost (broken, expired or cut off while
+    // a later name was awaited, or while this process was slow to get here)
+    if !held.is_held() {
+        let code = report_end(held.guards());
+        let _ = held.release().await;
+        return ExitCode::from(code);
+    }
     let first = held.guards()[0].lease();
     let unlocked = held.guards().iter().any(|g| g.lease().fallback().is_some());
     if unlocked {
@@ -148,7 +155,16 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
     hold.ended();
     match ended {
         Ended::Exited(code) => {
-            release(held, &args, &mut signals).await;
+            // lost while the command ran, unseen until now (a break between two
+            // renewals, say): the command may have overlapped the next holder
+            if held.guards().iter().any(|g| g.state().is_final()) {
+                let code = report_end(held.guards());
+                let _ = held.release().await;
+                return ExitCode::from(code);
+            }
+            if !release(held, &args, &mut signals).await {
+                return ExitCode::from(exit::LEASE_LOST);
+            }
             match code {
                 Ok(c) => ExitCode::from(c),
                 Err(e) => {
@@ -205,10 +221,18 @@ fn report_end(guards: &[LockGuard]) -> u8 {
     }
 }
 
-/// Releases after the command ended. A `--min-hold` keeps the lock blocked on the
-/// server meanwhile, so a SIGTERM, SIGINT or SIGHUP that comes during that wait ends
-/// dlock at once (the block outlives it; the exit code says which signal).
-async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) {
+/// Releases after the command ended; `false` when the release found a lease already
+/// gone (broken by `release --force`, or run out unseen), said on stderr: the command
+/// may have run beside the next holder, so the run must not pass for a clean one. A
+/// `--min-hold` keeps the lock blocked on the server meanwhile, so a SIGTERM, SIGINT or
+/// SIGHUP that comes during that wait ends dlock at once (the block outlives it; the
+/// exit code says which signal).
+async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) -> bool {
+    let names: Vec<String> = held
+        .guards()
+        .iter()
+        .map(|g| g.lease().name().to_string())
+        .collect();
     if let Some(m) = args.min_hold
         && !args.quiet
     {
@@ -218,11 +242,22 @@ async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) {
         );
     }
     tokio::select! {
-        released = held.release() => {
-            if let Err(e) = released {
-                eprintln!("dlock: releasing failed ({e}); the lock expires by its TTL");
+        released = held.release() => match released {
+            Ok(true) => true,
+            Ok(false) => {
+                eprintln!(
+                    "dlock: the lock on {} was no longer held when the command ended (broken \
+                     by release --force, or run out unseen): the command may have run beside \
+                     the next holder",
+                    names.join(", ")
+                );
+                false
             }
-        }
+            Err(e) => {
+                eprintln!("dlock: releasing failed ({e}); the lock expires by its TTL");
+                true
+            }
+        },
         signal = signals.stop_requested() => {
             std::process::exit(128 + signal as i32);
         }

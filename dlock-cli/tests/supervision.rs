@@ -1,7 +1,10 @@
 //! The command's whole process tree is bound to the lease: after every way a hold can
 //! end — SIGKILL of dlock, dlock stopped past the TTL, `--max-hold`, a forwarded
 //! SIGTERM, SIGINT or SIGHUP — no process of `sh -c 'sleep 60 & sleep 60; wait'` is
-//! left, and after the SIGKILL none is left by the time another run takes the lock.
+//! left, and after the SIGKILL none is left by the time another run takes the lock; the
+//! same for a tree whose processes leave the command's group and session (GNU
+//! `timeout`, a shell's job control, `setsid`). A lease broken while its command runs
+//! never ends in exit 0.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::zombie_processes)]
 
 use std::path::Path;
@@ -24,6 +27,20 @@ fn tree(pids: &Path) -> String {
     )
 }
 
+/// A tree whose processes leave the command's process group and session, each writing
+/// its pid to the file named by `$1` (six in all): GNU `timeout` (a group of its own)
+/// and its child, a `bash` with job control (`set -m`: its job in a group of its own)
+/// and its job, a `setsid -f` child (a session of its own, its parent gone at once),
+/// and the shell that starts them. `dash` turns job control off without a terminal,
+/// hence `bash`.
+const ESCAPING: &str = r#"P=$1
+echo $$ >> "$P"
+sh -c 'echo $$ >> "$1"; exec timeout 60 sh -c "echo \$\$ >> "\$1"; exec sleep 60" sh "$1"' sh "$P" &
+bash -c 'echo $$ >> "$1"; set -m; (echo $BASHPID >> "$1"; exec sleep 60) & wait' bash "$P" &
+setsid -f sh -c 'echo $$ >> "$1"; exec sleep 60' sh "$P"
+wait
+"#;
+
 /// Starts `dlock run ARGS NAME -- sh -c TREE`; the dlock child and the tree's three pids.
 fn hold(url: &str, name: &str, args: &[&str], pids: &Path) -> (Child, Vec<i32>) {
     hold_as("run", url, name, args, pids)
@@ -38,15 +55,39 @@ fn hold_as(
     pids: &Path,
 ) -> (Child, Vec<i32>) {
     let script = tree(pids);
+    hold_tree(subcommand, url, name, args, &["sh", "-c", &script], pids, 3)
+}
+
+/// As [`hold`], the command [`ESCAPING`]'s tree: the dlock child and its six pids.
+fn hold_escaping(url: &str, name: &str, args: &[&str], pids: &Path) -> (Child, Vec<i32>) {
+    let script = pids.with_file_name("escaping.sh");
+    std::fs::write(&script, ESCAPING).unwrap();
+    let (script, pids_arg) = (script.display().to_string(), pids.display().to_string());
+    hold_tree("run", url, name, args, &["sh", &script, &pids_arg], pids, 6)
+}
+
+/// Starts `dlock SUBCOMMAND ARGS NAME -- COMMAND…` and waits until `count` pids are in
+/// `pids`; the dlock child and those pids.
+fn hold_tree(
+    subcommand: &str,
+    url: &str,
+    name: &str,
+    args: &[&str],
+    command: &[&str],
+    pids: &Path,
+    count: usize,
+) -> (Child, Vec<i32>) {
     let mut all: Vec<&str> = vec![subcommand];
     all.extend_from_slice(args);
-    all.extend_from_slice(&[name, "--", "sh", "-c", &script]);
+    all.push(name);
+    all.push("--");
+    all.extend_from_slice(command);
     let child = spawn(url, &all);
     let end = Instant::now() + Duration::from_secs(15);
     loop {
         let read = std::fs::read_to_string(pids).unwrap_or_default();
         let got: Vec<i32> = read.lines().filter_map(|l| l.trim().parse().ok()).collect();
-        if got.len() == 3 {
+        if got.len() == count {
             return (child, got);
         }
         assert!(
@@ -91,6 +132,18 @@ fn sigkill_of_dlock_takes_the_tree_down(url: &str) {
     }
 }
 
+/// SIGKILL of dlock: a tree that left the command's group and session is gone too
+/// before the next run gets the lock.
+fn sigkill_of_dlock_takes_an_escaping_tree_down(url: &str) {
+    let dir = scratch();
+    let name = unique("sigkill-escaping");
+    let (pids, check) = (dir.join("pids"), dir.join("check"));
+    let (mut holder, tree) = hold_escaping(url, &name, &["--ttl", "3s"], &pids);
+    kill(pid_of(&holder), Signal::SIGKILL).unwrap();
+    let _ = holder.wait();
+    nothing_left_when_the_next_run_holds("run", url, &name, &tree, &check);
+}
+
 /// [`sigkill_of_dlock_takes_the_tree_down`] for `dlock run` or `dlock elect`.
 fn sigkill_of(subcommand: &str, url: &str) {
     let dir = scratch();
@@ -99,7 +152,18 @@ fn sigkill_of(subcommand: &str, url: &str) {
     let (mut holder, tree) = hold_as(subcommand, url, &name, &["--ttl", "3s"], &pids);
     kill(pid_of(&holder), Signal::SIGKILL).unwrap();
     let _ = holder.wait();
-    // the next holder looks for the old tree the moment it has the lock
+    nothing_left_when_the_next_run_holds(subcommand, url, &name, &tree, &check);
+}
+
+/// The next `dlock SUBCOMMAND` of `name` looks for the processes of `tree` the moment
+/// it has the lock (writing the live ones to `check`): there must be none.
+fn nothing_left_when_the_next_run_holds(
+    subcommand: &str,
+    url: &str,
+    name: &str,
+    tree: &[i32],
+    check: &Path,
+) {
     let look = format!(
         "for p in {}; do s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); \
          [ -n \"$s\" ] && [ \"$s\" != Z ] && echo $p; done > {}; true",
@@ -114,10 +178,10 @@ fn sigkill_of(subcommand: &str, url: &str) {
         _ => &["elect", "-q"],
     };
     let mut args = next.to_vec();
-    args.extend_from_slice(&[&name, "--", "sh", "-c", &look]);
+    args.extend_from_slice(&[name, "--", "sh", "-c", &look]);
     let out = output(url, &args);
-    let left = std::fs::read_to_string(&check).unwrap_or_default();
-    cleanup(&tree);
+    let left = std::fs::read_to_string(check).unwrap_or_default();
+    cleanup(tree);
     succeeded(&out);
     assert_eq!(
         left.trim(),
@@ -142,6 +206,125 @@ fn stopped_dlock_cannot_outlive_its_lease(url: &str) {
         "alive past the TTL while dlock was stopped: {left:?}"
     );
     assert_eq!(wait_exit(&mut holder, Duration::from_secs(15)), 75);
+}
+
+/// dlock stopped past its TTL: a tree that left the command's group and session is gone
+/// by the time the lease runs out.
+fn stopped_dlock_cannot_outlive_its_lease_with_an_escaping_tree(url: &str) {
+    let dir = scratch();
+    let name = unique("sigstop-escaping");
+    let pids = dir.join("pids");
+    let (mut holder, tree) = hold_escaping(url, &name, &["--ttl", "2s"], &pids);
+    kill(pid_of(&holder), Signal::SIGSTOP).unwrap();
+    let left = gone_within(&tree, Duration::from_secs(4));
+    kill(pid_of(&holder), Signal::SIGCONT).unwrap();
+    cleanup(&tree);
+    assert!(
+        left.is_empty(),
+        "alive past the TTL while dlock was stopped: {left:?}"
+    );
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(15)), 75);
+}
+
+/// `--max-hold`: a tree that left the command's group and session is stopped whole.
+fn max_hold_stops_an_escaping_tree(url: &str) {
+    let dir = scratch();
+    let name = unique("max-hold-escaping");
+    let pids = dir.join("pids");
+    let (mut holder, tree) =
+        hold_escaping(url, &name, &["--max-hold", "2s", "--grace", "1s"], &pids);
+    let code = wait_exit(&mut holder, Duration::from_secs(15));
+    let left = alive_of(&tree);
+    cleanup(&tree);
+    assert_eq!(code, 76);
+    assert!(left.is_empty(), "alive after --max-hold: {left:?}");
+}
+
+/// An operator breaks the lock (`release --force --yes`) while its run's command is
+/// busy, and the command ends before the next renewal could tell: dlock does not exit
+/// 0 as if the run was clean, but 75, saying the lock was no longer held.
+fn a_lease_broken_under_a_command_never_exits_0(url: &str) {
+    let dir = scratch();
+    let name = unique("broken-under");
+    let started = dir.join("started");
+    let script = format!("touch {}; sleep 2", started.display());
+    let mut holder = common::dlock(url)
+        .args(["run", "--ttl", "30s", &name, "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_path(&started, Duration::from_secs(15));
+    succeeded(&output(url, &["release", "--force", "--yes", &name]));
+    let code = wait_exit(&mut holder, Duration::from_secs(15));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut holder.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(code, 75, "{err}");
+    // said either way: seen at the release, or by a renewal first (short TTLs)
+    assert!(
+        err.contains("no longer held") || err.contains("lost; stopped the command"),
+        "{err}"
+    );
+}
+
+/// The command exits leaving a process that ignores SIGTERM: the sweep kills it by the
+/// lease's end as the supervisor last heard of it, not after a longer `--grace`.
+fn a_sweep_stops_by_the_lease_end_not_a_longer_grace(url: &str) {
+    let dir = scratch();
+    let name = unique("sweep-deadline");
+    let pids = dir.join("pids");
+    let script = format!(
+        "(trap '' TERM; echo $(sh -c 'echo $PPID') >> {}; exec sleep 60) & sleep 0.5",
+        pids.display()
+    );
+    let mut holder = spawn(
+        url,
+        &[
+            "run", "--ttl", "3s", "--grace", "60s", &name, "--", "sh", "-c", &script,
+        ],
+    );
+    let left = common::wait_for_file(&pids, Duration::from_secs(15));
+    let pid: i32 = left.parse().unwrap();
+    let gone = gone_within(&[pid], Duration::from_secs(10));
+    cleanup(&[pid]);
+    assert!(
+        gone.is_empty(),
+        "the sweep waited out the 60 s grace: {gone:?}"
+    );
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(15)), 0);
+}
+
+/// A SIGTERM sent to dlock the moment its supervisor exists — before the command runs —
+/// is not swallowed: the command starts and gets it (here before it can do anything: it
+/// ends by it, 143), rather than running its ten seconds to the end.
+fn a_signal_while_the_supervisor_starts_reaches_the_command(url: &str) {
+    let name = unique("early-signal");
+    let mut holder = spawn(url, &["run", &name, "--", "sleep", "10"]);
+    let dlock = pid_of(&holder);
+    let end = Instant::now() + Duration::from_secs(15);
+    while children_of(dlock.as_raw()).is_empty() {
+        assert!(Instant::now() < end, "no supervisor started");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    kill(dlock, Signal::SIGTERM).unwrap();
+    let code = wait_exit(&mut holder, Duration::from_secs(8));
+    assert_eq!(code, 143, "the command did not get the SIGTERM");
+}
+
+/// The pids whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
 }
 
 /// `--max-hold`: the whole tree is stopped, dlock exits 76 once it is gone.
@@ -181,7 +364,13 @@ fn forwarded_signals_reach_the_tree(url: &str) {
 
 common::every_backend!(
     sigkill_of_dlock_takes_the_tree_down,
+    sigkill_of_dlock_takes_an_escaping_tree_down,
     stopped_dlock_cannot_outlive_its_lease,
+    stopped_dlock_cannot_outlive_its_lease_with_an_escaping_tree,
     max_hold_stops_the_tree,
+    max_hold_stops_an_escaping_tree,
     forwarded_signals_reach_the_tree,
+    a_lease_broken_under_a_command_never_exits_0,
+    a_sweep_stops_by_the_lease_end_not_a_longer_grace,
+    a_signal_while_the_supervisor_starts_reaches_the_command,
 );

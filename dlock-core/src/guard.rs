@@ -302,6 +302,28 @@ impl LockGuard {
         self.lock.release(&lease).await
     }
 
+    /// Renews the lease once now, out of its turn: `false` when it is lost (refused,
+    /// or out of time). For a part of a multi-lock taken before a later name was
+    /// awaited: broken or expired meanwhile, its guard would learn so only at its next
+    /// renewal, a third of a TTL later.
+    pub(crate) async fn confirm(&self) -> bool {
+        if !self.is_held() {
+            return false;
+        }
+        match self.lock.renew(&self.shared.lease()).await {
+            Ok(renewed) => {
+                self.shared.set_lease(renewed);
+                true
+            }
+            Err(LockError::LeaseLost { .. }) => {
+                let _ = self.shared.set_state(GuardState::Lost);
+                false
+            }
+            // not known lost: held while its lease lasts, the watchdog retries
+            Err(_) => self.is_held(),
+        }
+    }
+
     /// Stops renewal and hands the lease over for a [`crate::Ticket`]
     /// ([`DistributedLock::hand_over`]): another process takes it up with
     /// [`DistributedLock::resume`] and renews and releases it from then on. The guard

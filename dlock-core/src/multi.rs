@@ -166,7 +166,13 @@ impl Locker {
                 }
             }
         }
-        Ok(MultiGuard { guards })
+        // the names taken before the last may have been lost while it was awaited
+        if let Some((_, earlier)) = guards.split_last() {
+            for g in earlier {
+                g.confirm().await;
+            }
+        }
+        all_still_held(guards).await
     }
 
     /// Takes every name in `names` if all are free now; `Ok(None)` (nothing held)
@@ -193,7 +199,7 @@ impl Locker {
                 }
             }
         }
-        Ok(Some(MultiGuard { guards }))
+        all_still_held(guards).await.map(Some)
     }
 
     /// Runs `work` holding every name, passing the tokens in canonical order; as
@@ -243,5 +249,19 @@ impl Locker {
 async fn release_all(guards: Vec<LockGuard>) {
     for g in guards {
         let _ = g.give_back().await;
+    }
+}
+
+/// The guards as one, if every one is still held: a part lost while a later name was
+/// awaited (broken, expired, cut off) is never handed out as held — everything is given
+/// back and the lost name named.
+async fn all_still_held(guards: Vec<LockGuard>) -> Result<MultiGuard, LockError> {
+    match guards.iter().find(|g| !g.is_held()) {
+        None => Ok(MultiGuard { guards }),
+        Some(lost) => {
+            let name = lost.lease().name().clone();
+            release_all(guards).await;
+            Err(LockError::lease_lost(&name))
+        }
     }
 }

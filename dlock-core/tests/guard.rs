@@ -259,3 +259,43 @@ async fn try_lock_and_bad_names() {
     ));
     assert!(g.release().await.unwrap());
 }
+
+/// A name taken by `lock_all` and broken while it waits for the next is not handed out
+/// as held: `lock_all` answers `LeaseLost` naming it, and gives every name back.
+#[tokio::test]
+async fn lock_all_never_hands_out_a_part_lost_while_it_waited() {
+    let mem = Arc::new(MemoryLock::new());
+    let locker = Locker::new(mem.clone())
+        .with_ttl(Duration::from_secs(30))
+        .with_wait(Duration::from_secs(10));
+    let (a, b) = (
+        LockName::new("all/a").unwrap(),
+        LockName::new("all/b").unwrap(),
+    );
+    let other = mem
+        .try_acquire(&b, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock_all(["all/a", "all/b"]).await })
+    };
+    // `a` is taken, `b` awaited: an operator breaks `a`, then `b` is let go
+    let end = Instant::now() + Duration::from_secs(5);
+    while mem.inspect(&a).await.unwrap().is_none() {
+        assert!(Instant::now() < end, "lock_all never took a");
+        sleep(Duration::from_millis(5)).await;
+    }
+    mem.break_holder(&a).await.unwrap().expect("a was held");
+    assert!(mem.release(&other).await.unwrap());
+    match waiting.await.unwrap() {
+        Err(LockError::LeaseLost { name }) => assert_eq!(name, "all/a"),
+        Ok(held) => panic!(
+            "handed out with a lost part: {:?}",
+            held.guards().iter().map(|g| g.state()).collect::<Vec<_>>()
+        ),
+        Err(e) => panic!("{e}"),
+    }
+    assert!(mem.inspect(&b).await.unwrap().is_none(), "b given back");
+}

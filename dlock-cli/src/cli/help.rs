@@ -101,16 +101,19 @@ The command gets DLOCK_NAME, DLOCK_TOKEN (the fencing token: pass it with every 
 so the store can reject a stale holder) and DLOCK_OWNER in its environment. The lease \
 is renewed every ttl/3 while it runs.
 
-The command runs in a process group of its own, under a small supervisor: every stop \
-goes to the whole group. If the lease is lost, the group gets SIGTERM (or SIGKILL with \
---on-lost kill), then SIGKILL after --grace. If renewals keep failing, the supervisor \
-stops the group before the lease runs out (SIGTERM a quarter TTL, at most --grace, \
-before; SIGKILL at the end), even while dlock is stopped. If dlock dies (even by \
-SIGKILL), the supervisor stops the group the same way. SIGTERM, SIGINT, SIGHUP, \
-SIGQUIT, SIGUSR1 and SIGUSR2 sent to dlock are forwarded to the group. When the \
-command exits, whatever it left running in its group is stopped before the lock is \
-released. A process that leaves the group on purpose (setsid, a daemon's double fork) \
-escapes all of this: run such programs in the foreground.
+The command runs under a small supervisor that adopts everything it starts: its tree \
+is every descendant, whatever process group or session it moves to (timeout, set -m, \
+setsid, a daemon's double fork). Every stop goes to the whole tree. If the lease is \
+lost, the tree gets SIGTERM (or SIGKILL with --on-lost kill), then SIGKILL after \
+--grace. If renewals keep failing, the supervisor stops the tree before the lease runs \
+out (SIGTERM a quarter TTL, at most --grace, before; SIGKILL at the end), even while \
+dlock is stopped. If dlock dies (even by SIGKILL), the supervisor stops the tree the \
+same way. SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to dlock are \
+forwarded to the command's process group. When the command exits, whatever it left \
+running is stopped before the lock is released; if the release finds the lease gone \
+(broken by release --force, or run out unseen), dlock exits 75. What escapes: work \
+another process starts for the command (systemctl start, at), and a setuid program \
+it may not signal.
 
 With --permits N, up to N runs hold NAME at once; with --shared and --exclusive, \
 runs share NAME's read-write lock (readers together, a writer alone; a waiting writer \

@@ -1,19 +1,26 @@
-//! The small process between `dlock` and the command (`dlock __supervise …`). It
-//! leads the command's process group and takes the whole group down
+//! The small process between `dlock` and the command (`dlock __supervise …`). It is
+//! the child subreaper of everything the command starts (`tree.rs`), leads the
+//! command's process group, and takes the whole tree down — every descendant by
+//! parentage, whatever its group or session:
 //!
 //! - when `dlock` dies, by any signal, SIGKILL included: its parent-death signal
-//!   (`PR_SET_PDEATHSIG`) or the end of `dlock`'s deadline pipe, whichever comes first;
+//!   (`PR_SET_PDEATHSIG`) or the end of `dlock`'s order pipe, whichever comes first —
+//!   SIGKILL by the earlier of the death grace and the lease's deadline;
 //! - when the lease's deadline comes without a renewal reaching it (`dlock` stopped,
 //!   starved, or cut off): SIGTERM a death grace before the deadline, SIGKILL at it;
-//! - after the command exits, whatever it left running in the group (SIGTERM, SIGKILL
-//!   after the grace), so the lock is released only once the group is empty.
+//! - when `dlock` orders it (the lease lost, `--max-hold`): SIGTERM now, SIGKILL at the
+//!   earlier of the grace and the deadline;
+//! - after the command exits, whatever it left running (SIGTERM, SIGKILL at the
+//!   earlier of the grace and the deadline), so the lock is released only once the tree
+//!   is empty.
 //!
-//! It runs no async runtime. The signals it takes have handlers that write to a pipe
-//! it polls with the deadline pipe (never a blocked mask, which the command would
-//! inherit across `exec`; handlers are reset there). Any of SIGTERM, SIGINT, SIGHUP,
-//! SIGQUIT, SIGUSR1, SIGUSR2 while `dlock` lives was sent to the whole group (by
-//! `dlock` forwarding it, or by a terminal): the command got it too, and the helper
-//! carries on.
+//! It never starts the command on a lease already over. It runs no async runtime. The
+//! signals it takes have handlers that write to a pipe it polls with the order pipe
+//! (never a blocked mask, which the command would inherit across `exec`; handlers are
+//! reset there): a SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2 that reaches it
+//! came from a terminal to the whole group (the command got it too) and it carries on;
+//! the signals `dlock` forwards come as orders, read once the command runs, so one
+//! forwarded while the helper starts still reaches the command.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -24,12 +31,12 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::prctl;
-use nix::sys::signal::Signal;
-use nix::unistd::{Pid, getppid};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::{Pid, getpgrp, getpid, getppid};
 
-use super::deadline::{DeadlineReceiver, Heard, monotonic_now};
-use super::group;
+use super::orders::{Heard, Order, OrderReceiver, monotonic_now};
 use super::terminal::Terminal;
+use super::tree;
 use crate::exit;
 
 /// The hidden subcommand: `dlock __supervise PARENT_PID PIPE DEADLINE_NS DEATH_GRACE_MS
@@ -104,7 +111,7 @@ pub fn main(args: &[OsString]) -> u8 {
     if getppid() != orders.parent {
         return exit::LEASE_LOST;
     }
-    let mut lease = match DeadlineReceiver::open(&orders.pipe, orders.parent) {
+    let mut pipe = match OrderReceiver::open(&orders.pipe, orders.parent) {
         Ok(l) => l,
         Err(e) => {
             eprintln!(
@@ -114,12 +121,18 @@ pub fn main(args: &[OsString]) -> u8 {
             return exit::BACKEND;
         }
     };
+    // a command never starts on a lease already over (dlock checked before it started
+    // this helper, which took its time to start)
+    if monotonic_now() >= orders.deadline.saturating_sub(orders.death_grace) {
+        eprintln!("dlock: the lease ran out before the command could start; not starting it");
+        return exit::LEASE_LOST;
+    }
     let terminal = Terminal::take();
     let (program, rest) = (&orders.command[0], &orders.command[1..]);
     let code = match Command::new(program).args(rest).spawn() {
         Ok(child) => {
             let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-            supervise(&orders, &mut wakeups, &mut lease, pid)
+            supervise(&orders, &mut wakeups, &mut pipe, pid)
         }
         Err(e) => {
             eprintln!("dlock: cannot start {:?}: {e}", program.to_string_lossy());
@@ -130,59 +143,73 @@ pub fn main(args: &[OsString]) -> u8 {
     code
 }
 
-/// Waits for the command, its deadline and `dlock`; see the module doc.
-fn supervise(
-    orders: &Orders,
-    wakeups: &mut Wakeups,
-    lease: &mut DeadlineReceiver,
-    command: Pid,
-) -> u8 {
+/// Waits for the command, its deadline, `dlock`'s orders and `dlock` itself; see the
+/// module doc.
+fn supervise(orders: &Orders, wakeups: &mut Wakeups, pipe: &mut OrderReceiver, command: Pid) -> u8 {
+    let me = getpid();
     let mut deadline = orders.deadline;
     loop {
-        if let Some(code) = group::reap(Some(command)) {
-            sweep(orders.grace);
+        if let Some(code) = tree::reap(Some(command)) {
+            sweep(me, orders.grace, deadline);
             return code;
         }
         let stop_at = deadline.saturating_sub(orders.death_grace);
         let now = monotonic_now();
         if now >= stop_at {
             eprintln!(
-                "dlock: the lease was not renewed in time; stopping the command's process group"
+                "dlock: the lease was not renewed in time; stopping the command's process tree"
             );
-            let kill_at = Instant::now() + deadline.saturating_sub(now);
-            let _ = group::stop(Some(command), kill_at);
+            let _ = tree::stop(me, Some(command), instant(deadline));
             return exit::LEASE_LOST;
         }
         let wait = PollTimeout::try_from(stop_at - now + Duration::from_millis(1))
             .unwrap_or(PollTimeout::MAX);
-        let gone = match wakeups.wait(lease, wait) {
-            Heard::Deadline(d) => {
-                deadline = d.unwrap_or(deadline);
-                // reparented: the death signal may still be on its way
-                getppid() != orders.parent
-            }
-            Heard::Gone => true,
+        let (heard, gone) = match wakeups.wait(pipe, wait) {
+            // reparented: the death signal may still be on its way
+            Heard::Orders(heard) => (heard, getppid() != orders.parent),
+            Heard::Gone(heard) => (heard, true),
         };
+        for order in heard {
+            match order {
+                Order::Deadline(d) => deadline = d,
+                Order::Signal(s) => {
+                    if let Ok(signal) = Signal::try_from(s) {
+                        let _ = killpg(getpgrp(), signal);
+                    }
+                }
+                Order::Stop(kill_at) => {
+                    let code = tree::stop(me, Some(command), instant(kill_at.min(deadline)));
+                    return code.unwrap_or(exit::LEASE_LOST);
+                }
+            }
+        }
         if gone {
-            eprintln!("dlock: dlock is gone; stopping the command's process group");
-            let code = group::stop(Some(command), Instant::now() + orders.death_grace);
+            eprintln!("dlock: dlock is gone; stopping the command's process tree");
+            let kill_at = (monotonic_now() + orders.death_grace).min(deadline);
+            let code = tree::stop(me, Some(command), instant(kill_at));
             return code.unwrap_or(exit::LEASE_LOST);
         }
     }
 }
 
-/// After the command ended: whatever it left running in its group gets SIGTERM, and
-/// SIGKILL after `grace`.
-fn sweep(grace: Duration) {
-    let left = group::others();
+/// `at` on `CLOCK_MONOTONIC` as an [`Instant`] (now, if it has passed).
+fn instant(at: Duration) -> Instant {
+    Instant::now() + at.saturating_sub(monotonic_now())
+}
+
+/// After the command ended: whatever it left running in its tree gets SIGTERM, and
+/// SIGKILL at the earlier of `grace` and the lease's `deadline`.
+fn sweep(me: Pid, grace: Duration, deadline: Duration) {
+    let left = tree::descendants(me);
     if left.is_empty() {
         return;
     }
     eprintln!(
-        "dlock: the command exited leaving {} process(es) of its group running; stopping them",
+        "dlock: the command exited leaving {} process(es) of its tree running; stopping them",
         left.len()
     );
-    let _ = group::stop(None, Instant::now() + grace);
+    let kill_at = (monotonic_now() + grace).min(deadline);
+    let _ = tree::stop(me, None, instant(kill_at));
 }
 
 /// The watched signals, each written to a socket as it comes (the self-pipe trick of
@@ -201,10 +228,10 @@ impl Wakeups {
         Some(Self { signals: read })
     }
 
-    /// Waits up to `timeout` for a signal or news on the deadline pipe; what the pipe
+    /// Waits up to `timeout` for a signal or news on the order pipe; what the pipe
     /// said. (Which signal came does not matter: every wake-up reaps and checks that
     /// `dlock` is still the parent.)
-    fn wait(&mut self, lease: &mut DeadlineReceiver, timeout: PollTimeout) -> Heard {
+    fn wait(&mut self, lease: &mut OrderReceiver, timeout: PollTimeout) -> Heard {
         let mut fds = [
             PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
             PollFd::new(lease.file().as_fd(), PollFlags::POLLIN),

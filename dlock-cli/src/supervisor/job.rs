@@ -1,22 +1,24 @@
 //! `dlock`'s side of a supervised command: the helper started in a process group of
-//! its own (which the command joins), every stop and forwarded signal sent to that
-//! group, and the group found empty before the lock is released.
+//! its own (which the command joins), every stop and forwarded signal sent to it as an
+//! order (it alone knows the command's whole tree), and the tree found empty before
+//! the lock is released.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
-use super::deadline::{DeadlineSender, on_monotonic_clock};
-use super::helper;
+use super::orders::{Order, OrderSender, on_monotonic_clock};
+use super::{helper, tree};
 
-/// The command's process group, led by the helper (see [`helper`]).
+/// The command's process tree, under the helper (see [`helper`]).
 pub struct Job {
     helper: Child,
+    /// The helper's pid, which is also its process group's.
     group: Pid,
-    deadline: DeadlineSender,
+    orders: OrderSender,
 }
 
 /// How long the command's group gets to stop after a SIGTERM.
@@ -47,7 +49,10 @@ impl Job {
         graces: Graces,
         valid_until: tokio::time::Instant,
     ) -> std::io::Result<Self> {
-        let deadline = DeadlineSender::new()?;
+        // should the helper die, what it supervised is adopted by dlock, which can
+        // still find it (by parentage) and stop it
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+        let orders = OrderSender::new()?;
         // the running binary even if it was replaced on disk since
         let me = if std::path::Path::new("/proc/self/exe").exists() {
             std::path::PathBuf::from("/proc/self/exe")
@@ -59,7 +64,7 @@ impl Job {
         let nanos = on_monotonic_clock(valid_until).as_nanos().to_string();
         cmd.arg(helper::SUBCOMMAND)
             .arg(std::process::id().to_string())
-            .arg(deadline.path())
+            .arg(orders.path())
             .arg(nanos)
             .arg(millis(graces.death))
             .arg(millis(graces.stop))
@@ -77,64 +82,79 @@ impl Job {
         Ok(Self {
             helper,
             group: Pid::from_raw(pid),
-            deadline,
+            orders,
         })
     }
 
     /// Tells the helper the lease now lasts until `valid_until`.
     pub fn lease_renewed(&mut self, valid_until: tokio::time::Instant) {
-        self.deadline.send(on_monotonic_clock(valid_until));
+        self.orders.deadline(on_monotonic_clock(valid_until));
     }
 
-    /// Sends `signal` to the command's whole process group.
-    pub fn signal(&self, signal: Signal) {
-        let _ = killpg(self.group, signal);
+    /// Forwards `signal` to the command's process group (through the helper, which
+    /// passes it on once the command runs; straight to the group should the helper not
+    /// take orders any more).
+    pub fn signal(&mut self, signal: Signal) {
+        if !self.orders.send(Order::Signal(signal as i32)) {
+            let _ = killpg(self.group, signal);
+        }
     }
 
-    /// Waits until the command has ended and its group is empty; the command's exit
+    /// Waits until the command has ended and its tree is empty; the command's exit
     /// code (128+N when signal N ended it).
     ///
     /// # Cancel safety
     /// Dropping it before the helper exited changes nothing; call it again.
     pub async fn wait(&mut self) -> std::io::Result<u8> {
         let status = self.helper.wait().await?;
-        self.empty_group().await;
+        self.leftovers().await;
         Ok(helper::code_of(status))
     }
 
-    /// Stops the command's group: SIGTERM and, after `grace`, SIGKILL (`kill_at_once`:
-    /// SIGKILL straight away). Returns once the group is empty.
+    /// Stops the command's tree: the helper sends SIGTERM to all of it and SIGKILL
+    /// after `grace` (`kill_at_once`: at once), or at the lease's deadline if that comes
+    /// first. Returns once the tree is empty — stopped here should the helper not do
+    /// it in time.
     pub async fn stop(&mut self, kill_at_once: bool, grace: Duration) {
-        if !kill_at_once {
-            self.signal(Signal::SIGTERM);
-            if tokio::time::timeout(grace, self.helper.wait())
+        let grace = if kill_at_once { Duration::ZERO } else { grace };
+        let kill_at = tokio::time::Instant::now() + grace;
+        let ordered = self.orders.send(Order::Stop(on_monotonic_clock(kill_at)));
+        let bound = grace + Duration::from_secs(2);
+        if !ordered
+            || tokio::time::timeout(bound, self.helper.wait())
                 .await
-                .is_ok()
-            {
-                self.empty_group().await;
-                return;
-            }
-            eprintln!(
-                "dlock: the command ignored SIGTERM for {}; killing its process group",
-                dlock_any::format_duration(grace)
-            );
+                .is_err()
+        {
+            eprintln!("dlock: the command's supervisor did not stop it; stopping its tree here");
+            let helper = self.group;
+            // (a second at most of SIGKILL rounds: nothing else to do meanwhile)
+            tree::stop(helper, None, std::time::Instant::now());
+            let _ = kill(helper, Signal::SIGKILL);
+            let _ = self.helper.wait().await;
         }
-        self.signal(Signal::SIGKILL);
-        let _ = self.helper.wait().await;
-        self.empty_group().await;
+        self.leftovers().await;
     }
 
-    /// After the helper exited (it sweeps the group itself, unless it was killed):
-    /// kills whatever is left, and waits until nothing is (at most a second).
-    async fn empty_group(&self) {
-        if super::group::members(self.group).is_empty() {
+    /// After the helper exited (it stops the tree itself, unless it was killed): kills
+    /// whatever is left — adopted by `dlock` as subreaper, or still in the command's
+    /// group — and waits until nothing is (at most a second).
+    async fn leftovers(&self) {
+        let me = nix::unistd::getpid();
+        let left = || {
+            let mut all = tree::descendants(me);
+            all.extend(tree::group_members(self.group));
+            all
+        };
+        if left().is_empty() {
             return;
         }
-        eprintln!("dlock: processes of the command's group outlived it; killing them");
+        eprintln!("dlock: processes of the command's tree outlived its supervisor; killing them");
         for _ in 0..100 {
-            let _ = killpg(self.group, Signal::SIGKILL);
+            for pid in left() {
+                let _ = kill(pid, Signal::SIGKILL);
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
-            if super::group::members(self.group).is_empty() {
+            if left().is_empty() {
                 return;
             }
         }

@@ -140,6 +140,15 @@ pub fn watch_leader(url: &str, name: &str) -> (Child, std::sync::mpsc::Receiver<
     (watcher, rx)
 }
 
+/// Waits until `p` exists (a marker a command touched).
+pub fn wait_for_path(p: &Path, within: Duration) {
+    let end = Instant::now() + within;
+    while !p.exists() {
+        assert!(Instant::now() < end, "{} never appeared", p.display());
+        sleep(Duration::from_millis(20));
+    }
+}
+
 pub fn wait_for_file(p: &Path, within: Duration) -> String {
     let end = Instant::now() + within;
     loop {

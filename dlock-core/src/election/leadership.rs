@@ -54,7 +54,11 @@ impl Leadership {
         self.guard.is_held()
     }
 
-    /// Completes when the leadership is lost — before anyone else can be granted it.
+    /// Completes when the leadership is lost: a renewal refused, or the lease's
+    /// `valid_until` passed without a renewal — the latter before anyone else can be
+    /// granted it by the server's expiry. A leadership taken away on the server (an
+    /// operator's `break_holder`, `dlock release --force`) is seen at the next renewal,
+    /// by which time the next candidate may lead: fence the leader's writes.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         self.guard.lost()
     }
