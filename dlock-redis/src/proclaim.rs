@@ -79,13 +79,26 @@ impl crate::Redlock {
                 async move { n.proclaim(&k, &o, &v).await }
             })
             .await;
-        if round.ok.len() >= self.quorum() {
-            return Ok(());
+        match proclaim_outcome(
+            round.ok.len(),
+            round.refused,
+            self.nodes.len(),
+            self.quorum(),
+        ) {
+            Proclaimed::Done => Ok(()),
+            Proclaimed::Lost => Err(LockError::lease_lost(lease.name())),
+            Proclaimed::Unknown if round.failures > self.nodes.len() - self.quorum() => {
+                Err(self.quorum_unreachable(round.failures, round.failed))
+            }
+            Proclaimed::Unknown => Err(LockError::transient(format!(
+                "proclaiming for {}: {} of {} nodes have the value, {} did not answer; \
+                 the lease may still hold: proclaim again",
+                lease.name(),
+                round.ok.len(),
+                self.nodes.len(),
+                round.failures
+            ))),
         }
-        if round.failures > self.nodes.len() - self.quorum() {
-            return Err(self.quorum_unreachable(round.failures, round.failed));
-        }
-        Err(LockError::lease_lost(lease.name()))
     }
 
     /// The value a quorum of nodes hold for the holder (`values`: one entry per node
@@ -94,6 +107,36 @@ impl crate::Redlock {
     /// never reported.
     pub(crate) fn agreed(&self, values: Vec<Option<HolderValue>>) -> Option<HolderValue> {
         agreed_by(values, self.quorum())
+    }
+}
+
+/// What a proclaim round came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Proclaimed {
+    /// A quorum holds the lease and has the value.
+    Done,
+    /// Too many nodes answered that they do not hold the lease for a quorum to hold it.
+    Lost,
+    /// Neither: nodes that did not answer may hold it (the lease may be intact, the
+    /// value on fewer than a quorum).
+    Unknown,
+}
+
+/// A proclaim round's outcome from its answers: `ok` nodes hold the lease and took the
+/// value, `refused` answered that they do not hold it, of `nodes` with `quorum`. Only
+/// refusals prove the lease gone; a node that did not answer may hold it still.
+pub(crate) fn proclaim_outcome(
+    ok: usize,
+    refused: usize,
+    nodes: usize,
+    quorum: usize,
+) -> Proclaimed {
+    if ok >= quorum {
+        Proclaimed::Done
+    } else if refused > nodes.saturating_sub(quorum) {
+        Proclaimed::Lost
+    } else {
+        Proclaimed::Unknown
     }
 }
 
@@ -115,6 +158,16 @@ fn agreed_by(values: Vec<Option<HolderValue>>, quorum: usize) -> Option<HolderVa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_refusals_prove_a_proclaim_lost() {
+        // five nodes, quorum three
+        assert_eq!(proclaim_outcome(3, 0, 5, 3), Proclaimed::Done);
+        // held on three, one of them timed out, two never held it: intact, unknown
+        assert_eq!(proclaim_outcome(2, 2, 5, 3), Proclaimed::Unknown);
+        assert_eq!(proclaim_outcome(2, 3, 5, 3), Proclaimed::Lost);
+        assert_eq!(proclaim_outcome(0, 0, 5, 3), Proclaimed::Unknown);
+    }
 
     #[test]
     fn a_value_belongs_to_its_owner_only() {

@@ -339,3 +339,40 @@ async fn redlock_renewals_keep_within_the_restart_delay() {
     );
     assert!(lock.release(&lease).await.unwrap(), "still held, released");
 }
+
+/// A proclaim whose answer from one node holding the lease never comes is no proof the
+/// leadership is gone: held on three of five nodes (a bare quorum), two answering that
+/// they do not hold it and one silent, the proclaim is an outage to retry, not
+/// `LeaseLost` — and once the silent node answers again, it succeeds.
+#[cfg(feature = "server-tests")]
+#[tokio::test]
+async fn redlock_proclaim_with_a_holder_silent_is_no_lost_lease() {
+    use dlock_conformance::FaultMode;
+    let (urls, proxies) = common::proxied(&common::redlock_urls()).await;
+    let lock = common::redlock(&urls).await;
+    let n = name("proclaim-silent");
+    // nodes 4 and 5 cut off while the lock is taken: it is held on 1, 2 and 3
+    proxies.0[3].set_mode(FaultMode::Blackhole);
+    proxies.0[4].set_mode(FaultMode::Blackhole);
+    let lease = lock
+        .try_acquire(&n, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("held on a quorum");
+    proxies.0[3].set_mode(FaultMode::Pass);
+    proxies.0[4].set_mode(FaultMode::Pass);
+    proxies.0[2].set_mode(FaultMode::Blackhole);
+    let value = dlock_core::HolderValue::new("10.0.0.7:9092").unwrap();
+    match lock.proclaim(&lease, &value).await {
+        Err(LockError::LeaseLost { .. }) => panic!("the lease is intact on three nodes"),
+        Err(_) => {}
+        Ok(()) => panic!("only two nodes took the value"),
+    }
+    proxies.0[2].set_mode(FaultMode::Pass);
+    lock.proclaim(&lease, &value)
+        .await
+        .expect("all three answer");
+    let held = lock.inspect(&n).await.unwrap().expect("held");
+    assert_eq!(held.proclaimed, Some(value));
+    assert!(lock.release(&lease).await.unwrap());
+}
