@@ -31,7 +31,8 @@
 //! neither does. On [`LockError::StaleToken`], roll the transaction back.
 //!
 //! For a table of your own, the one-statement form is a conditional update —
-//! `UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2` — and
+//! `UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2`, the
+//! token bound through [`bind_token`] (which refuses token 0) — and
 //! [`updated_or_stale`] turns its row count into the same error.
 
 use async_trait::async_trait;
@@ -64,6 +65,18 @@ pub(crate) fn create(dialect: crate::shared::Dialect, lock_table: &str) -> Strin
             "CREATE TABLE IF NOT EXISTS {t} (resource TEXT PRIMARY KEY, token INTEGER NOT NULL) STRICT"
         ),
     }
+}
+
+/// `token` as the `BIGINT` to bind in a fenced statement of your own (`… AND fence <=
+/// $2`); token 0 (a fallback's lease, `DLOCK_TOKEN=0` of an unlocked run, which no lock
+/// service granted) is refused outright, before anything is written — a fresh row's
+/// fence of 0 would let it through.
+///
+/// # Errors
+/// [`LockError::StaleToken`] for token 0; [`LockError::InvalidArgument`] for a token
+/// beyond a `BIGINT`.
+pub fn bind_token(resource: &str, token: FencingToken) -> Result<i64, LockError> {
+    as_i64(resource, token)
 }
 
 /// A token as the `BIGINT` it is stored as; token 0 (a fallback's lease, which no lock
@@ -291,17 +304,20 @@ pub(crate) async fn raise_sqlite(
         .await
 }
 
-/// A conditional update of your own table (`… WHERE … AND fence <= $token`) as a
-/// fence: no row updated means a higher token wrote there first.
+/// A conditional update of your own table (`… WHERE … AND fence <= $token`, the token
+/// bound through [`bind_token`]) as a fence: no row updated means a higher token wrote
+/// there first.
 ///
 /// # Errors
 /// [`LockError::StaleToken`] (the mark it lost to is not known) when `rows_affected`
-/// is 0.
+/// is 0, and for token 0 whatever the count (roll back: [`bind_token`] refuses it
+/// before the update).
 pub fn updated_or_stale(
     rows_affected: u64,
     resource: &str,
     token: FencingToken,
 ) -> Result<(), LockError> {
+    dlock_core::require_real_token(resource, token)?;
     if rows_affected == 0 {
         Err(LockError::stale_token(resource, None, token))
     } else {

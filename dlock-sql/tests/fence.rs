@@ -139,6 +139,13 @@ async fn postgres_fence() {
     updated_or_stale(done, "demo/1", t(8)).unwrap();
     let late = upd(3).execute(&pool).await.unwrap().rows_affected();
     assert!(is_stale(&updated_or_stale(late, "demo/1", t(3)), None, 3));
+    // an unlocked run's DLOCK_TOKEN=0: refused before the update, and by the row count
+    assert!(is_stale(
+        &dlock_sql::fence::bind_token("demo/2", t(0)).map(|_| ()),
+        None,
+        0
+    ));
+    assert!(is_stale(&updated_or_stale(1, "demo/2", t(0)), None, 0));
     assert_eq!(mark!(&pool, &r), 7, "a refused token never lowers the mark");
     common::raw_execute(&url, &format!("DROP TABLE {demo}")).await;
 }
@@ -298,4 +305,11 @@ async fn sqlite_fence() {
     .unwrap();
     let late = upd(3).execute(&pool).await.unwrap().rows_affected();
     assert!(is_stale(&updated_or_stale(late, "demo/1", t(3)), None, 3));
+    // an unlocked run's DLOCK_TOKEN=0: refused before the update, and by the row count
+    assert!(is_stale(
+        &dlock_sql::fence::bind_token("demo/2", t(0)).map(|_| ()),
+        None,
+        0
+    ));
+    assert!(is_stale(&updated_or_stale(1, "demo/2", t(0)), None, 0));
 }
