@@ -243,6 +243,13 @@ impl PartitionableEnsemble {
             .position(|m| m.as_deref() == Some("leader"))
     }
 
+    /// Kills server `i` (SIGKILL): if it led, the others elect a new leader.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(s) = self.servers.get_mut(i) {
+            s.kill();
+        }
+    }
+
     /// Cuts server `i` off from its peers (both directions, open connections held
     /// silent as in a real partition); its clients still reach it.
     pub fn partition(&self, i: usize) {

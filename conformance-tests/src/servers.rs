@@ -265,6 +265,15 @@ impl TestServer {
     }
 }
 
+impl TestServer {
+    /// Kills the server (SIGKILL) and waits for it; dropping it afterwards does nothing
+    /// more.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
