@@ -177,7 +177,7 @@ pub async fn supervise(
             code = job.wait() => return Ended::Exited(code),
             _ = tick.tick() => job.lease_renewed(valid_until()),
             () = &mut lost => {
-                job.stop(stop_by.how == OnLost::Kill, stop_by.grace).await;
+                job.stop(stop_by.how == OnLost::Kill, stop_by.grace, valid_until()).await;
                 return Ended::Lost;
             }
             _ = signals.term.recv() => signals.forward_stop(&mut job, Signal::SIGTERM),

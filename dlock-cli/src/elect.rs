@@ -156,9 +156,9 @@ async fn lead_once(
             // lost while the command ran, unseen until now (a break between two
             // renewals): the command may have run beside the next leader
             let lost = leadership.guard().state().is_final();
-            match leadership.resign().await {
-                Ok(true) if !lost => {}
-                Ok(_) => {
+            match (lost, leadership.resign().await) {
+                (false, Ok(true)) => {}
+                (true, _) | (_, Ok(false)) => {
                     eprintln!(
                         "dlock: leadership of {} was no longer held when the command ended \
                          (broken by release --force, or run out unseen): the command may have \
@@ -167,8 +167,12 @@ async fn lead_once(
                     );
                     return Term::Over(ExitCode::from(exit::LEASE_LOST), led_from.elapsed());
                 }
-                Err(e) => {
-                    eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
+                (false, Err(e)) => {
+                    eprintln!(
+                        "dlock: resigning failed ({e}); the leadership ends by its TTL, and \
+                         whether it was held to the command's end is not known"
+                    );
+                    return Term::Final(ExitCode::from(exit::UNAVAILABLE));
                 }
             }
             match code {

@@ -162,8 +162,8 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
                 let _ = held.release().await;
                 return ExitCode::from(code);
             }
-            if !release(held, &args, &mut signals).await {
-                return ExitCode::from(exit::LEASE_LOST);
+            if let Some(code) = release(held, &args, &mut signals).await {
+                return ExitCode::from(code);
             }
             match code {
                 Ok(c) => ExitCode::from(c),
@@ -221,13 +221,14 @@ fn report_end(guards: &[LockGuard]) -> u8 {
     }
 }
 
-/// Releases after the command ended; `false` when the release found a lease already
-/// gone (broken by `release --force`, or run out unseen), said on stderr: the command
-/// may have run beside the next holder, so the run must not pass for a clean one. A
+/// Releases after the command ended; an exit code instead of the command's when the run
+/// must not pass for a clean one, said on stderr: 75 when the release found a lease
+/// already gone (broken by `release --force`, or run out unseen: the command may have
+/// run beside the next holder), 69 when it could not tell (the release failed). A
 /// `--min-hold` keeps the lock blocked on the server meanwhile, so a SIGTERM, SIGINT or
 /// SIGHUP that comes during that wait ends dlock at once (the block outlives it; the
 /// exit code says which signal).
-async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) -> bool {
+async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) -> Option<u8> {
     let names: Vec<String> = held
         .guards()
         .iter()
@@ -243,7 +244,7 @@ async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) -> boo
     }
     tokio::select! {
         released = held.release() => match released {
-            Ok(true) => true,
+            Ok(true) => None,
             Ok(false) => {
                 eprintln!(
                     "dlock: the lock on {} was no longer held when the command ended (broken \
@@ -251,11 +252,14 @@ async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) -> boo
                      the next holder",
                     names.join(", ")
                 );
-                false
+                Some(exit::LEASE_LOST)
             }
             Err(e) => {
-                eprintln!("dlock: releasing failed ({e}); the lock expires by its TTL");
-                true
+                eprintln!(
+                    "dlock: releasing failed ({e}); the lock expires by its TTL, and whether \
+                     it was held to the command's end is not known"
+                );
+                Some(exit::UNAVAILABLE)
             }
         },
         signal = signals.stop_requested() => {

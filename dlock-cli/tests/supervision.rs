@@ -311,6 +311,30 @@ fn a_signal_while_the_supervisor_starts_reaches_the_command(url: &str) {
     assert_eq!(code, 143, "the command did not get the SIGTERM");
 }
 
+/// Job control cannot stop the supervisor while it guards the deadline: its group gets
+/// SIGTSTP (Ctrl-Z on a terminal), then dlock is stopped past the TTL — the tree is
+/// still gone by the time the lease runs out.
+fn a_suspended_job_cannot_outlive_its_lease(url: &str) {
+    let dir = scratch();
+    let name = unique("tstp-tree");
+    let pids = dir.join("pids");
+    let (mut holder, tree) = hold_escaping(url, &name, &["--ttl", "2s"], &pids);
+    let helper = children_of(pid_of(&holder).as_raw())[0];
+    // the helper's group: the helper and the command's shell (timeout's and the job's
+    // own groups are elsewhere)
+    let _ = nix::sys::signal::killpg(Pid::from_raw(helper), Signal::SIGTSTP);
+    kill(pid_of(&holder), Signal::SIGSTOP).unwrap();
+    let left = gone_within(&tree, Duration::from_secs(4));
+    kill(pid_of(&holder), Signal::SIGCONT).unwrap();
+    let _ = nix::sys::signal::killpg(Pid::from_raw(helper), Signal::SIGCONT);
+    cleanup(&tree);
+    assert!(
+        left.is_empty(),
+        "alive past the TTL with the supervisor's group suspended: {left:?}"
+    );
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(15)), 75);
+}
+
 /// The pids whose parent is `parent`.
 fn children_of(parent: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
@@ -373,4 +397,5 @@ common::every_backend!(
     a_lease_broken_under_a_command_never_exits_0,
     a_sweep_stops_by_the_lease_end_not_a_longer_grace,
     a_signal_while_the_supervisor_starts_reaches_the_command,
+    a_suspended_job_cannot_outlive_its_lease,
 );

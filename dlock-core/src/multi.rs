@@ -63,10 +63,13 @@ impl MultiGuard {
         })
     }
 
-    /// Releases every part. `Ok(true)` when every part was still held.
+    /// Releases every part. `Ok(true)` when every part was still held; `Ok(false)` when
+    /// one was not, whatever the others answered (a proof of a lost part weighs more
+    /// than an error that proves nothing).
     ///
     /// # Errors
-    /// The first backend error; every part is released (or tried) regardless.
+    /// The first backend error, when no part was found not held; every part is released
+    /// (or tried) regardless.
     ///
     /// # Cancel safety
     /// Dropped before every part was answered, the parts not yet released are held
@@ -82,7 +85,10 @@ impl MultiGuard {
                 }
             }
         }
-        first_error.map_or(Ok(all_held), Err)
+        match first_error {
+            Some(e) if all_held => Err(e),
+            _ => Ok(all_held),
+        }
     }
 }
 

@@ -43,8 +43,11 @@ use crate::exit;
 /// GRACE_MS -- COMMAND…`.
 pub const SUBCOMMAND: &str = "__supervise";
 
-/// The signals the helper takes: with a handler installed none of them can end it.
-const WATCHED: [i32; 7] = [
+/// The signals the helper takes: with a handler installed none of them can end it,
+/// and none of the job-control ones (Ctrl-Z, a background write to a terminal with
+/// `tostop`) can stop it while it guards a deadline. Handlers are reset at `exec`: the
+/// command gets every one of them as usual.
+const WATCHED: [i32; 10] = [
     signal_hook::consts::SIGCHLD,
     signal_hook::consts::SIGTERM,
     signal_hook::consts::SIGINT,
@@ -52,6 +55,9 @@ const WATCHED: [i32; 7] = [
     signal_hook::consts::SIGQUIT,
     signal_hook::consts::SIGUSR1,
     signal_hook::consts::SIGUSR2,
+    signal_hook::consts::SIGTSTP,
+    signal_hook::consts::SIGTTIN,
+    signal_hook::consts::SIGTTOU,
 ];
 
 /// What the helper was told, from its arguments.
@@ -156,10 +162,8 @@ fn supervise(orders: &Orders, wakeups: &mut Wakeups, pipe: &mut OrderReceiver, c
         let stop_at = deadline.saturating_sub(orders.death_grace);
         let now = monotonic_now();
         if now >= stop_at {
-            eprintln!(
-                "dlock: the lease was not renewed in time; stopping the command's process tree"
-            );
             let _ = tree::stop(me, Some(command), instant(deadline));
+            say("the lease was not renewed in time; stopped the command's process tree");
             return exit::LEASE_LOST;
         }
         let wait = PollTimeout::try_from(stop_at - now + Duration::from_millis(1))
@@ -184,9 +188,9 @@ fn supervise(orders: &Orders, wakeups: &mut Wakeups, pipe: &mut OrderReceiver, c
             }
         }
         if gone {
-            eprintln!("dlock: dlock is gone; stopping the command's process tree");
             let kill_at = (monotonic_now() + orders.death_grace).min(deadline);
             let code = tree::stop(me, Some(command), instant(kill_at));
+            say("dlock is gone; stopped the command's process tree");
             return code.unwrap_or(exit::LEASE_LOST);
         }
     }
@@ -204,12 +208,20 @@ fn sweep(me: Pid, grace: Duration, deadline: Duration) {
     if left.is_empty() {
         return;
     }
-    eprintln!(
-        "dlock: the command exited leaving {} process(es) of its tree running; stopping them",
-        left.len()
-    );
     let kill_at = (monotonic_now() + grace).min(deadline);
     let _ = tree::stop(me, None, instant(kill_at));
+    say(&format!(
+        "the command exited leaving {} process(es) of its tree running; stopped them",
+        left.len()
+    ));
+}
+
+/// Says `what` on stderr, after the act it reports: a stderr that fails (a reader gone,
+/// a terminal hung up) must neither stop the helper before it acts nor end it (as
+/// `eprintln!` would, panicking).
+pub(super) fn say(what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "dlock: {what}");
 }
 
 /// The watched signals, each written to a socket as it comes (the self-pipe trick of

@@ -112,32 +112,42 @@ impl Job {
     }
 
     /// Stops the command's tree: the helper sends SIGTERM to all of it and SIGKILL
-    /// after `grace` (`kill_at_once`: at once), or at the lease's deadline if that comes
-    /// first. Returns once the tree is empty — stopped here should the helper not do
-    /// it in time.
-    pub async fn stop(&mut self, kill_at_once: bool, grace: Duration) {
+    /// after `grace` (`kill_at_once`: at once), or at the lease's deadline
+    /// `valid_until` if that comes first. Returns once the tree is empty — stopped here
+    /// should the helper not have done it by then (stopped by job control, say).
+    pub async fn stop(
+        &mut self,
+        kill_at_once: bool,
+        grace: Duration,
+        valid_until: tokio::time::Instant,
+    ) {
         let grace = if kill_at_once { Duration::ZERO } else { grace };
-        let kill_at = tokio::time::Instant::now() + grace;
+        let kill_at = (tokio::time::Instant::now() + grace).min(valid_until);
         let ordered = self.orders.send(Order::Stop(on_monotonic_clock(kill_at)));
-        let bound = grace + Duration::from_secs(2);
+        // its SIGKILL rounds take a moment past the kill time
+        let done_by = kill_at + Duration::from_millis(500);
         if !ordered
-            || tokio::time::timeout(bound, self.helper.wait())
+            || tokio::time::timeout_at(done_by, self.helper.wait())
                 .await
                 .is_err()
         {
-            eprintln!("dlock: the command's supervisor did not stop it; stopping its tree here");
             let helper = self.group;
             // (a second at most of SIGKILL rounds: nothing else to do meanwhile)
             tree::stop(helper, None, std::time::Instant::now());
             let _ = kill(helper, Signal::SIGKILL);
             let _ = self.helper.wait().await;
+            super::helper::say(
+                "the command's supervisor did not stop it in time; stopped its tree here",
+            );
         }
         self.leftovers().await;
     }
 
     /// After the helper exited (it stops the tree itself, unless it was killed): kills
     /// whatever is left — adopted by `dlock` as subreaper, or still in the command's
-    /// group — and waits until nothing is (at most a second).
+    /// group — and waits until nothing is, for as long as it takes (a process stuck in
+    /// the kernel): the lock, renewed meanwhile, is released only once the tree is
+    /// empty.
     async fn leftovers(&self) {
         let me = nix::unistd::getpid();
         let left = || {
@@ -148,14 +158,23 @@ impl Job {
         if left().is_empty() {
             return;
         }
-        eprintln!("dlock: processes of the command's tree outlived its supervisor; killing them");
-        for _ in 0..100 {
+        let mut said: Option<tokio::time::Instant> = None;
+        loop {
             for pid in left() {
                 let _ = kill(pid, Signal::SIGKILL);
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
-            if left().is_empty() {
+            let still = left();
+            if still.is_empty() {
                 return;
+            }
+            if said.is_none_or(|s| s.elapsed() >= Duration::from_secs(10)) {
+                said = Some(tokio::time::Instant::now());
+                super::helper::say(&format!(
+                    "{} process(es) of the command's tree outlive SIGKILL (stuck in the \
+                     kernel?): holding the lock until they are gone",
+                    still.len()
+                ));
             }
         }
     }

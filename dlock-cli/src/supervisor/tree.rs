@@ -64,12 +64,7 @@ pub fn stop(root: Pid, command: Option<Pid>, kill_at: Instant) -> Option<u8> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    if !told.is_empty() && !descendants(root).is_empty() {
-        eprintln!(
-            "dlock: the command's process tree ignored SIGTERM for {}; killing it",
-            dlock_any::format_duration(began.elapsed())
-        );
-    }
+    let stubborn = !told.is_empty() && !descendants(root).is_empty();
     for _ in 0..200 {
         reaped(&mut code);
         let left = descendants(root);
@@ -82,6 +77,12 @@ pub fn stop(root: Pid, command: Option<Pid>, kill_at: Instant) -> Option<u8> {
         std::thread::sleep(Duration::from_millis(5));
     }
     reaped(&mut code);
+    if stubborn {
+        super::helper::say(&format!(
+            "the command's process tree ignored SIGTERM for {}; killed it",
+            dlock_any::format_duration(began.elapsed())
+        ));
+    }
     code
 }
 
@@ -103,15 +104,16 @@ pub fn descendants(root: Pid) -> Vec<Pid> {
                 .push(if live { pid } else { -pid });
         }
     }
-    // a zombie's children were adopted already; its own entry says only it is dead
+    // a zombie's children were adopted already (walking it finds none), but a process
+    // whose main thread exited while others run reads as one too, with its children
     let mut found = Vec::new();
     let mut next = vec![root.as_raw()];
     while let Some(pid) = next.pop() {
         for &child in children.get(&pid).into_iter().flatten() {
             if child > 0 {
                 found.push(Pid::from_raw(child));
-                next.push(child);
             }
+            next.push(child.abs());
         }
     }
     found
@@ -125,7 +127,22 @@ fn parent_of(pid: i32) -> Option<(i32, bool)> {
     let mut fields = after.split_whitespace();
     let state = fields.next()?;
     let parent = fields.next()?.parse().ok()?;
-    Some((parent, !matches!(state, "Z" | "X")))
+    Some((parent, !matches!(state, "Z" | "X") || has_live_thread(pid)))
+}
+
+/// Whether a process that reads as a zombie still runs threads: its main thread
+/// exited (`pthread_exit`), the others did not — it is alive, and signals reach it.
+fn has_live_thread(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(Result::ok).any(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, after)| after.split_whitespace().next())
+                .is_some_and(|state| !matches!(state, "Z" | "X"))
+        })
+    })
 }
 
 /// The live processes of process group `group` (zombies excluded): what `dlock` can
@@ -153,7 +170,7 @@ fn in_group(pid: i32, group: Pid) -> bool {
     let state = fields.next();
     let _parent = fields.next();
     let pgrp = fields.next().and_then(|g| g.parse::<i32>().ok());
-    !matches!(state, Some("Z" | "X")) && pgrp == Some(group.as_raw())
+    pgrp == Some(group.as_raw()) && (!matches!(state, Some("Z" | "X")) || has_live_thread(pid))
 }
 
 #[cfg(test)]
@@ -188,5 +205,56 @@ mod tests {
         assert!(descendants(root).is_empty());
         let _ = kill(root, Signal::SIGKILL);
         let _ = sh.wait();
+    }
+
+    /// A process whose main thread exited while another runs reads as a zombie, yet
+    /// lives: it is in the tree, and stopped with it.
+    #[test]
+    fn a_process_without_its_main_thread_is_still_in_the_tree() {
+        let dir = std::env::temp_dir().join(format!("dlock-tree-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = dir.join("headless.c");
+        std::fs::write(
+            &source,
+            "#include <pthread.h>\n#include <unistd.h>\n\
+             static void *run(void *a) { (void)a; for (;;) sleep(1); return 0; }\n\
+             int main(void) { pthread_t t; pthread_create(&t, 0, run, 0); pthread_exit(0); }\n",
+        )
+        .unwrap();
+        let program = dir.join("headless");
+        let built = std::process::Command::new("cc")
+            .args(["-pthread", "-o"])
+            .arg(&program)
+            .arg(&source)
+            .status()
+            .unwrap();
+        assert!(built.success());
+        // under a shell of its own, so that stopping the shell's tree touches no other
+        // test's processes
+        let mut sh = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{} & wait", program.display()))
+            .spawn()
+            .unwrap();
+        let root = Pid::from_raw(i32::try_from(sh.id()).unwrap());
+        let end = Instant::now() + Duration::from_secs(5);
+        let headless = loop {
+            let zombie_looking = descendants(root).into_iter().find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| s.contains(") Z "))
+            });
+            if let Some(p) = zombie_looking {
+                break p;
+            }
+            assert!(
+                Instant::now() < end,
+                "the main thread never exited (or was left out)"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        stop(root, None, Instant::now());
+        assert!(!descendants(root).contains(&headless));
+        let _ = kill(root, Signal::SIGKILL);
+        let _ = sh.wait();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
