@@ -68,6 +68,14 @@ mod waiting;
 mod wakeups;
 
 pub use builder::{Builder, RedisLockBuilder, RedlockBuilder};
+
+/// The adapter's pure decisions, as its models in `dlock-models` call them: Redlock's
+/// proposals (how far ahead of a clock, what to propose after a refusal, how far past
+/// the nodes' clocks a node takes one) and when a proclaim is lost.
+pub mod decisions {
+    pub use crate::proclaim::{Proclaimed, proclaim_outcome};
+    pub use crate::quorum::{AHEAD, MAX_AHEAD_MICROS, PROPOSALS, reproposal};
+}
 pub use fence::RedisFence;
 pub use lock::RedisLock;
 pub use options::{DEFAULT_COUNTER_RETENTION, DEFAULT_PREFIX, DEFAULT_RESTART_DELAY, KeyLayout};

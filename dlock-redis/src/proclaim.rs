@@ -112,7 +112,7 @@ impl crate::Redlock {
 
 /// What a proclaim round came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Proclaimed {
+pub enum Proclaimed {
     /// A quorum holds the lease and has the value.
     Done,
     /// Too many nodes answered that they do not hold the lease for a quorum to hold it.
@@ -125,12 +125,7 @@ pub(crate) enum Proclaimed {
 /// A proclaim round's outcome from its answers: `ok` nodes hold the lease and took the
 /// value, `refused` answered that they do not hold it, of `nodes` with `quorum`. Only
 /// refusals prove the lease gone; a node that did not answer may hold it still.
-pub(crate) fn proclaim_outcome(
-    ok: usize,
-    refused: usize,
-    nodes: usize,
-    quorum: usize,
-) -> Proclaimed {
+pub fn proclaim_outcome(ok: usize, refused: usize, nodes: usize, quorum: usize) -> Proclaimed {
     if ok >= quorum {
         Proclaimed::Done
     } else if refused > nodes.saturating_sub(quorum) {

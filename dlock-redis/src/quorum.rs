@@ -230,7 +230,7 @@ pub(crate) enum Grant {
 
 /// How many proposals one acquisition round makes before it lets the caller's wait
 /// try again: a second one follows a refusal, a third a race with another client's.
-const PROPOSALS: usize = 3;
+pub const PROPOSALS: usize = 3;
 
 /// The first token a round proposes: the client's clock in µs plus a second, ahead of
 /// each node's own clock (the script's lower bound) by more than clock skew and
@@ -251,13 +251,13 @@ fn proposed_token() -> u64 {
 /// nodes' clocks, not the client's, so a client whose clock is off by more than a
 /// second still gets a lock (at a second round's cost), and counters never creep
 /// ahead of the nodes' time by more than the one second.
-fn reproposal(counter: u64, clock: u64) -> u64 {
+pub fn reproposal(counter: u64, clock: u64) -> u64 {
     let ahead = u64::try_from(AHEAD.as_micros()).unwrap_or(u64::MAX);
     counter.saturating_add(1).max(clock.saturating_add(ahead))
 }
 
 /// How far ahead of a clock a proposal is made.
-const AHEAD: Duration = Duration::from_secs(1);
+pub const AHEAD: Duration = Duration::from_secs(1);
 
 /// How far past its clock (or the highest counter the round's nodes named) a node
 /// takes a proposal (µs): [`AHEAD`] plus a second for clock skew between hosts. A
@@ -267,7 +267,7 @@ const AHEAD: Duration = Duration::from_secs(1);
 /// counter, which would let each carry it further), and a node resting longer after a
 /// restart (see [`crate::options::DEFAULT_RESTART_DELAY`]) comes back below the tokens
 /// of clients with true clocks.
-pub(crate) const MAX_AHEAD_MICROS: u64 = 2_000_000;
+pub const MAX_AHEAD_MICROS: u64 = 2_000_000;
 
 impl Node {
     /// Takes the lock for `owner` at exactly the `proposal`ed token, or not at all; a

@@ -79,6 +79,12 @@ mod tickets;
 mod url;
 
 pub use builder::ZkLockBuilder;
+
+/// The adapter's pure decisions, as its model in `dlock-models` calls them: what a
+/// renewal of a ticket's node is trusted for, and the server clock bound it rests on.
+pub mod decisions {
+    pub use crate::ticket_node::{server_clock_bound, ticket_trusted_for};
+}
 pub use path::NodeLayout;
 /// The ZooKeeper client library, for the operations of [`ZkLock::guarded_multi`].
 pub use zookeeper_client;

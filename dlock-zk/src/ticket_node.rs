@@ -84,14 +84,20 @@ pub fn server_clock_bound(ttl: Duration) -> Duration {
     ttl / 10
 }
 
-/// Until when a renewal of a ticket of `ttl` sent at `sent` is trusted: its child
+/// How long after it was sent a renewal of a ticket of `ttl` is trusted: its child
 /// cannot be deleted before `sent + ttl − server_clock_bound(ttl)` by any leader's
 /// clock within the bound, and the lease ends the drift margin before that.
 #[must_use]
-pub fn ticket_valid_until(sent: Instant, ttl: Duration) -> Instant {
-    sent + ttl
-        .saturating_sub(server_clock_bound(ttl))
+pub fn ticket_trusted_for(ttl: Duration) -> Duration {
+    ttl.saturating_sub(server_clock_bound(ttl))
         .saturating_sub(drift_margin(ttl))
+}
+
+/// Until when a renewal of a ticket of `ttl` sent at `sent` is trusted
+/// ([`ticket_trusted_for`]).
+#[must_use]
+pub fn ticket_valid_until(sent: Instant, ttl: Duration) -> Instant {
+    sent + ticket_trusted_for(ttl)
 }
 
 /// The fencing token of the lease a lock node stands for: its creation zxid, or the
