@@ -32,26 +32,25 @@ pub enum Expiry {
 /// The lock's row.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Row {
-    /// 0: nobody (released).
-    pub owner: u8,
+    /// The holding acquisition's owner id; 0: nobody (released).
+    pub owner: u32,
     /// Its fencing token.
     pub token: u64,
     /// When it expires, by the database's clock.
     pub expires: i64,
 }
 
-/// The take statement at database time `now`, for `owner` whose statement computed
-/// `expires` when it began: the row after it, and the token granted (none: refused).
+/// The take statement at database time `now` (whose clock in µs, the hybrid token's
+/// floor, reads `first`), for `owner` whose statement computed `expires` when it began:
+/// the row after it, and the token granted (none: refused).
 #[must_use]
 pub fn take(
     rule: Expiry,
     row: Option<&Row>,
-    owner: u8,
-    expires: i64,
+    (owner, expires): (u32, i64),
     now: i64,
+    first: u64,
 ) -> (Option<Row>, Option<u64>) {
-    // the hybrid clock in the model's time units
-    let first = u64::try_from(now).unwrap_or(0);
     match row {
         None => {
             let r = Row {
@@ -89,7 +88,7 @@ pub fn take(
 
 /// The renewal statement: the row after it, and whether it renewed.
 #[must_use]
-pub fn renew(row: Option<&Row>, owner: u8, token: u64, ttl: i64, now: i64) -> (Option<Row>, bool) {
+pub fn renew(row: Option<&Row>, owner: u32, token: u64, ttl: i64, now: i64) -> (Option<Row>, bool) {
     match row {
         Some(r) if r.owner == owner && r.token == token && r.expires > now => (
             Some(Row {
@@ -104,7 +103,7 @@ pub fn renew(row: Option<&Row>, owner: u8, token: u64, ttl: i64, now: i64) -> (O
 
 /// The release statement: the row after it (expired at once, never deleted).
 #[must_use]
-pub fn release(row: Option<&Row>, owner: u8, token: u64, now: i64) -> Option<Row> {
+pub fn release(row: Option<&Row>, owner: u32, token: u64, now: i64) -> Option<Row> {
     match row {
         Some(r) if r.owner == owner && r.token == token && r.expires > now => Some(Row {
             owner: 0,
@@ -175,16 +174,16 @@ impl SqlClaim {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Sent {
     /// A take (or a retry of one), sent at this time (its expiry computed from it).
-    Take(u8, i64),
+    Take(u32, i64),
     /// A renewal of the lease with this token, sent at this time.
-    Renew(u8, u64, i64),
+    Renew(u32, u64, i64),
 }
 
 /// A client.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
     /// Its current acquisition's owner id (a new one per acquisition, as core makes).
-    owner: u8,
+    owner: u32,
     /// Waiting for its take's answer.
     acquiring: bool,
     /// Its lease: token and the end of its trust.
@@ -233,7 +232,7 @@ impl Model for SqlClaim {
     fn init_states(&self) -> Vec<State> {
         let clients = (0..self.clients)
             .map(|c| Client {
-                owner: c * 16 + 1,
+                owner: u32::from(c) * 16 + 1,
                 acquiring: false,
                 lease: None,
                 pending: Vec::new(),
@@ -299,8 +298,14 @@ impl Model for SqlClaim {
                 let granted = match &sent {
                     Sent::Take(owner, at) => {
                         let before = s.row.clone();
-                        let (row, token) =
-                            take(self.rule, s.row.as_ref(), *owner, at + self.ttl, now);
+                        let first = u64::try_from(now).unwrap_or(0);
+                        let (row, token) = take(
+                            self.rule,
+                            s.row.as_ref(),
+                            (*owner, at + self.ttl),
+                            now,
+                            first,
+                        );
                         let retaken =
                             before.is_some_and(|r| r.owner == *owner && Some(r.token) == token);
                         if let (false, Some(t)) = (retaken, token) {
