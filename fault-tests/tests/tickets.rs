@@ -98,6 +98,10 @@ async fn a_leader_clock_a_tenth_ahead_lets_no_waiter_in_while_the_ticket_is_trus
         "the waiter got the lock {:?} before the ticket's lease ended",
         taken.valid_until() - granted
     );
+    eprintln!(
+        "clock a tenth ahead: the waiter got the lock {:?} after the lease's end",
+        granted - taken.valid_until()
+    );
     assert!(next.token() > ticket.token());
     drop(ensemble);
     let _ = std::fs::remove_dir_all(&dir);
@@ -166,6 +170,10 @@ async fn the_leader_killed_under_a_ticket_lets_no_waiter_in_while_it_is_trusted(
         "the waiter got the lock {:?} before the ticket's lease ended",
         trusted - granted
     );
+    eprintln!(
+        "the waiter got the lock {:?} after the lease's end",
+        granted - trusted
+    );
     assert!(next.token() > ticket.token());
     drop(ensemble);
     let _ = std::fs::remove_dir_all(&dir);
@@ -232,6 +240,10 @@ async fn a_delete_backlog_and_a_lost_reply_let_no_waiter_in_while_the_ticket_is_
         granted >= trusted,
         "the waiter got the lock {:?} before the ticket's lease ended",
         trusted - granted
+    );
+    eprintln!(
+        "the waiter got the lock {:?} after the lease's end",
+        granted - trusted
     );
     assert!(next.token() > ticket.token());
     drop(ensemble);

@@ -149,13 +149,13 @@ impl SqlClaim {
         }
     }
 
-    /// Deeper: finer time, longer, one request more.
+    /// Deeper: time in steps of a tenth of the TTL, for a TTL and a half (one more
+    /// request runs past 24 GiB of states).
     #[must_use]
     pub fn deep(self) -> Self {
         Self {
             step: 10,
-            horizon: 200,
-            requests: 4,
+            horizon: 150,
             ..self
         }
     }
