@@ -26,6 +26,16 @@ use crate::node_lease::{NodeLease, TicketNode};
 use crate::path::{lowest, owner_of, queue_dir};
 use crate::ticket_node::{HandedOver, RENEWAL, no_ttl_nodes, whole_millis};
 
+/// What reading back an unanswered swap found.
+enum Settled {
+    /// The ticket's node is in place.
+    TakenOver,
+    /// Our node is still ours, written so that the swap can no longer land.
+    StillHeld,
+    /// Neither: the lock is gone.
+    Lost,
+}
+
 /// What a swap for a ticket's node came to.
 enum Swapped {
     /// The ticket's node is in place.
@@ -120,6 +130,64 @@ impl ZkLock {
         // but a reconnection can leave it in flight on a server's way to the leader.
         // Read it back behind a sync with the leader; if our node is still there, write
         // it at the version the swap deletes, so a swap still in flight is refused.
+        let settled = self.settle_swap(&client, lease, moved, &ours).await;
+        match &settled {
+            Ok(Settled::TakenOver) => return Ok(ticket),
+            Ok(Settled::Lost) => return Err(lost()),
+            Ok(Settled::StillHeld) => {
+                return Err(LockError::transient(format!(
+                    "the hand-over of {} went unanswered and did not take; this client \
+                     still holds it",
+                    lease.name()
+                )));
+            }
+            Err(_) => {}
+        }
+        // Not settled: the swap may still land, with the ticket's TTL, which may be
+        // shorter than what this lease is trusted for — so it is trusted no more here
+        // (neither renewed nor released), and settled in the background: a node still
+        // ours then is deleted (nobody holds it any more), a ticket's node nobody has the
+        // ticket for ends with its TTL.
+        lease.mark_handed_over();
+        let (lock, client, lease) = (self.clone(), client.clone(), lease.clone());
+        dlock_core::spawn_cleanup(async move {
+            let session = client.session_id().0;
+            let token = lease.token();
+            let ours = |s: &zk::Stat| -> Result<bool, LockError> {
+                Ok(s.ephemeral_owner == session
+                    && FencingToken::from_signed(s.czxid, "czxid")? == token)
+            };
+            let mut pause = std::time::Duration::from_millis(100);
+            loop {
+                match lock.settle_swap(&client, &lease, moved, &ours).await {
+                    Ok(Settled::StillHeld) => {
+                        if let Some(held) = lease.backend_data::<NodeLease>() {
+                            let _ = lock.delete_ticket_node(&client, &held.path, None).await;
+                        }
+                        return;
+                    }
+                    Ok(Settled::TakenOver | Settled::Lost) => return,
+                    // the session ended: its node went with it
+                    Err(_) if client.state().is_terminated() => return,
+                    Err(_) => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+        settled.map(|_| ticket)
+    }
+
+    /// Reads back a swap that went unanswered (see `hand_over_node`).
+    async fn settle_swap(
+        &self,
+        client: &zk::Client,
+        lease: &Lease,
+        moved: HandedOver,
+        ours: &impl Fn(&zk::Stat) -> Result<bool, LockError>,
+    ) -> Result<Settled, LockError> {
+        let held = lease.renewable_data::<NodeLease>()?;
         for _ in 0..5 {
             let synced = client.sync(&held.path);
             let read = client.get_data(&held.path);
@@ -129,24 +197,18 @@ impl ZkLock {
             synced.map_err(|e| from_zk("sync with the leader", e))?;
             let (data, stat) = match read {
                 Ok(read) => read,
-                Err(zk::Error::NoNode) => return Err(lost()),
+                Err(zk::Error::NoNode) => return Ok(Settled::Lost),
                 Err(e) => return Err(from_zk("read node", e)),
             };
             if HandedOver::read(&data, &stat) == Some(moved) {
-                return Ok(ticket);
+                return Ok(Settled::TakenOver);
             }
             if !ours(&stat)? {
-                return Err(lost());
+                return Ok(Settled::Lost);
             }
             let fence = client.set_data(&held.path, &data, Some(stat.version));
             match self.op("read node", async { Ok(fence.await) }).await? {
-                Ok(_) => {
-                    return Err(LockError::transient(format!(
-                        "the hand-over of {} went unanswered and did not take; this client \
-                         still holds it",
-                        lease.name()
-                    )));
-                }
+                Ok(_) => return Ok(Settled::StillHeld),
                 // the swap (or a proclaim) got there first: read it again
                 Err(zk::Error::BadVersion | zk::Error::NoNode) => {}
                 Err(e) => return Err(from_zk("read node", e)),
