@@ -80,9 +80,11 @@ mod url;
 
 pub use builder::ZkLockBuilder;
 
-/// The adapter's pure decisions, as its model in `dlock-models` calls them: what a
-/// renewal of a ticket's node is trusted for, and the server clock bound it rests on.
+/// The adapter's pure decisions, as its models in `dlock-models` call them: what a
+/// renewal of a session's lock is trusted for, what a renewal of a ticket's node is
+/// trusted for, and the server clock bound that rests on.
 pub mod decisions {
+    pub use crate::session::lease_ttl;
     pub use crate::ticket_node::{server_clock_bound, ticket_trusted_for};
 }
 pub use path::NodeLayout;

@@ -62,7 +62,7 @@ impl Session {
 /// ping periods (at most a quarter of the session timeout, as a server's minimum
 /// session timeout is two ticks). The leader therefore cannot expire the session before
 /// `S + timeout − 2/5 × timeout`, and the lease stops being trusted before that.
-pub(crate) fn lease_ttl(session_timeout: Duration) -> Duration {
+pub fn lease_ttl(session_timeout: Duration) -> Duration {
     session_timeout * 3 / 5
 }
 

@@ -19,4 +19,5 @@ pub mod check;
 pub mod redis_tokens;
 pub mod redlock;
 pub mod sql_claim;
+pub mod zk_sessions;
 pub mod zk_tickets;

@@ -48,3 +48,41 @@ fn trusting_a_gap_after_a_late_write_is_found() {
     eprintln!("{property}:\n{trace}");
     assert_eq!(property, "exclusive");
 }
+
+mod sessions {
+    use dlock_models::check::check;
+    use dlock_models::zk_sessions::Sessions;
+
+    #[test]
+    fn the_adapters_renewals_keep_one_holder() {
+        let r = check("zookeeper sessions", Sessions::adapter());
+        eprintln!("{r:?}");
+        assert!(r.violation.is_none(), "{:#?}", r.violation);
+    }
+
+    /// A renewal read from a cut-off follower's copy: the leader expired the session and
+    /// handed the lock on while the follower still showed the node.
+    #[test]
+    fn a_renewal_confirmed_by_a_cut_off_follower_is_found() {
+        let r = check(
+            "zookeeper sessions, follower reads",
+            Sessions::follower_reads(),
+        );
+        let (property, trace) = r.violation.expect("the checker must find two holders");
+        eprintln!("{property}:\n{trace}");
+        assert_eq!(property, "exclusive");
+    }
+
+    /// Trust for the whole session timeout: the leader may have heard of the client
+    /// last well before the renewal.
+    #[test]
+    fn trusting_the_whole_session_timeout_is_found() {
+        let r = check(
+            "zookeeper sessions, whole timeout",
+            Sessions::trusting_the_timeout(),
+        );
+        let (property, trace) = r.violation.expect("the checker must find two holders");
+        eprintln!("{property}:\n{trace}");
+        assert_eq!(property, "exclusive");
+    }
+}
