@@ -155,7 +155,7 @@ async fn lead_once(
         Ended::Exited(code) => {
             // lost while the command ran, unseen until now (a break between two
             // renewals): the command may have run beside the next leader
-            let lost = leadership.guard().state().is_final();
+            let lost = !leadership.guard().is_held();
             match (lost, leadership.resign().await) {
                 (false, Ok(true)) => {}
                 (true, _) | (_, Ok(false)) => {
@@ -168,11 +168,7 @@ async fn lead_once(
                     return Term::Over(ExitCode::from(exit::LEASE_LOST), led_from.elapsed());
                 }
                 (false, Err(e)) => {
-                    eprintln!(
-                        "dlock: resigning failed ({e}); the leadership ends by its TTL, and \
-                         whether it was held to the command's end is not known"
-                    );
-                    return Term::Final(ExitCode::from(exit::UNAVAILABLE));
+                    eprintln!("dlock: resigning failed ({e}); the leadership ends by its TTL");
                 }
             }
             match code {

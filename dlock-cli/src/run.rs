@@ -156,8 +156,9 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
     match ended {
         Ended::Exited(code) => {
             // lost while the command ran, unseen until now (a break between two
-            // renewals, say): the command may have overlapped the next holder
-            if held.guards().iter().any(|g| g.state().is_final()) {
+            // renewals, say), or run out (the supervisor stopped the command at the
+            // lease's end): the command may have overlapped the next holder
+            if !held.is_held() {
                 let code = report_end(held.guards());
                 let _ = held.release().await;
                 return ExitCode::from(code);
@@ -224,7 +225,8 @@ fn report_end(guards: &[LockGuard]) -> u8 {
 /// Releases after the command ended; an exit code instead of the command's when the run
 /// must not pass for a clean one, said on stderr: 75 when the release found a lease
 /// already gone (broken by `release --force`, or run out unseen: the command may have
-/// run beside the next holder), 69 when it could not tell (the release failed). A
+/// run beside the next holder). A release that fails is a warning: the lease was still
+/// valid when the command ended, and now runs out by its TTL. A
 /// `--min-hold` keeps the lock blocked on the server meanwhile, so a SIGTERM, SIGINT or
 /// SIGHUP that comes during that wait ends dlock at once (the block outlives it; the
 /// exit code says which signal).
@@ -255,11 +257,8 @@ async fn release(held: MultiGuard, args: &RunArgs, signals: &mut Signals) -> Opt
                 Some(exit::LEASE_LOST)
             }
             Err(e) => {
-                eprintln!(
-                    "dlock: releasing failed ({e}); the lock expires by its TTL, and whether \
-                     it was held to the command's end is not known"
-                );
-                Some(exit::UNAVAILABLE)
+                eprintln!("dlock: releasing failed ({e}); the lock expires by its TTL");
+                None
             }
         },
         signal = signals.stop_requested() => {
