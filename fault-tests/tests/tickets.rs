@@ -14,9 +14,10 @@ use dlock_conformance::{EnsembleOptions, FaultMode, FaultProxy, PartitionableEns
 use dlock_faults::clock::FakeClock;
 use tokio::time::Instant;
 
-/// A ticket's TTL: long beside the container manager's look every second, so that a
-/// tenth of it is more than the look's own jitter.
-const TTL: Duration = Duration::from_secs(20);
+/// A ticket's TTL: long beside the container manager's look (every 100 ms in the clock
+/// drill), so that a tenth of it is more than the look's own jitter; a whole number of
+/// seconds a tenth of which is too (the stepping clock steps whole seconds).
+const TTL: Duration = Duration::from_secs(10);
 
 fn name(case: &str) -> LockName {
     LockName::new(&format!("faults/tickets/{case}/{:016x}", random_u64())).unwrap()
@@ -179,7 +180,7 @@ async fn the_leader_killed_under_a_ticket_lets_no_waiter_in_while_it_is_trusted(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The container manager deletes slowly (one node a second) behind a backlog of empty
+/// The container manager deletes slowly (one node a second) behind a backlog of 15 empty
 /// queue nodes, so a delete it decides lands long after; meanwhile the taker renews
 /// late — after the TTL of its last renewal — through a connection whose replies are
 /// held back past its timeout, and retries. Whatever the manager decided on the way, the
@@ -195,7 +196,7 @@ async fn a_delete_backlog_and_a_lost_reply_let_no_waiter_in_while_the_ticket_is_
     let addrs = ensemble.client_addrs.clone();
     // the backlog: queues of names released at once, their empty nodes to delete
     let filler = client(&addrs).await;
-    for i in 0..30 {
+    for i in 0..15 {
         let n = name(&format!("backlog-{i}"));
         let l = take(&*filler, &n, Duration::from_secs(5)).await;
         filler.release(&l).await.unwrap();
