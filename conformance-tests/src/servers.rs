@@ -188,7 +188,7 @@ impl TestServer {
     /// waits until the port accepts connections.
     ///
     /// # Panics
-    /// When the program cannot start or does not listen within 20 s.
+    /// When the program cannot start, exits, or does not listen within 30 s.
     #[must_use]
     pub fn start(program: &str, args: &[String]) -> Self {
         let port = free_port();
@@ -203,7 +203,7 @@ impl TestServer {
     /// name) accepts connections.
     ///
     /// # Panics
-    /// When the program cannot start or does not listen within 20 s.
+    /// When the program cannot start, exits, or does not listen within 30 s.
     #[must_use]
     pub fn start_on(program: &str, args: &[String], port: u16) -> Self {
         Self::start_on_with(program, args, port, &[])
@@ -231,11 +231,14 @@ impl TestServer {
                 cmd.env_remove(k); // ETCD_* in the environment would change etcd's flags
             }
         }
-        let child = cmd
+        let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("start {program}: {e}"));
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{program} exited ({status}) before listening on {port}");
+            }
             assert!(
                 std::time::Instant::now() < end,
                 "{program} did not listen on {port}"
@@ -281,14 +284,34 @@ impl Drop for TestServer {
     }
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, below the kernel's ephemeral range and the
+/// shared services' block (27000–31999).
+///
+/// Ports from the ephemeral range (what binding port 0 gives) are also what every
+/// outgoing connection on the machine borrows: between this check and the server's
+/// own bind, a client socket of a parallel test could take it, and the server would
+/// fail to start. Below 27000 only listeners compete, and each process walks its own
+/// stretch of the range.
 ///
 /// # Panics
-/// When no loopback port can be bound.
+/// When no port in the range can be bound.
 #[must_use]
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind a loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 17_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let seed = std::process::id().wrapping_mul(2_654_435_761)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+    let _ = NEXT.compare_exchange(u32::MAX, seed % SPAN, Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..SPAN {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % SPAN;
+        let port = u16::try_from(LOW + offset).expect("below 27000");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port between {LOW} and {}", LOW + SPAN)
 }

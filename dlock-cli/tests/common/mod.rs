@@ -113,10 +113,10 @@ pub fn succeeded(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A loopback address with a port nobody listens on (free a moment ago).
+/// A loopback address with a port nobody listens on (free a moment ago, and outside
+/// the range outgoing connections borrow from).
 pub fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
+    format!("127.0.0.1:{}", dlock_conformance::free_port())
 }
 
 pub fn watch_leader(url: &str, name: &str) -> (Child, std::sync::mpsc::Receiver<String>) {
