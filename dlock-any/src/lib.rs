@@ -250,7 +250,7 @@ fn feature_off(url: &str, feature: &str) -> LockError {
     ))
 }
 
-/// The Rust examples of the README and of the `docs/` pages, compiled (and run, where
+/// The Rust examples of the README, the crates' READMEs and the `docs/` pages, compiled (and run, where
 /// they have a `main`) as doctests, so the documentation cannot drift from the code.
 /// They name every backend's types: compiled with the `full` feature (`scripts/test`
 /// runs the doctests with `--all-features`).
@@ -270,6 +270,20 @@ pub mod documentation {
     pub struct Cli;
     #[doc = include_str!("../../docs/interop.md")]
     pub struct Interop;
+    #[doc = include_str!("../../dlock-core/README.md")]
+    pub struct CoreReadme;
+    #[doc = include_str!("../README.md")]
+    pub struct AnyReadme;
+    #[doc = include_str!("../../dlock-sql/README.md")]
+    pub struct SqlReadme;
+    #[doc = include_str!("../../dlock-redis/README.md")]
+    pub struct RedisReadme;
+    #[doc = include_str!("../../dlock-etcd/README.md")]
+    pub struct EtcdReadme;
+    #[doc = include_str!("../../dlock-zk/README.md")]
+    pub struct ZkReadme;
+    #[doc = include_str!("../../CONTRIBUTING.md")]
+    pub struct Contributing;
 }
 
 #[cfg(test)]
