@@ -4,6 +4,9 @@ use std::process::ExitCode;
 
 use dlock_any::LockError;
 
+/// `status` found a name free, `leader` found no leader: as `test` says false, so a
+/// script can ask without parsing.
+pub const FREE: u8 = 1;
 /// Bad usage: unknown flag, malformed duration or URL (clap's own code), a primitive
 /// the backend does not offer.
 pub const USAGE: u8 = 2;
@@ -19,8 +22,11 @@ pub const TIMEOUT: u8 = 74;
 pub const LEASE_LOST: u8 = 75;
 /// The hold reached `--max-hold`; the command was stopped.
 pub const MAX_HOLD: u8 = 76;
-/// The command could not be started (not found, not executable).
+/// The command was not found (as a shell says it).
 pub const CANNOT_EXEC: u8 = 127;
+/// The command was found but could not be run: not executable, a directory, not a
+/// program (as a shell says it).
+pub const NOT_EXECUTABLE: u8 = 126;
 /// The backend answered with an error.
 pub const BACKEND: u8 = 70;
 /// `dlock doctor` found a setting that breaks a guarantee (sysexits EX_CONFIG).
@@ -60,7 +66,7 @@ pub async fn busy(
 ) -> ExitCode {
     if !how.quiet {
         let holder = match lock.inspect(name).await {
-            Ok(Some(h)) => format!(" by {} (token {})", crate::holder::who(&h.owner), h.token),
+            Ok(Some(h)) => format!(" by {} (token {})", crate::holder::who(&h), h.token),
             _ => String::new(),
         };
         eprintln!("dlock: {name} is held{holder}; not waiting (--wait 0)");

@@ -24,7 +24,7 @@ pub async fn force(args: &ForceArgs) -> ExitCode {
                     "dlock: {name} is held by {} (token {}); add --yes to break it: its run stops \
                      at its next renewal (exit 75), and its writes are refused once the next \
                      holder's token is seen",
-                    holder::who(&h.owner),
+                    holder::who(&h),
                     h.token
                 );
                 ExitCode::from(exit::USAGE)
@@ -43,7 +43,7 @@ pub async fn force(args: &ForceArgs) -> ExitCode {
             let by = std::env::var("USER").unwrap_or_else(|_| "?".into());
             eprintln!(
                 "dlock: broke the holder of {name}: {} (token {}), at the request of {by}@{} (pid {})",
-                holder::who(&h.owner),
+                holder::who(&h),
                 h.token,
                 me.host,
                 me.pid

@@ -1,26 +1,52 @@
 //! How a holder is shown: the process it said it was (host, pid, command, for how
 //! long), else its owner id.
 
-use dlock_any::{OwnerId, ProcessHolder};
+use dlock_any::{LockInfo, OwnerId, ProcessHolder};
 use serde_json::{Value, json};
+
+/// The process holding the lock, as it last said: the value it proclaimed once
+/// granted (its age counts from the grant), else the one it waited with.
+fn process(info: &LockInfo) -> Option<ProcessHolder> {
+    info.value().as_ref().and_then(ProcessHolder::from_value)
+}
 
 /// `web-3 pid 4121 (backup.sh) for 3m12s`, or the owner id of a holder that did not
 /// say (another client, an older dlock).
-pub fn who(owner: &OwnerId) -> String {
+pub fn who(info: &LockInfo) -> String {
+    process(info).map_or_else(|| info.owner.to_string(), |p| p.to_string())
+}
+
+/// As [`who`], for a semaphore's or read-write lock's holder (known by its owner id).
+pub fn who_owner(owner: &OwnerId) -> String {
     ProcessHolder::of(owner).map_or_else(|| owner.to_string(), |p| p.to_string())
 }
 
 /// `web-3 pid 4121 (backup.sh)` for a table, or the owner id's first 8 characters.
-pub fn who_short(owner: &OwnerId) -> String {
-    match ProcessHolder::of(owner) {
+pub fn who_short(info: &LockInfo) -> String {
+    match process(info) {
         Some(p) => format!("{} pid {} ({})", p.host, p.pid, p.command),
-        None => owner.as_str().get(..8).unwrap_or(owner.as_str()).to_owned(),
+        None => info
+            .owner
+            .as_str()
+            .get(..8)
+            .unwrap_or(info.owner.as_str())
+            .to_owned(),
     }
+}
+
+/// How long it has held, by this host's clock, for a table: `-` if it did not say.
+pub fn age_cell(info: &LockInfo) -> String {
+    process(info).map_or_else(|| "-".to_owned(), |p| dlock_any::format_duration(p.age()))
 }
 
 /// The holder's process as JSON (`host`, `pid`, `command`, `since_unix`, `age_ms`),
 /// or `null`.
-pub fn json_of(owner: &OwnerId) -> Value {
+pub fn json_of(info: &LockInfo) -> Value {
+    process(info).map_or(Value::Null, |p| process_json(&p))
+}
+
+/// As [`json_of`], for a holder known by its owner id.
+pub fn json_of_owner(owner: &OwnerId) -> Value {
     ProcessHolder::of(owner).map_or(Value::Null, |p| process_json(&p))
 }
 

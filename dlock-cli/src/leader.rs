@@ -23,7 +23,14 @@ pub async fn leader(args: LeaderArgs) -> ExitCode {
     };
     if !args.watch {
         return match election.leader().await {
-            Ok(l) => print(&line(&args, l.as_ref())),
+            Ok(l) => {
+                let printed = print(&line(&args, l.as_ref()));
+                if l.is_none() && printed == ExitCode::SUCCESS {
+                    ExitCode::from(exit::FREE)
+                } else {
+                    printed
+                }
+            }
             Err(e) => exit::fail(&e),
         };
     }

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use dlock_any::{Held, ProcessHolder, format_duration};
+use dlock_any::Held;
 use serde_json::{Value, json};
 
 use crate::cli::ListArgs;
@@ -18,6 +18,14 @@ pub async fn list(args: ListArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return exit::fail(&e),
     };
+    if held.is_empty() && !args.json {
+        // said on stderr: stdout stays empty for a script counting lines
+        if args.prefix.is_empty() {
+            eprintln!("dlock: no locks held");
+        } else {
+            eprintln!("dlock: no locks held under {:?}", args.prefix);
+        }
+    }
     let left = holder::Left::of(&*lock);
     let out = if args.json {
         as_json(&held, left)
@@ -38,11 +46,10 @@ fn as_text(held: &[Held], left: holder::Left) -> String {
     let rows: Vec<[String; 6]> = held
         .iter()
         .map(|h| {
-            let process = ProcessHolder::of(&h.holder.owner);
             [
                 h.name.as_str().to_owned(),
-                holder::who_short(&h.holder.owner),
-                process.map_or_else(|| "-".to_owned(), |p| format_duration(p.age())),
+                holder::who_short(&h.holder),
+                holder::age_cell(&h.holder),
                 h.holder.token.to_string(),
                 left.cell(h.holder.remaining),
                 h.waiters.map_or_else(|| "-".to_owned(), |w| w.to_string()),
@@ -77,7 +84,7 @@ fn as_json(held: &[Held], left: holder::Left) -> String {
                 "token": h.holder.token.get(),
                 "remaining_ms": left.json(h.holder.remaining),
                 "waiters": h.waiters,
-                "holder": holder::json_of(&h.holder.owner),
+                "holder": holder::json_of(&h.holder),
             })
         })
         .collect();

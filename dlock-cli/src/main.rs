@@ -67,6 +67,9 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
+            if let Some(hint) = cli::hint_for(&e, &args) {
+                eprintln!("{hint}");
+            }
             return if e.use_stderr() {
                 ExitCode::from(exit::USAGE)
             } else {

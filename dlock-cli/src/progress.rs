@@ -27,7 +27,7 @@ pub async fn report_holder(
                     if last.as_ref() != Some(&key) || stale {
                         eprintln!(
                             "dlock: waiting for {name}: held by {} (token {}), {} left",
-                            crate::holder::who(&h.owner),
+                            crate::holder::who(&h),
                             h.token,
                             format_duration(h.remaining)
                         );

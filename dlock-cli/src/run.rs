@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dlock_any::{
     Access, DistributedLock, GuardState, Instrumented, LockError, LockGuard, LockName, Locker,
@@ -42,6 +43,10 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
         Ok(n) => n,
         Err(e) => return exit::fail(&e),
     };
+    if let Some(why) = hold_limits_refused(&args) {
+        eprintln!("dlock: {why}");
+        return ExitCode::from(exit::USAGE);
+    }
     let resolved = url::resolve(args.backend.url.as_deref())
         .and_then(|u| url::fallback_allowed(&u, args.allow_unlocked).map(|_| u));
     let backend = match resolved {
@@ -61,7 +66,8 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
         locker = locker.with_min_hold(m);
     }
     // who holds it, for status, list and every waiter's message
-    match ProcessHolder::this_process(&holder::command_name(&args.command)).to_value() {
+    let me = ProcessHolder::this_process(&holder::command_name(&args.command));
+    match me.to_value() {
         Ok(v) => locker = locker.with_value(v),
         Err(e) => return exit::fail(&e),
     }
@@ -85,6 +91,14 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
         let _ = held.release().await;
         return ExitCode::from(code);
     }
+    say_granted(&*backend, &held, &me).await;
+    let granted = std::time::Instant::now();
+    tracing::info!(
+        "took {} (token {}) after {}",
+        names_text(&names),
+        held.guards()[0].lease().token(),
+        format_duration(me.age())
+    );
     let first = held.guards()[0].lease();
     let unlocked = held.guards().iter().any(|g| g.lease().fallback().is_some());
     if unlocked {
@@ -166,6 +180,15 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
             if let Some(code) = release(held, &args, &mut signals).await {
                 return ExitCode::from(code);
             }
+            tracing::info!(
+                "released {} after holding it {}; the command {}",
+                names_text(&names),
+                format_duration(granted.elapsed()),
+                code.as_ref().map_or_else(
+                    |_| "could not be waited for".to_owned(),
+                    |c| format!("exited {c}")
+                )
+            );
             match code {
                 Ok(c) => ExitCode::from(c),
                 Err(e) => {
@@ -179,6 +202,21 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
             let _ = held.release().await;
             ExitCode::from(code)
         }
+    }
+}
+
+/// `a`, or `a, b and c` for a run holding several names.
+fn names_text(names: &[LockName]) -> String {
+    match names {
+        [one] => one.to_string(),
+        [rest @ .., last] => format!(
+            "{} and {last}",
+            rest.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        [] => String::new(),
     }
 }
 
@@ -292,6 +330,59 @@ async fn connect(url: &str, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, 
 /// Takes every name in canonical order ([`Locker::lock_all_with`]), reporting the
 /// holder of the one it waits for; on any failure what was taken is released. `Err`
 /// carries the exit code: with `--wait 0`, a busy name's holder is shown.
+/// What is wrong with `--min-hold`, `--max-hold` and `--ttl` together, in the flags'
+/// own words (the library checks the same, in its own).
+fn hold_limits_refused(args: &RunArgs) -> Option<String> {
+    let show = dlock_any::format_duration;
+    if args.max_hold.is_some_and(|max| max.is_zero()) {
+        return Some("--max-hold must be above 0".into());
+    }
+    let min = args.min_hold?;
+    if min > args.ttl {
+        return Some(format!(
+            "--min-hold ({}) is longer than --ttl ({}): a crash would free the name sooner; \
+             raise --ttl",
+            show(min),
+            show(args.ttl)
+        ));
+    }
+    match args.max_hold {
+        Some(max) if min > max => Some(format!(
+            "--min-hold ({}) is longer than --max-hold ({})",
+            show(min),
+            show(max)
+        )),
+        _ => None,
+    }
+}
+
+/// After a wait, proclaims the holder value again with the grant's time, so `status`,
+/// `list` and every waiter count the hold from the grant, not from when this run began
+/// to wait. Best effort and bounded: a backend or a lease that cannot proclaim (a
+/// semaphore's permit, a read-write side) keeps the value it waited with.
+async fn say_granted(
+    backend: &dyn dlock_any::DistributedLock,
+    held: &MultiGuard,
+    me: &ProcessHolder,
+) {
+    if me.age() < Duration::from_millis(250) {
+        return; // granted at once: the value already says when
+    }
+    let Ok(value) = me.granted().to_value() else {
+        return;
+    };
+    for guard in held.guards() {
+        let lease = guard.lease();
+        if lease.access() != dlock_any::Access::Exclusive || lease.fallback().is_some() {
+            continue;
+        }
+        let said = tokio::time::timeout(Duration::from_secs(1), backend.proclaim(&lease, &value));
+        if let Ok(Err(e)) = said.await {
+            tracing::debug!(name = %lease.name(), error = %e, "the grant's time not proclaimed");
+        }
+    }
+}
+
 async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<MultiGuard, ExitCode> {
     let backend = locker.backend();
     let quiet = args.quiet || args.wait.is_zero();

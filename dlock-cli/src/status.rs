@@ -71,6 +71,12 @@ pub async fn status(args: StatusArgs) -> ExitCode {
     if reports.iter().any(|r| r.ticket_holds == Some(false)) {
         return ExitCode::from(exit::LEASE_LOST);
     }
+    if reports
+        .iter()
+        .any(|r| r.lock.is_none() && r.permits.is_empty() && r.rw.is_empty())
+    {
+        return ExitCode::from(exit::FREE);
+    }
     ExitCode::SUCCESS
 }
 
@@ -100,7 +106,7 @@ fn as_text(names: &[LockName], reports: &[Report], left: holder::Left) -> String
                 let _ = writeln!(
                     out,
                     "{name}: held by {} (token {}), {}",
-                    holder::who(&h.owner),
+                    holder::who(h),
                     h.token,
                     left.text(h.remaining)
                 );
@@ -152,7 +158,7 @@ fn holders_text(holders: &[Holding], left: holder::Left) -> String {
         .map(|h| {
             format!(
                 "{} (token {}, {})",
-                holder::who(&h.owner),
+                holder::who_owner(&h.owner),
                 h.token,
                 left.text(h.remaining)
             )
@@ -171,7 +177,7 @@ fn as_json(names: &[LockName], reports: &[Report], left: holder::Left) -> String
                 item["owner"] = json!(h.owner.as_str());
                 item["token"] = json!(h.token.get());
                 item["remaining_ms"] = left.json(h.remaining);
-                item["holder"] = holder::json_of(&h.owner);
+                item["holder"] = holder::json_of(h);
             }
             if let Some(holds) = r.ticket_holds {
                 item["ticket_holds"] = json!(holds);
@@ -207,7 +213,7 @@ fn holders_json(holders: &[Holding], left: holder::Left) -> Value {
                 "owner": h.owner.as_str(),
                 "token": h.token.get(),
                 "remaining_ms": left.json(h.remaining),
-                "holder": holder::json_of(&h.owner),
+                "holder": holder::json_of_owner(&h.owner),
             })
         })
         .collect()

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlock_any::{DistributedLock, Lease, LockError, LockName, Ticket, format_duration};
+use dlock_any::{
+    DistributedLock, Lease, LockError, LockName, ProcessHolder, Ticket, format_duration,
+};
 
 use crate::cli::{AcquireArgs, Backend, RenewArgs, TicketArgs};
 use crate::{exit, progress, url};
@@ -49,7 +51,11 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
         Err(e) => return exit::fail(&e),
         Ok(_) => return exit::fail(&LockError::backend_msg("a probe ticket resumed a lease")),
     }
-    let lease = match take(&lock, &name, &args).await {
+    let value = match holder_of_ticket(args.label.as_deref()).to_value() {
+        Ok(v) => v,
+        Err(e) => return exit::fail(&e),
+    };
+    let lease = match take(&lock, &name, &args, &value).await {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -73,19 +79,40 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Who holds a ticket's lock, for `status` and `list`: the process that ran `dlock
+/// acquire` (a script, whose steps hold the lock; `dlock acquire` itself exits at
+/// once), named by `label` if given, else by its own name.
+fn holder_of_ticket(label: Option<&str>) -> ProcessHolder {
+    let parent = std::os::unix::process::parent_id();
+    let command = label.map_or_else(
+        || {
+            std::fs::read_to_string(format!("/proc/{parent}/comm"))
+                .map(|c| c.trim().to_owned())
+                .ok()
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| "dlock acquire".to_owned())
+        },
+        str::to_owned,
+    );
+    let mut holder = ProcessHolder::this_process(&command);
+    holder.pid = parent;
+    holder
+}
+
 async fn take(
     lock: &Arc<dyn DistributedLock>,
     name: &LockName,
     args: &AcquireArgs,
+    value: &dlock_any::HolderValue,
 ) -> Result<Lease, ExitCode> {
     if args.wait.is_zero() {
-        return match lock.try_acquire(name, args.ttl).await {
+        return match lock.try_acquire_with_value(name, args.ttl, value).await {
             Ok(Some(lease)) => Ok(lease),
             Ok(None) => Err(exit::busy(&**lock, name, quietly(args.quiet)).await),
             Err(e) => Err(exit::fail(&e)),
         };
     }
-    let acquire = lock.acquire(name, args.ttl, args.wait);
+    let acquire = lock.acquire_with_value(name, args.ttl, args.wait, value);
     let report = progress::report_holder(Arc::clone(lock), name.clone(), args.quiet);
     tokio::select! {
         r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e, quietly(args.quiet))),
@@ -153,13 +180,44 @@ fn with_ttl(lease: &Lease, ttl: Duration) -> Lease {
 }
 
 pub async fn release(args: TicketArgs) -> ExitCode {
-    let (lock, lease) = match resume(&args).await {
-        Ok(r) => r,
+    // a lock name where a ticket belongs: the operator meant to break the lock
+    if !args.ticket.starts_with("dlock-ticket") && args.ticket != "-" {
+        eprintln!(
+            "dlock: {:?} is not a ticket: `release TICKET` gives back a lock `dlock acquire` \
+             took; `release --force NAME` breaks whoever holds NAME",
+            args.ticket
+        );
+        return ExitCode::from(exit::USAGE);
+    }
+    let ticket = match ticket_of(&args.ticket) {
+        Ok(t) => t,
+        Err(e) => return exit::fail(&e),
+    };
+    let lock = match connect(&args.backend).await {
+        Ok(l) => l,
         Err(code) => return code,
+    };
+    let lease = match lock.resume(&ticket).await {
+        Ok(l) => l,
+        Err(LockError::LeaseLost { .. }) => return gone(&ticket),
+        Err(e) => return exit::fail(&e),
     };
     match lock.release(&lease).await {
         Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => exit::fail(&LockError::lease_lost(lease.name())),
+        Ok(false) | Err(LockError::LeaseLost { .. }) => gone(&ticket),
         Err(e) => exit::fail(&e),
     }
+}
+
+/// A ticket whose lease is no longer there: released already, run out, or broken —
+/// which, nobody can tell afterwards; if it was not released, the lock may have had
+/// another holder meanwhile.
+fn gone(ticket: &Ticket) -> ExitCode {
+    eprintln!(
+        "dlock: this ticket no longer holds {}: released already, run out (--ttl) or \
+         broken by `release --force`; if it was not released, another holder may have had \
+         the lock meanwhile",
+        ticket.name()
+    );
+    ExitCode::from(exit::LEASE_LOST)
 }

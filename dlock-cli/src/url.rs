@@ -6,7 +6,9 @@ use dlock_any::{Fallback, LockError};
 
 /// The embedded default: an SQLite file in the user's state directory
 /// (`$XDG_STATE_HOME/dlock/locks.sqlite`, else `~/.local/state/dlock/locks.sqlite`),
-/// or `./.dlock.sqlite` when there is no home. Its directory is created if missing.
+/// created if missing. With neither variable set (a bare service environment) it is
+/// refused: a file beside the current directory would differ from one directory to
+/// the next, and two runs would not exclude each other.
 pub fn default_url() -> Result<String, LockError> {
     let dir = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
@@ -17,19 +19,21 @@ pub fn default_url() -> Result<String, LockError> {
                 .map(|h| PathBuf::from(h).join(".local/state"))
         })
         .map(|d| d.join("dlock"));
-    let file = match dir {
-        Some(dir) => {
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                LockError::Config(format!(
-                    "cannot create state directory {}: {e}",
-                    dir.display()
-                ))
-            })?;
-            dir.join("locks.sqlite")
-        }
-        None => PathBuf::from(".dlock.sqlite"),
+    let Some(dir) = dir else {
+        return Err(LockError::Config(
+            "no default lock file: neither HOME nor XDG_STATE_HOME is set; give --url or \
+             DLOCK_URL (one file for every run of this host, e.g. \
+             sqlite:///var/lib/dlock/locks.sqlite)"
+                .into(),
+        ));
     };
-    Ok(format!("sqlite://{}", file.display()))
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        LockError::Config(format!(
+            "cannot create state directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(format!("sqlite://{}", dir.join("locks.sqlite").display()))
 }
 
 /// The URL to use: the flag (which clap also fills from `DLOCK_URL`) or the default.
@@ -80,6 +84,7 @@ fn empty_url(source: &str) -> LockError {
 /// every `dlock` is a process of its own), and `fallback=proceed` without
 /// `allow_unlocked`.
 pub fn fallback_allowed(url: &str, allow_unlocked: bool) -> Result<Fallback, LockError> {
+    across_processes(url)?;
     match dlock_any::fallback_of(url)? {
         Fallback::Local => Err(LockError::Config(
             "fallback=local excludes only the callers inside one process, and every dlock \
@@ -97,12 +102,31 @@ pub fn fallback_allowed(url: &str, allow_unlocked: bool) -> Result<Fallback, Loc
     }
 }
 
+/// Refuses `memory://` for a lock another process must see: its locks live inside this
+/// one `dlock` process, so a run or an election under it excludes nobody — refused for
+/// the same reason as `fallback=local`.
+///
+/// # Errors
+/// [`LockError::Config`] for a `memory:` URL.
+fn across_processes(url: &str) -> Result<(), LockError> {
+    if url.trim_start().to_ascii_lowercase().starts_with("memory:") {
+        return Err(LockError::Config(
+            "memory:// keeps its locks inside this one dlock process, and every dlock is a \
+             process of its own: it would exclude nobody. Use sqlite:// for the processes of \
+             one host, a server's URL for many"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// For a subcommand that cannot run on a fallback lease (`elect`: a leader of one
 /// process is no leader; `acquire`: a ticket stands for a lease on the service).
 ///
 /// # Errors
 /// `fallback=local` or `fallback=proceed` in `url`.
 pub fn no_fallback(url: &str, what: &str) -> Result<(), LockError> {
+    across_processes(url)?;
     match dlock_any::fallback_of(url)? {
         Fallback::FailFast => Ok(()),
         other => Err(LockError::Config(format!(

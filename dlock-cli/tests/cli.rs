@@ -14,8 +14,8 @@ mod commands;
 #[path = "cli/holders.rs"]
 mod holders;
 use commands::{
-    exit_codes_pass_through, permits_and_shared_runs, signals_are_forwarded_and_lock_released,
-    status_reports_holder,
+    a_hold_counts_from_its_grant, exit_codes_pass_through, permits_and_shared_runs,
+    signals_are_forwarded_and_lock_released, status_reports_holder,
 };
 use holders::{
     busy_run_exits_at_once, killed_holder_frees_within_ttl, stopped_holder_loses_lease,
@@ -25,6 +25,8 @@ use holders::{
 // The tests that run once, not per backend.
 #[path = "cli/bench.rs"]
 mod bench;
+#[path = "cli/messages.rs"]
+mod messages;
 #[path = "cli/standalone.rs"]
 mod standalone;
 
@@ -44,4 +46,5 @@ common::every_backend!(
     signals_are_forwarded_and_lock_released,
     exit_codes_pass_through,
     permits_and_shared_runs,
+    a_hold_counts_from_its_grant,
 );

@@ -113,7 +113,7 @@ fn a_failing_renewal_is_a_warning_on_stderr() {
     assert_eq!(wait_exit(&mut run, Duration::from_secs(20)), 75);
     let mut err = String::new();
     std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(err.contains("WARN"), "{err}");
+    assert!(err.contains("dlock: warning: "), "{err}");
     // the warning, and why: the request's error or the attempt's time limit
     assert!(err.contains("lease suspect: renewal"), "{err}");
     assert!(err.contains("error=") || err.contains("timeout="), "{err}");

@@ -73,6 +73,7 @@ fn elect_standby_takes_over_after_kill(url: &str) {
     sleep(Duration::from_millis(700));
     assert!(!b_epoch.exists(), "the standby ran while a leader led");
     let shown = output(url, &["leader", &name]);
+    assert_eq!(shown.status.code(), Some(0), "a leader leads");
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     assert!(
         shown.contains("host-a:1") && shown.contains(&format!("epoch {epoch_a}")),
@@ -105,6 +106,11 @@ fn elect_standby_takes_over_after_kill(url: &str) {
     assert_eq!(wait_exit(&mut b, Duration::from_secs(10)), 128 + 15);
     let after = output(url, &["leader", &name]);
     assert!(String::from_utf8_lossy(&after.stdout).contains("no leader"));
+    assert_eq!(
+        after.status.code(),
+        Some(1),
+        "no leader: exit 1, as test says false"
+    );
 }
 
 /// `dlock leader --watch` prints the vacancy, each leader with its epoch, and the next

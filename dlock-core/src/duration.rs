@@ -32,6 +32,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, LockError> {
             "cannot read {text:?} as a duration: {why} (examples: 500ms, 30s, 1h30m, 2d, 1w, forever)"
         ))
     };
+    if t.starts_with('-') {
+        return Err(bad(&"a duration cannot be negative"));
+    }
     // a bare number is seconds (humantime wants a unit)
     let d = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
         let seconds: f64 = t.parse().map_err(|e| bad(&e))?;
@@ -78,6 +81,8 @@ mod tests {
             Duration::from_secs(14 * 86_400)
         );
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        let negative = parse_duration("-5s").unwrap_err().to_string();
+        assert!(negative.contains("cannot be negative"), "{negative}");
         for bad in ["", "-1s", "ms", "1.2.3s", "NaNs", "10000000000000"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }

@@ -284,9 +284,10 @@ impl Locker {
                 )));
             }
             if self.policy.max_hold.is_some_and(|max| min > max) {
-                return Err(LockError::InvalidArgument(
-                    "min_hold is longer than max_hold".into(),
-                ));
+                return Err(LockError::InvalidArgument(format!(
+                    "min_hold {min:?} is longer than max_hold {:?}",
+                    self.policy.max_hold.unwrap_or_default()
+                )));
             }
         }
         Ok(())

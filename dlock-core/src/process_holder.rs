@@ -31,7 +31,8 @@ pub struct ProcessHolder {
     pub pid: u32,
     /// What it runs (a command's name, a service's).
     pub command: String,
-    /// When it took the lock, by its own clock (whole seconds).
+    /// When it was granted the lock, by its own clock (milliseconds; values written
+    /// before it was granted, while it waited, are refreshed by [`ProcessHolder::granted`]).
     pub since: SystemTime,
 }
 
@@ -47,7 +48,18 @@ impl ProcessHolder {
         }
     }
 
-    /// As a holder value, `host=web-3,pid=4121,since=1764790000,cmd=backup.sh`: the
+    /// The same process, granted the lock now: what it proclaims once a wait ends
+    /// (its value was written when it started waiting, and the hold's age counts from
+    /// the grant).
+    #[must_use]
+    pub fn granted(&self) -> Self {
+        Self {
+            since: SystemTime::now(),
+            ..self.clone()
+        }
+    }
+
+    /// As a holder value, `host=web-3,pid=4121,since=1764790000.250,cmd=backup.sh`: the
     /// command last (it may hold commas), shortened until the value fits
     /// [`HolderValue`]'s bounds.
     ///
@@ -58,9 +70,14 @@ impl ProcessHolder {
         let since = self
             .since
             .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_secs();
-        let head = format!("host={},pid={},since={since},cmd=", self.host, self.pid);
+            .unwrap_or(Duration::ZERO);
+        let head = format!(
+            "host={},pid={},since={}.{:03},cmd=",
+            self.host,
+            self.pid,
+            since.as_secs(),
+            since.subsec_millis()
+        );
         let printable: String = self.command.chars().filter(|c| !c.is_control()).collect();
         let mut command = printable.as_str();
         loop {
@@ -93,7 +110,7 @@ impl ProcessHolder {
             match field.split_once('=')? {
                 ("host", h) => host = Some(h.to_owned()),
                 ("pid", p) => pid = p.parse().ok(),
-                ("since", s) => since = s.parse::<u64>().ok(),
+                ("since", s) => since = since_of(s),
                 _ => return None,
             }
         }
@@ -101,7 +118,7 @@ impl ProcessHolder {
             host: host?,
             pid: pid?,
             command: command.to_owned(),
-            since: UNIX_EPOCH + Duration::from_secs(since?),
+            since: UNIX_EPOCH + since?,
         })
     }
 
@@ -132,6 +149,19 @@ impl fmt::Display for ProcessHolder {
             format_duration(self.age())
         )
     }
+}
+
+/// `1764790000.250` (or whole seconds, as values written before milliseconds were).
+fn since_of(text: &str) -> Option<Duration> {
+    let (secs, millis) = match text.split_once('.') {
+        Some((secs, m)) if (1..=3).contains(&m.len()) && m.bytes().all(|b| b.is_ascii_digit()) => {
+            let scale = 10u64.pow(3 - u32::try_from(m.len()).ok()?);
+            (secs, m.parse::<u64>().ok()? * scale)
+        }
+        Some(_) => return None,
+        None => (text, 0),
+    };
+    Some(Duration::from_secs(secs.parse().ok()?) + Duration::from_millis(millis))
 }
 
 /// This host's name: the kernel's, else `$HOSTNAME`, else `localhost`.
@@ -168,6 +198,21 @@ mod tests {
                 None,
                 "{v}"
             );
+        }
+    }
+
+    #[test]
+    fn since_keeps_milliseconds_and_reads_whole_seconds() {
+        let mut me = ProcessHolder::this_process("x");
+        me.since = UNIX_EPOCH + Duration::from_millis(1_764_790_000_250);
+        let back = ProcessHolder::from_value(&me.to_value().unwrap()).unwrap();
+        assert_eq!(back.since, me.since);
+        let old = HolderValue::new("host=a,pid=1,since=1764790000,cmd=y").unwrap();
+        let old = ProcessHolder::from_value(&old).unwrap();
+        assert_eq!(old.since, UNIX_EPOCH + Duration::from_secs(1_764_790_000));
+        for bad in ["1.2345", "1.x", "-1", "1."] {
+            let v = HolderValue::new(&format!("host=a,pid=1,since={bad},cmd=y")).unwrap();
+            assert_eq!(ProcessHolder::from_value(&v), None, "{bad}");
         }
     }
 

@@ -86,16 +86,16 @@ pub struct RunArgs {
     #[command(flatten)]
     pub backend: Backend,
     /// Lease time to live; renewed every third of it while the command runs.
-    #[arg(long, default_value = "30s", value_parser = duration)]
+    #[arg(long, default_value = "30s", value_parser = duration, allow_hyphen_values = true)]
     pub ttl: Duration,
     /// How long to wait for the lock: a duration (0 = give up at once) or `forever`.
-    #[arg(long, default_value = "forever", value_parser = duration)]
+    #[arg(long, default_value = "forever", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
     /// What to send the command when the lease is lost.
     #[arg(long, value_enum, default_value_t = OnLost::Term)]
     pub on_lost: OnLost,
     /// How long the command gets after SIGTERM before SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    #[arg(long, default_value = "10s", value_parser = duration, allow_hyphen_values = true)]
     pub grace: Duration,
     /// Quiet: no progress while waiting, nothing when the lock is busy or the wait runs
     /// out (the exit code says it), only errors.
@@ -119,9 +119,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub exclusive: bool,
     /// Serve Prometheus metrics (acquire, renew, release, hold time and age, …) at
-    /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464`. A port that cannot
-    /// be had is a warning, not a failed job.
-    #[arg(long, value_name = "ADDR")]
+    /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464` or `localhost:9464`.
+    /// A port that cannot be had is a warning, not a failed job.
+    #[arg(long, value_name = "ADDR", value_parser = socket_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Write the run's metrics to FILE for node_exporter's textfile collector (name it
     /// `*.prom` in the collector's directory): every 10 s while the lock is held, and
@@ -129,11 +129,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub metrics_textfile: Option<std::path::PathBuf>,
     /// Stop the command (as on a lost lease) once the lock has been held this long.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
     pub max_hold: Option<Duration>,
     /// Keep NAME blocked until this long after it was taken, even when the command
     /// finishes sooner (at most --ttl).
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
     pub min_hold: Option<Duration>,
     /// With `fallback=proceed` in the URL: run the command even when the lock service
     /// is down, WITHOUT a lock (a warning on stderr each time; the command sees
@@ -160,13 +160,13 @@ pub struct ElectArgs {
     pub value: Option<String>,
     /// Leadership lease time to live: how long a crashed leader keeps the
     /// leadership, at most; renewed every third of it.
-    #[arg(long, default_value = "30s", value_parser = duration)]
+    #[arg(long, default_value = "30s", value_parser = duration, allow_hyphen_values = true)]
     pub ttl: Duration,
     /// What to send the command when the leadership is lost.
     #[arg(long, value_enum, default_value_t = OnLost::Term)]
     pub on_lost: OnLost,
     /// How long the command gets after SIGTERM before SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    #[arg(long, default_value = "10s", value_parser = duration, allow_hyphen_values = true)]
     pub grace: Duration,
     /// Stand for good: when the command exits or the leadership is lost, campaign
     /// again and run the command again once leading (Curator's autoRequeue). Ends on
@@ -230,14 +230,18 @@ pub struct AcquireArgs {
     #[command(flatten)]
     pub backend: Backend,
     /// Lease time to live. Nothing renews it after `dlock acquire` exits.
-    #[arg(long, default_value = "5m", value_parser = duration)]
+    #[arg(long, default_value = "5m", value_parser = duration, allow_hyphen_values = true)]
     pub ttl: Duration,
     /// How long to wait for the lock: a duration (0 = give up at once) or `forever`.
-    #[arg(long, default_value = "0", value_parser = duration)]
+    #[arg(long, default_value = "0", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
     /// Do not report progress while waiting.
     #[arg(long, short)]
     pub quiet: bool,
+    /// What `status` and `list` show as the holder's command (default: the name of the
+    /// process that ran `dlock acquire`, whose pid they show).
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
     /// Lock name.
     pub name: String,
 }
@@ -249,7 +253,7 @@ pub struct RenewArgs {
     #[command(flatten)]
     pub ticket: TicketArgs,
     /// The TTL to renew for (default: the ticket's).
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = duration, allow_hyphen_values = true)]
     pub ttl: Option<Duration>,
 }
 
@@ -303,7 +307,7 @@ pub struct PruneArgs {
     #[command(flatten)]
     pub backend: Backend,
     /// Delete rows of names unheld for longer than this (at least 1s).
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    #[arg(long, value_parser = duration, value_name = "DURATION", allow_hyphen_values = true)]
     pub idle_for: Duration,
 }
 
@@ -325,8 +329,21 @@ fn scenario(text: &str) -> Result<dlock_bench::Scenario, String> {
     text.parse()
 }
 
+/// `HOST:PORT`, the host a name (`localhost`) or an address; the first address it
+/// resolves to.
+fn socket_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    text.to_socket_addrs()
+        .map_err(|e| format!("cannot read {text:?} as HOST:PORT: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
 fn duration(text: &str) -> Result<Duration, String> {
-    dlock_any::parse_duration(text).map_err(|e| e.to_string())
+    dlock_any::parse_duration(text).map_err(|e| match e {
+        dlock_any::LockError::InvalidArgument(why) => why,
+        other => other.to_string(),
+    })
 }
 
 /// `dlock bench`.
@@ -341,7 +358,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = scenario)]
     pub scenario: Vec<dlock_bench::Scenario>,
     /// Length of the contended and parallel runs.
-    #[arg(long, default_value = "5s", value_parser = duration)]
+    #[arg(long, default_value = "5s", value_parser = duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Measured cycles of the uncontended scenario (plus a tenth to warm up).
     #[arg(long, default_value_t = 2000)]
@@ -359,7 +376,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10_000)]
     pub held_locks: usize,
     /// TTL of the held locks (held for three of them).
-    #[arg(long, default_value = "3s", value_parser = duration)]
+    #[arg(long, default_value = "3s", value_parser = duration, allow_hyphen_values = true)]
     pub held_ttl: Duration,
     /// The scale scenario's most waiters on one name (it measures 1, 10, 100, 1000 up
     /// to this), spread over `--clients` clients.

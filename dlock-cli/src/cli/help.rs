@@ -132,7 +132,7 @@ must not exceed --ttl.
 Exit status: the command's own (128+N if killed by signal N); 73 lock busy (--wait 0); \
 74 wait timed out; 75 lease lost while running; 76 --max-hold reached; 69 backend \
 unreachable; 70 backend error; 2 bad usage or URL (also: --permits N while NAME's holders use another N, or a \
-backend without semaphores and read-write locks); 127 command could not be started.
+backend without semaphores and read-write locks); 127 command not found, 126 not runnable.
 
 Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
 (~/.local/state/dlock). Examples:

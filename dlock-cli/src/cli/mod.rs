@@ -120,3 +120,19 @@ pub enum Command {
     #[command(after_help = MAN_HELP)]
     Man(ManArgs),
 }
+
+/// A line of advice after clap's own message, where a common slip explains it: `dlock
+/// run a true` (no `--`) makes `true` a second lock name and leaves no command.
+pub fn hint_for(e: &clap::Error, args: &[std::ffi::OsString]) -> Option<&'static str> {
+    let takes_command = args.iter().skip(1).any(|a| a == "run" || a == "elect");
+    if e.kind() == clap::error::ErrorKind::MissingRequiredArgument
+        && takes_command
+        && !args.iter().any(|a| a == "--")
+    {
+        return Some(
+            "dlock: put `--` between the lock names and the command: \
+             dlock run NAME [NAME...] -- COMMAND [ARGS...]",
+        );
+    }
+    None
+}

@@ -142,7 +142,11 @@ pub fn main(args: &[OsString]) -> u8 {
         }
         Err(e) => {
             eprintln!("dlock: cannot start {:?}: {e}", program.to_string_lossy());
-            exit::CANNOT_EXEC
+            if e.kind() == std::io::ErrorKind::NotFound {
+                exit::CANNOT_EXEC
+            } else {
+                exit::NOT_EXECUTABLE
+            }
         }
     };
     terminal.give_back();

@@ -15,6 +15,12 @@ pub(crate) fn status_reports_holder(url: &str) {
     let (mut holder, marker) = spawn_holder(url, &name, &[], 2);
     let token = wait_for_file(&marker, Duration::from_secs(10));
     let out = output(url, &["status", &name, "cli/never-taken"]);
+    assert_eq!(out.status.code(), Some(1), "one of the names is free");
+    assert_eq!(
+        output(url, &["status", &name]).status.code(),
+        Some(0),
+        "held"
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(&format!("{name}: held by")) && text.contains(&format!("(token {token})")),
@@ -34,6 +40,39 @@ pub(crate) fn status_reports_holder(url: &str) {
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("[{{\"name\":\"{name}\",\"held\":false}}]")
     );
+    assert_eq!(out.status.code(), Some(1), "free, with --json too");
+}
+
+/// A run that waited for its lock is shown held from its grant, not from when it began
+/// to wait: what an operator reads before breaking a lock.
+pub(crate) fn a_hold_counts_from_its_grant(url: &str) {
+    let name = unique("age");
+    let (mut first, first_marker) = spawn_holder(url, &name, &[], 3);
+    wait_for_file(&first_marker, Duration::from_secs(10));
+    // waits about three seconds behind the first
+    let (mut second, second_marker) = spawn_holder(url, &name, &["--wait", "30s"], 3);
+    wait_for_file(&second_marker, Duration::from_secs(20));
+    let running = std::time::Instant::now();
+    let out = output(url, &["status", "--json", &name]);
+    // granted before its command ran: by at most the time it took to say so and start
+    let bound = running.elapsed() + Duration::from_secs(1);
+    let json = String::from_utf8_lossy(&out.stdout);
+    let age: u64 = json
+        .split("\"age_ms\":")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no age in {json}"));
+    assert!(
+        u128::from(age) < bound.as_millis(),
+        "granted moments ago, shown held for {age} ms (the wait was about 3 s): {json}"
+    );
+    assert!(
+        json.contains(&format!("\"pid\":{},", second.id())),
+        "the waiter holds it: {json}"
+    );
+    assert_eq!(wait_exit(&mut first, Duration::from_secs(10)), 0);
+    assert_eq!(wait_exit(&mut second, Duration::from_secs(20)), 0);
 }
 
 /// SIGTERM to dlock reaches the command; dlock exits with the command's status and
@@ -80,6 +119,9 @@ pub(crate) fn exit_codes_pass_through(url: &str) {
     );
     let out = output(url, &["run", &name, "--", "/nonexistent/command"]);
     assert_eq!(out.status.code(), Some(CANNOT_EXEC));
+    // found but not a program: 126, as a shell says
+    let out = output(url, &["run", &name, "--", "/etc/hostname"]);
+    assert_eq!(out.status.code(), Some(CANNOT_EXEC - 1), "{out:?}");
     assert_eq!(
         output(url, &["run", "--wait", "0", &name, "--", "true"])
             .status

@@ -22,6 +22,27 @@ fn default_url_is_an_sqlite_file_in_the_state_directory() {
 }
 
 #[test]
+fn without_a_home_there_is_no_default_lock_file() {
+    let here = scratch();
+    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .env_remove("DLOCK_URL")
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("HOME")
+        .current_dir(&here)
+        .args(["run", "no-home", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(USAGE));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("neither HOME nor XDG_STATE_HOME"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&here).unwrap().count(),
+        0,
+        "no file in the current directory"
+    );
+}
+
+#[test]
 fn usage_and_backend_errors_have_their_codes() {
     let code = |args: &[&str], url: &str| output(url, args).status.code();
     assert_eq!(

@@ -1,0 +1,179 @@
+//! What `dlock` says to a person who slipped, on the SQLite default: each message
+//! names the slip and what to do instead, with the exit code a script can test.
+
+use crate::common::{dlock, free_addr, output, scratch_sqlite, unique};
+use crate::{LEASE_LOST, USAGE};
+
+fn said(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_command_without_its_double_dash_is_explained() {
+    let url = scratch_sqlite("locks.sqlite");
+    let out = output(&url, &["run", "nightly", "true"]);
+    assert_eq!(out.status.code(), Some(USAGE));
+    assert!(
+        said(&out).contains("put `--` between the lock names and the command"),
+        "{}",
+        said(&out)
+    );
+}
+
+#[test]
+fn a_negative_duration_is_named_as_such() {
+    let url = scratch_sqlite("locks.sqlite");
+    let out = output(&url, &["run", "--ttl", "-5s", "x", "--", "true"]);
+    assert_eq!(out.status.code(), Some(USAGE));
+    let err = said(&out);
+    assert!(
+        err.contains("cannot be negative") && !err.contains("tip:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hold_limits_are_refused_in_the_flags_words() {
+    let url = scratch_sqlite("locks.sqlite");
+    let out = output(
+        &url,
+        &[
+            "run",
+            "--min-hold",
+            "10s",
+            "--max-hold",
+            "5s",
+            "x",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(USAGE));
+    let err = said(&out);
+    assert!(
+        err.contains("--min-hold (10.0s) is longer than --max-hold (5.0s)"),
+        "{err}"
+    );
+    assert!(!err.contains("min_hold"), "{err}");
+}
+
+#[test]
+fn a_lock_inside_one_process_is_refused_for_a_command() {
+    let out = output("memory://", &["run", "x", "--", "true"]);
+    assert_eq!(out.status.code(), Some(USAGE));
+    assert!(said(&out).contains("exclude nobody"), "{}", said(&out));
+}
+
+#[test]
+fn the_metrics_address_may_be_a_host_name() {
+    let url = scratch_sqlite("locks.sqlite");
+    let port = free_addr().rsplit(':').next().unwrap().to_owned();
+    let out = output(
+        &url,
+        &[
+            "run",
+            "--metrics-addr",
+            &format!("localhost:{port}"),
+            "x",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+}
+
+#[test]
+fn an_empty_list_says_so_on_stderr_only() {
+    let url = scratch_sqlite("locks.sqlite");
+    let out = output(&url, &["list"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(said(&out).contains("no locks held"), "{}", said(&out));
+    let out = output(&url, &["list", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+    assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn verbose_runs_say_when_they_took_and_released_the_lock() {
+    let url = scratch_sqlite("locks.sqlite");
+    let name = unique("verbose");
+    let out = output(&url, &["run", "-v", &name, "--", "true"]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = said(&out);
+    assert!(
+        err.contains(&format!("dlock: took {name} (token ")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("dlock: released {name} after holding it")),
+        "{err}"
+    );
+    assert!(err.contains("the command exited 0"), "{err}");
+    let quiet = output(&url, &["run", &name, "--", "true"]);
+    assert!(quiet.stderr.is_empty(), "{}", said(&quiet));
+}
+
+#[test]
+fn releasing_a_name_or_a_spent_ticket_says_what_happened() {
+    let url = scratch_sqlite("locks.sqlite");
+    let name = unique("spent");
+    let out = output(&url, &["release", &name]);
+    assert_eq!(out.status.code(), Some(USAGE));
+    assert!(
+        said(&out).contains("release --force NAME"),
+        "{}",
+        said(&out)
+    );
+    let ticket = output(&url, &["acquire", &name]);
+    let ticket = String::from_utf8(ticket.stdout).unwrap();
+    assert_eq!(
+        output(&url, &["release", ticket.trim()]).status.code(),
+        Some(0)
+    );
+    let again = output(&url, &["release", ticket.trim()]);
+    assert_eq!(again.status.code(), Some(LEASE_LOST));
+    assert!(
+        said(&again).contains("released already, run out"),
+        "{}",
+        said(&again)
+    );
+}
+
+#[test]
+fn a_ticket_shows_the_process_that_acquired_it() {
+    let url = scratch_sqlite("locks.sqlite");
+    let name = unique("ticket-holder");
+    let status_of = |name: &str| {
+        let out = output(&url, &["status", "--json", name]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // this test is the process that ran `dlock acquire`: its pid is the holder's
+    let ticket = output(&url, &["acquire", &name]);
+    assert_eq!(ticket.status.code(), Some(0), "{}", said(&ticket));
+    let json = status_of(&name);
+    assert!(
+        json.contains(&format!("\"pid\":{},", std::process::id())),
+        "{json}"
+    );
+    let ticket = String::from_utf8(ticket.stdout).unwrap();
+    assert_eq!(
+        output(&url, &["release", ticket.trim()]).status.code(),
+        Some(0)
+    );
+    // a label names it instead
+    let labelled = dlock(&url)
+        .args(["acquire", "--label", "deploy-42", &name])
+        .output()
+        .unwrap();
+    assert_eq!(labelled.status.code(), Some(0), "{}", said(&labelled));
+    let json = status_of(&name);
+    assert!(json.contains("\"command\":\"deploy-42\""), "{json}");
+    let text = String::from_utf8_lossy(&output(&url, &["status", &name]).stdout).into_owned();
+    assert!(text.contains("(deploy-42) for "), "{text}");
+    let ticket = String::from_utf8(labelled.stdout).unwrap();
+    assert_eq!(
+        output(&url, &["release", ticket.trim()]).status.code(),
+        Some(0)
+    );
+}
