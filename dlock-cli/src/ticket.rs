@@ -37,6 +37,13 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
+    // the TTL asked for, else five minutes or the longest the backend takes
+    let ttl = args.ttl.unwrap_or_else(|| {
+        let default = Duration::from_secs(300);
+        lock.capabilities()
+            .max_ttl
+            .map_or(default, |max| default.min(max))
+    });
     // the ticket must be writable before the lock is taken: a backend whose leases
     // cannot leave this process refuses up front, holding nothing
     let probe = Ticket::new(
@@ -44,7 +51,7 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
         name.clone(),
         dlock_any::OwnerId::from_stored("probe"),
         dlock_any::FencingToken::new(0),
-        args.ttl,
+        ttl,
     );
     match lock.resume(&probe).await {
         Err(LockError::LeaseLost { .. }) => {}
@@ -55,7 +62,7 @@ pub async fn acquire(args: AcquireArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => return exit::fail(&e),
     };
-    let lease = match take(&lock, &name, &args, &value).await {
+    let lease = match take(&lock, &name, ttl, &args, &value).await {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -102,17 +109,18 @@ fn holder_of_ticket(label: Option<&str>) -> ProcessHolder {
 async fn take(
     lock: &Arc<dyn DistributedLock>,
     name: &LockName,
+    ttl: Duration,
     args: &AcquireArgs,
     value: &dlock_any::HolderValue,
 ) -> Result<Lease, ExitCode> {
     if args.wait.is_zero() {
-        return match lock.try_acquire_with_value(name, args.ttl, value).await {
+        return match lock.try_acquire_with_value(name, ttl, value).await {
             Ok(Some(lease)) => Ok(lease),
             Ok(None) => Err(exit::busy(&**lock, name, quietly(args.quiet)).await),
             Err(e) => Err(exit::fail(&e)),
         };
     }
-    let acquire = lock.acquire_with_value(name, args.ttl, args.wait, value);
+    let acquire = lock.acquire_with_value(name, ttl, args.wait, value);
     let report = progress::report_holder(Arc::clone(lock), name.clone(), args.quiet);
     tokio::select! {
         r = acquire => r.map_err(|e| exit::wait_failed(name, args.wait, &e, quietly(args.quiet))),
@@ -152,7 +160,7 @@ pub async fn renew(args: RenewArgs) -> ExitCode {
             }
             with_ttl(&lease, ttl)
         }
-        None => lease,
+        None => never_shorter(&*lock, lease).await,
     };
     match lock.renew(&lease).await {
         Ok(renewed) => {
@@ -170,6 +178,26 @@ pub async fn renew(args: RenewArgs) -> ExitCode {
             }
         }
         Err(e) => exit::fail(&e),
+    }
+}
+
+/// The lease to renew without `--ttl`: for the ticket's TTL, unless a renewal with a
+/// longer `--ttl` (whose ticket this is not) left more than that — a renewal without
+/// `--ttl` never shortens the lease. (ZooKeeper's node keeps the TTL it was handed
+/// over with whatever a renewal asks.)
+async fn never_shorter(lock: &dyn DistributedLock, lease: Lease) -> Lease {
+    match lock.inspect(lease.name()).await {
+        Ok(Some(h))
+            if h.owner == *lease.owner()
+                && h.token == lease.token()
+                && h.remaining > lease.ttl()
+                && lock.capabilities().lease_scope == dlock_any::LeaseScope::PerLease =>
+        {
+            // to the whole second above what is left: the TTL it was renewed with
+            let secs = h.remaining.as_secs() + u64::from(h.remaining.subsec_nanos() > 0);
+            with_ttl(&lease, Duration::from_secs(secs))
+        }
+        _ => lease,
     }
 }
 

@@ -259,6 +259,18 @@ fn completions_man_page_and_version_come_from_the_definition() {
         run.contains(".TH dlock-run 1") && run.contains("max\\-hold"),
         "{run}"
     );
+    // the sections a reader looks for, each once; the NAME line not repeated
+    for section in [
+        ".SH NAME",
+        ".SH \"EXIT STATUS\"",
+        ".SH ENVIRONMENT",
+        ".SH EXAMPLES",
+    ] {
+        assert_eq!(run.matches(section).count(), 1, "{section}: {run}");
+    }
+    assert!(!run.contains(".SH EXTRA"), "{run}");
+    let about = "Run COMMAND while holding lock NAME";
+    assert_eq!(run.matches(about).count(), 1, "{run}");
     assert_eq!(output(url, &["man", "nonsense"]).status.code(), Some(2));
     let dir = common::scratch();
     let wrote = output(url, &["man", "--out-dir", dir.to_str().unwrap()]);

@@ -114,6 +114,19 @@ fn expired_and_foreign_tickets_are_refused(url: &str) {
     assert_eq!(code(url, &["release", &held]), 0);
 }
 
+/// `dlock acquire` without `--ttl` takes five minutes, or the longest the backend
+/// takes if shorter (Redlock: its restart delay, as its default of a minute here).
+fn the_default_ttl_is_one_the_backend_takes(url: &str) {
+    // the shared test servers run Redlock without a restart delay: this one has one
+    let url = &url.replace("restart-delay=0s", "restart-delay=1m");
+    let name = unique("default-ttl");
+    let ticket = acquire(url, &[&name]);
+    let written: dlock_any::Ticket = ticket.parse().unwrap();
+    let expected = if url.starts_with("redlock") { 60 } else { 300 };
+    assert_eq!(written.ttl(), Duration::from_secs(expected), "{ticket}");
+    assert_eq!(code(url, &["release", &ticket]), 0);
+}
+
 /// `dlock list` shows a lock held by a running `dlock run` (with its waiter, where the
 /// backend counts them), and not once it is released.
 fn list_shows_a_running_holder(url: &str) {
@@ -162,4 +175,5 @@ common::every_backend!(
     ticket_round_trip,
     expired_and_foreign_tickets_are_refused,
     list_shows_a_running_holder,
+    the_default_ttl_is_one_the_backend_takes,
 );

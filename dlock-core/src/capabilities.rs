@@ -32,6 +32,11 @@ pub struct Capabilities {
     /// ([`crate::DistributedSemaphore`], [`crate::DistributedRwLock`]) with the mutex's
     /// guarantees; without it their methods fail with [`crate::LockError::Unsupported`].
     pub shared: bool,
+    /// The longest TTL the backend takes, where it bounds one (Redlock: its restart
+    /// delay); a longer one is refused with [`crate::LockError::InvalidArgument`].
+    /// Callers with a default of their own (`dlock acquire`'s five minutes) use it to
+    /// pick one the backend takes.
+    pub max_ttl: Option<std::time::Duration>,
 }
 
 impl Capabilities {
@@ -81,6 +86,7 @@ impl Capabilities {
             notify,
             batched_renewals: false,
             shared: false,
+            max_ttl: None,
         }
     }
 
@@ -88,6 +94,13 @@ impl Capabilities {
     #[must_use]
     pub const fn with_shared(mut self, on: bool) -> Self {
         self.shared = on;
+        self
+    }
+
+    /// Declares the longest TTL the backend takes.
+    #[must_use]
+    pub const fn with_max_ttl(mut self, max: Option<std::time::Duration>) -> Self {
+        self.max_ttl = max;
         self
     }
 

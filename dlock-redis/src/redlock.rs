@@ -258,7 +258,8 @@ impl Backend for Redlock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+        let rest = self.opts.restart_delay;
+        CAPABILITIES.with_max_ttl((!rest.is_zero()).then_some(rest))
     }
 
     fn backend_name(&self) -> &'static str {

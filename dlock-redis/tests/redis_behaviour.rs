@@ -329,7 +329,11 @@ async fn redlock_renewals_keep_within_the_restart_delay() {
     let rest = Duration::from_secs(3);
     let urls = common::redlock_urls();
     let lock = common::redlock_resting(&urls, rest).await;
+    // declared, so callers with a default of their own (dlock acquire) can keep within it
+    assert_eq!(lock.capabilities().max_ttl, Some(rest));
     let n = name("linger");
+    let r = lock.try_acquire(&n, rest + Duration::from_secs(1)).await;
+    assert!(matches!(&r, Err(LockError::InvalidArgument(_))), "{r:?}");
     // the shared nodes may have been restarted by another test a moment ago: they rest
     let lease = take_once_back(&lock, &n, rest, Duration::from_secs(15), "no lease").await;
     let r = lock.release_after(&lease, Duration::from_secs(10)).await;

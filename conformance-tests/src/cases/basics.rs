@@ -128,6 +128,14 @@ pub async fn invalid_arguments(h: &impl Harness) {
         .try_acquire(&name, Duration::from_secs(400 * 24 * 3600))
         .await;
     assert!(matches!(r, Err(LockError::InvalidArgument(_))), "{r:?}");
+    // a declared bound on the TTL is kept: above it refused, at it taken
+    if let Some(max) = a.capabilities().max_ttl {
+        let r = a.try_acquire(&name, max + Duration::from_secs(1)).await;
+        assert!(matches!(r, Err(LockError::InvalidArgument(_))), "{r:?}");
+        let at_max = a.try_acquire(&name, max).await.expect("the max TTL");
+        let lease = at_max.expect("a free name");
+        assert!(a.release(&lease).await.expect("release"));
+    }
     for bad in ["", "new\nline", &"x".repeat(257)] {
         assert!(matches!(
             LockName::new(bad),

@@ -229,9 +229,10 @@ pub struct AcquireArgs {
     /// Backend URL.
     #[command(flatten)]
     pub backend: Backend,
-    /// Lease time to live. Nothing renews it after `dlock acquire` exits.
-    #[arg(long, default_value = "5m", value_parser = duration, allow_hyphen_values = true)]
-    pub ttl: Duration,
+    /// Lease time to live (default 5m, or the backend's longest if shorter: Redlock's
+    /// restart delay). Nothing renews it after `dlock acquire` exits.
+    #[arg(long, value_parser = duration, allow_hyphen_values = true)]
+    pub ttl: Option<Duration>,
     /// How long to wait for the lock: a duration (0 = give up at once) or `forever`.
     #[arg(long, default_value = "0", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
@@ -252,7 +253,8 @@ pub struct RenewArgs {
     /// The ticket.
     #[command(flatten)]
     pub ticket: TicketArgs,
-    /// The TTL to renew for (default: the ticket's).
+    /// The TTL to renew for (default: the ticket's, or more if a renewal with a longer
+    /// --ttl left more: a renewal without --ttl never shortens the lease).
     #[arg(long, value_parser = duration, allow_hyphen_values = true)]
     pub ttl: Option<Duration>,
 }

@@ -17,22 +17,25 @@ Exit codes: 0 nothing critical; 78 a critical finding; 69 backend unreachable; \
 
 Examples:
   dlock doctor --url redis://cache:6379
-  dlock doctor --url postgres://app@db/app --json | jq '.[] | select(.severity != \"info\")'";
+  dlock doctor --json | jq '.[] | select(.severity != \"info\")'";
 
 pub(super) const LEADER_HELP: &str = "\
+Exit codes: 0 a leader leads; 1 none does (as test answers); 69 backend unreachable; \
+70 backend error.
+
 Examples:
-  dlock leader scheduler                 # LEADER EPOCH, or nothing when none leads
+  dlock leader scheduler          # who leads, its epoch; \"no leader\": exit 1
   dlock leader --json scheduler
-  dlock leader --watch scheduler         # one line per change, until interrupted";
+  dlock leader --watch scheduler  # a line per change, until interrupted";
 
 pub(super) const STATUS_HELP: &str = "\
-Exit codes: 0; 75 when a ticket given is no longer held; 2 bad name or ticket; \
-69 backend unreachable.
+Exit codes: 0 every name is held; 1 one is free (as test answers); 75 a ticket given \
+no longer holds its lock; 2 bad name or ticket; 69 backend unreachable.
 
 Examples:
   dlock status nightly-report invoices
   dlock status --json nightly-report
-  dlock status \"$t\"                      # a ticket from dlock acquire: does it hold?";
+  dlock status \"$t\"               # a ticket from dlock acquire: does it hold?";
 
 pub(super) const BENCH_HELP: &str = "\
 Examples:
@@ -50,7 +53,7 @@ pub(super) const MAN_HELP: &str = "\
 Examples:
   dlock man | man -l -
   dlock man run | man -l -
-  dlock man --out-dir /usr/local/share/man/man1   # dlock.1 and one page per subcommand";
+  dlock man --out-dir /usr/local/share/man/man1   # dlock.1, a page per subcommand";
 
 pub(super) const TICKET_HELP: &str = "\
 A ticket is one line: the backend's name, the lock name, the acquisition's owner id \
@@ -64,14 +67,15 @@ Exit codes: 0 done; 73 busy (--wait 0); 74 the wait ran out; 75 the ticket's lea
 gone (expired, released, taken over); 2 not a ticket, or one for another backend; \
 69 backend unreachable; 70 backend error.
 
-`dlock renew` prints the ticket again (with the TTL given by --ttl, if any). Pass a \
+`dlock renew` prints the ticket again (with the TTL given by --ttl, if any; without \
+--ttl it never shortens the lease). Pass a \
 ticket as an argument, in $DLOCK_TICKET, or as `-` on stdin: the process list (ps) \
 shows arguments to every user of the host.
 
 Examples:
-  t=$(dlock acquire --ttl 10m deploy)     # exits holding the lock
+  t=$(dlock acquire --ttl 10m deploy) || exit   # exits holding the lock
+  trap 'dlock release \"$t\"' EXIT              # released however the steps end
   ./step-one && dlock renew \"$t\" && ./step-two
-  dlock release \"$t\"
   dlock status \"$t\"                       # does it still hold?";
 
 pub(super) const PRUNE_HELP: &str = "\
@@ -139,8 +143,8 @@ Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
   dlock run nightly-report -- ./report.sh
   dlock run --wait 0 --ttl 1m backup -- pg_dump app
   DLOCK_URL=postgres://app@db/app dlock run --wait 10m invoices -- ./charge.sh
-  dlock run --metrics-addr 127.0.0.1:9464 reindex -- ./reindex.sh   # scrape /metrics
-  dlock run --permits 3 --wait 5m heavy-export -- ./export.sh        # 3 at a time
+  dlock run --metrics-addr localhost:9464 reindex -- ./reindex.sh  # /metrics
+  dlock run --permits 3 --wait 5m heavy-export -- ./export.sh     # 3 at a time
   dlock run --shared catalog -- ./read-catalog.sh
   dlock run --exclusive catalog -- ./rebuild-catalog.sh
   dlock run accounts/7 accounts/9 -- ./transfer.sh 7 9            # both, as one

@@ -136,3 +136,83 @@ pub fn hint_for(e: &clap::Error, args: &[std::ffi::OsString]) -> Option<&'static
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    /// Every `dlock …` call in the help's examples, as the words clap gets: from the
+    /// word `dlock` to the end of its shell command (`)`, `|`, `&&`, `;`, a redirection, a quote or a
+    /// comment), quotes dropped.
+    fn calls(text: &str) -> Vec<Vec<String>> {
+        let mut found = Vec::new();
+        for line in text.lines().filter(|l| l.starts_with("  ")) {
+            // a substitution that is not a dlock call (`$(hostname)`) is one word
+            let mut line = line.split(" #").next().unwrap_or_default().to_owned();
+            while let Some(open) = line.find("$(") {
+                let Some(close) = line[open..].find(')') else {
+                    break;
+                };
+                if line[open..open + close].contains("dlock ") {
+                    break;
+                }
+                line.replace_range(open..=open + close, "X");
+            }
+            let mut rest = line.as_str();
+            while let Some(at) = rest.find("dlock ") {
+                let starts_word = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric();
+                let call = &rest[at..];
+                let end = ["#", ")", "|", "&&", ";", "'", ">", "<"]
+                    .iter()
+                    .filter_map(|stop| call.find(stop))
+                    .min()
+                    .unwrap_or(call.len());
+                if starts_word {
+                    found.push(
+                        call[..end]
+                            .split_whitespace()
+                            .map(|w| w.trim_matches('"').to_owned())
+                            .collect(),
+                    );
+                }
+                rest = &call[end.max(1)..];
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_example_in_the_help_parses() {
+        let top = Cli::command();
+        let mut checked = 0;
+        for sub in top.get_subcommands() {
+            let help = sub
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            for words in calls(&help) {
+                // a ticket stands in for "$t"
+                let words: Vec<String> = words
+                    .into_iter()
+                    .map(|w| {
+                        if w == "$t" {
+                            "dlock-ticket1:x".into()
+                        } else {
+                            w
+                        }
+                    })
+                    .collect();
+                let parsed = Cli::try_parse_from(&words);
+                assert!(
+                    parsed.is_ok(),
+                    "`{}`: {}",
+                    words.join(" "),
+                    parsed.err().map(|e| e.to_string()).unwrap_or_default()
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "only {checked} examples found");
+    }
+}

@@ -141,6 +141,32 @@ fn releasing_a_name_or_a_spent_ticket_says_what_happened() {
 }
 
 #[test]
+fn a_renewal_without_a_ttl_never_shortens_the_lease() {
+    let url = scratch_sqlite("locks.sqlite");
+    let name = unique("renew-keeps");
+    let first = output(&url, &["acquire", "--ttl", "1m", &name]);
+    let first = String::from_utf8(first.stdout).unwrap();
+    let longer = output(&url, &["renew", "--ttl", "10m", first.trim()]);
+    assert_eq!(longer.status.code(), Some(0), "{}", said(&longer));
+    // the first ticket again, without --ttl: still about ten minutes left
+    let again = output(&url, &["renew", first.trim()]);
+    assert_eq!(again.status.code(), Some(0), "{}", said(&again));
+    let json =
+        String::from_utf8_lossy(&output(&url, &["status", "--json", &name]).stdout).into_owned();
+    let left: u64 = json
+        .split("\"remaining_ms\":")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no time left in {json}"));
+    assert!(left > 300_000, "shortened to {left} ms: {json}");
+    assert_eq!(
+        output(&url, &["release", first.trim()]).status.code(),
+        Some(0)
+    );
+}
+
+#[test]
 fn a_ticket_shows_the_process_that_acquired_it() {
     let url = scratch_sqlite("locks.sqlite");
     let name = unique("ticket-holder");
