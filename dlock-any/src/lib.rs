@@ -7,7 +7,7 @@
 //! | URL | backend | feature |
 //! |---|---|---|
 //! | `memory://` | [`MemoryLock`] (this process only; each `connect` is a new table) | always |
-//! | `sqlite://path/to/file.db` | SQLite file, created if missing | `sqlite` (default) |
+//! | `sqlite://path/to/file.db` | SQLite file, created if missing | `sqlite` |
 //! | `postgres://user:pw@host:5432/db` | PostgreSQL | `postgres` |
 //! | `mysql://user:pw@host:3306/db`, `mariadb://…` | MySQL / MariaDB | `mysql` |
 //! | `redis://[user:pw@]host:6379[/db]`, `rediss://…` (TLS) | one Redis server | `redis` |

@@ -18,6 +18,7 @@ pub async fn report_holder(
     sleep(Duration::from_millis(300)).await;
     let mut last: Option<(OwnerId, FencingToken)> = None;
     let mut printed_at: Option<Instant> = None;
+    let began = Instant::now();
     loop {
         if !quiet {
             match backend.inspect(&name).await {
@@ -35,7 +36,18 @@ pub async fn report_holder(
                         printed_at = Some(Instant::now());
                     }
                 }
-                Ok(None) => {}
+                // no single holder to name (a semaphore's or a read-write lock's,
+                // or a hand-off under way): still, say the wait goes on
+                Ok(None) => {
+                    if printed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        eprintln!(
+                            "dlock: waiting for {name} for {} (`dlock status {name}` shows its holders)",
+                            format_duration(began.elapsed())
+                        );
+                        last = None;
+                        printed_at = Some(Instant::now());
+                    }
+                }
                 Err(e) => eprintln!("dlock: waiting for {name}: cannot see the holder: {e}"),
             }
         }
