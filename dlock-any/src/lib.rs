@@ -61,6 +61,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod blocking;
+mod credentials;
 
 use std::sync::Arc;
 
@@ -119,6 +120,9 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 /// session) closes with it; what it created (the lock table, a ZooKeeper root node)
 /// stays, and creating it again is harmless.
 pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
+    credentials::check(url)?;
+    let original = url;
+    let scrub = |e: LockError| credentials::scrubbed(e, original);
     let mut fallback = Fallback::FailFast;
     let url = backend::take_query(url, |k, v| match k {
         "fallback" => {
@@ -128,7 +132,7 @@ pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, Lo
         _ => Ok(false),
     })?;
     if fallback == Fallback::FailFast {
-        return connect_backend(&url).await;
+        return connect_backend(&url).await.map_err(scrub);
     }
     tracing::warn!(url = %redact_url(&url), %fallback, "lock service outages will be served by the fallback");
     match connect_backend(&url).await {
@@ -145,7 +149,7 @@ pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, Lo
             });
             Ok(Arc::new(FallbackLock::connecting(connector, fallback)))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(scrub(e)),
     }
 }
 

@@ -33,7 +33,22 @@ pub fn default_url() -> Result<String, LockError> {
             dir.display()
         ))
     })?;
-    Ok(format!("sqlite://{}", dir.join("locks.sqlite").display()))
+    // the path as a URL path: `%`, `?`, `#` (a HOME may hold them) percent-encoded,
+    // which the SQLite URL's reader decodes
+    const PATH: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+        .add(b' ')
+        .add(b'"')
+        .add(b'#')
+        .add(b'%')
+        .add(b'?')
+        .add(b'<')
+        .add(b'>')
+        .add(b'`')
+        .add(b'{')
+        .add(b'}');
+    let file = dir.join("locks.sqlite");
+    let path = percent_encoding::utf8_percent_encode(&file.to_string_lossy(), PATH).to_string();
+    Ok(format!("sqlite://{path}"))
 }
 
 /// The URL to use: the flag (which clap also fills from `DLOCK_URL`) or the default.

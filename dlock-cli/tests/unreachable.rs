@@ -40,3 +40,48 @@ fn unreachable_servers_are_named_at_once() {
         assert!(!said.contains("pw"), "{said}");
     }
 }
+
+/// A password may hold any character once percent-encoded, and no output of a failing
+/// command shows it: written raw, `/ ? #` are explained (exit 2); encoded, the server
+/// is looked for (exit 69). Every backend with a password, against a closed port.
+#[test]
+fn a_password_never_shows_and_any_character_can_be_encoded() {
+    let port = dlock_conformance::free_port();
+    let raw = "p?a#s/s%w@rd:x";
+    let encoded = "p%3Fa%23s%2Fs%25w%40rd%3Ax";
+    let mut schemes = vec![
+        ("postgres", "/db"),
+        ("mysql", "/db"),
+        ("redis", ""),
+        ("redlock", ""),
+        ("zk", ""),
+    ];
+    if cfg!(feature = "etcd") {
+        schemes.push(("etcd", ""));
+    }
+    // every fragment of the password that a client could echo
+    let fragments = ["a#s", "s/s", "%w@", "rd:x", "a%23", "%2Fs", "%25w", "%40rd"];
+    for (scheme, path) in schemes {
+        for (password, expected) in [(raw, 2), (encoded, 69)] {
+            let url = format!("{scheme}://user:{password}@127.0.0.1:{port}{path}");
+            let run = ["run", "--wait", "0", "n", "--", "true"];
+            for args in [&["status", "n"][..], &run, &["doctor"]] {
+                let out = dlock(&url).args(args).output().unwrap();
+                let all = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                for f in fragments {
+                    assert!(!all.contains(f), "{url} {args:?} shows {f:?}: {all}");
+                }
+                if args[0] != "doctor" {
+                    assert_eq!(out.status.code(), Some(expected), "{url} {args:?}: {all}");
+                }
+                if expected == 2 {
+                    assert!(all.contains("percent-encode"), "{url} {args:?}: {all}");
+                }
+            }
+        }
+    }
+}

@@ -40,7 +40,7 @@ impl EtcdLock {
             .map_or("", |(_, r)| r)
             .trim_end_matches('/');
         let (user, hosts) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u.split_once(':').unwrap_or((u, ""))), h),
+            Some((u, h)) => (Some(dlock_core::backend::credentials(u)?), h),
             None => (None, authority),
         };
         let endpoints: Vec<String> = hosts
@@ -55,7 +55,7 @@ impl EtcdLock {
         }
         let endpoints: Vec<&str> = endpoints.iter().map(String::as_str).collect();
         let mut builder = Self::builder(&endpoints);
-        if let Some((u, p)) = user {
+        if let Some((u, p)) = &user {
             builder = builder.user(u, p);
         }
         if let Some(p) = prefix {

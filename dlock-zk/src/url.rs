@@ -48,7 +48,7 @@ impl ZkLock {
         })?;
         let rest = plain.split_once("://").map_or("", |(_, r)| r);
         let (user, addr) = match rest.rsplit_once('@') {
-            Some((u, a)) => (Some(u.split_once(':').unwrap_or((u, ""))), a),
+            Some((u, a)) => (Some(dlock_core::backend::credentials(u)?), a),
             None => (None, rest),
         };
         if addr.is_empty() || addr.starts_with('/') {
@@ -57,7 +57,7 @@ impl ZkLock {
             )));
         }
         let mut builder = Self::builder(addr);
-        if let Some((u, p)) = user {
+        if let Some((u, p)) = &user {
             builder = builder.auth(u, p);
         }
         if let Some(d) = session_timeout {

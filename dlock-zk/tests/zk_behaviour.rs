@@ -134,6 +134,42 @@ async fn authenticated_nodes_cannot_be_deleted_by_others() {
     assert!(lock.release(&lease).await.unwrap());
 }
 
+/// A password in a `zk://` URL may hold any character, percent-encoded: the digest
+/// the server gets is the decoded one.
+#[cfg(feature = "server-tests")]
+#[tokio::test]
+async fn a_percent_encoded_password_is_decoded() {
+    let addr = common::single();
+    let url = format!("zk://app:p%3Fa%23s%2Fs%25w%40rd%3Ax@{addr}?root=/dlock-auth-encoded");
+    let lock = ZkLock::from_url(&url).await.unwrap();
+    let n = name("encoded");
+    let lease = take(&lock, &n, LONG).await;
+    let queue = format!("/dlock-auth-encoded/{}", n.as_str());
+    let list_as = |digest: &'static [u8]| {
+        let addr = addr.clone();
+        let queue = queue.clone();
+        async move {
+            let client = zk::Client::connector()
+                .with_auth("digest", digest)
+                .connect(&addr)
+                .await
+                .unwrap();
+            client.list_children(&queue).await.map(|c| c.len())
+        }
+    };
+    assert_eq!(
+        list_as(b"app:p?a#s/s%w@rd:x").await,
+        Ok(1),
+        "the decoded password"
+    );
+    assert_eq!(
+        list_as(b"app:p%3Fa%23s%2Fs%25w%40rd%3Ax").await,
+        Err(zk::Error::NoAuth),
+        "not the encoded text"
+    );
+    assert!(lock.release(&lease).await.unwrap());
+}
+
 /// A chroot in the address puts every node under it.
 #[cfg(feature = "server-tests")]
 #[tokio::test]

@@ -22,6 +22,22 @@ fn default_url_is_an_sqlite_file_in_the_state_directory() {
 }
 
 #[test]
+fn a_state_directory_with_url_characters_in_its_name_works() {
+    let state = scratch().join("odd %41 ? # name");
+    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .env_remove("DLOCK_URL")
+        .env("XDG_STATE_HOME", &state)
+        .args(["run", "odd-home", "--", "true"])
+        .output()
+        .unwrap();
+    succeeded(&out);
+    assert!(
+        state.join("dlock/locks.sqlite").exists(),
+        "the file where the directory says"
+    );
+}
+
+#[test]
 fn without_a_home_there_is_no_default_lock_file() {
     let here = scratch();
     let out = Command::new(env!("CARGO_BIN_EXE_dlock"))

@@ -52,6 +52,34 @@ pub fn take_query(
     })
 }
 
+/// A URL's `user[:password]` as the server must get them: percent-decoded, so a
+/// password may hold any character (`/` written `%2F`, `@` `%40`, `%` `%25`), as the
+/// SQL and Redis clients read theirs.
+///
+/// ```
+/// use dlock_core::backend::credentials;
+/// let (user, password) = credentials("app:p%3Fa%23s%2Fs%25w%40rd%3Ax")?;
+/// assert_eq!((user.as_str(), password.as_str()), ("app", "p?a#s/s%w@rd:x"));
+/// # Ok::<(), dlock_core::LockError>(())
+/// ```
+///
+/// # Errors
+/// [`LockError::Config`] when the decoded bytes are not UTF-8 (nothing of them shown).
+pub fn credentials(userinfo: &str) -> Result<(String, String), LockError> {
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let decode = |part: &str, what: &str| {
+        percent_encoding::percent_decode_str(part)
+            .decode_utf8()
+            .map(|s| s.into_owned())
+            .map_err(|_| {
+                LockError::Config(format!(
+                    "the URL's {what} is not UTF-8 once percent-decoded"
+                ))
+            })
+    };
+    Ok((decode(user, "user name")?, decode(password, "password")?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
