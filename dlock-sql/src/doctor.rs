@@ -21,7 +21,8 @@ fn table_finding(table: &str, columns: &str) -> Finding {
         Finding::critical(
             "lock table",
             format!("{table} is missing"),
-            "create it: connect without create_table=false once, or run dlock's CREATE TABLE",
+            "create it: connect once as a role that may create tables, without create=false \
+             (the URL's default creates it), then run with create=false",
         )
     } else {
         Finding::critical(

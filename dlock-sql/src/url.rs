@@ -36,6 +36,13 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
                     _ => return Err("listen must be true or false".into()),
                 }
             }
+            "create" => {
+                opts.create_table = match value {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err("create must be true or false".into()),
+                }
+            }
             "fifo" => {
                 opts.fifo = Some(match value {
                     "true" | "1" => true,
@@ -57,8 +64,8 @@ pub(crate) fn take_url_options(url: &str, opts: &mut Options) -> Result<String, 
             }
             _ => {
                 return Err(format!(
-                    "unknown parameter: dlock reads table, pool_size, op_timeout, poll_max, \
-                     listen, fifo and (PostgreSQL) pooler; the database driver reads {}",
+                    "unknown parameter: dlock reads table, create, pool_size, op_timeout, \
+                     poll_max, listen, fifo and (PostgreSQL) pooler; the database driver reads {}",
                     client_keys.join(", ")
                 ));
             }
