@@ -3,15 +3,22 @@
 use dlock_core::{LockError, redact_url};
 
 /// Refuses a URL whose user name or password holds, unencoded, a character that ends
-/// a URL's host part (`/`, `?`, `#`): each client would cut the URL at it in its own
-/// way — a host named after half the password, a query parameter named after the
-/// rest — and its error would show the pieces. Percent-encoded, any character works.
+/// a URL's host part (`/`, `?`, `#`) **(contract)**: each client would cut the URL at
+/// it in its own way — a host named after half the password, a query parameter named
+/// after the rest — and its error would show the pieces. Percent-encoded, any
+/// character works. [`connect`](crate::connect) checks every URL so; a program that
+/// connects an adapter itself (`SqlLock::connect`) calls this first.
 ///
 /// A URL the `url` crate reads whole (an `@` in a path or a query value) passes.
 ///
+/// ```
+/// assert!(dlock_any::check_credentials("postgres://app:p%3Fss@db/app").is_ok());
+/// assert!(dlock_any::check_credentials("postgres://app:p?ss@db/app").is_err());
+/// ```
+///
 /// # Errors
 /// [`LockError::Config`] saying what to encode, the URL shown without its password.
-pub(crate) fn check(url: &str) -> Result<(), LockError> {
+pub fn check_credentials(url: &str) -> Result<(), LockError> {
     let Some((_, rest)) = url.split_once("://") else {
         return Ok(());
     };
@@ -28,35 +35,47 @@ pub(crate) fn check(url: &str) -> Result<(), LockError> {
     )))
 }
 
-/// `e`, or — if its text shows the URL's password (a client echoing what it parsed) —
-/// a configuration error with the password hidden.
-pub(crate) fn scrubbed(e: LockError, url: &str) -> LockError {
+/// `e` with the URL's password (as written, and percent-decoded) hidden from its text,
+/// if a client echoed it **(contract)**; the kind of error is kept (an `Unavailable`
+/// stays one, so callers still retry it), its source dropped (its text may hold the
+/// password too). A password of fewer than three characters is left: it would match
+/// everywhere, and is no secret.
+#[must_use]
+pub fn hide_password(e: LockError, url: &str) -> LockError {
     let Some(password) = password_of(url) else {
         return e;
     };
     let decoded = percent_encoding::percent_decode_str(password)
         .decode_utf8_lossy()
         .into_owned();
-    let text = e.to_string();
-    // a one- or two-letter password would match everywhere: such is no secret anyway
-    let shown = [password, decoded.as_str()]
+    let secrets: Vec<&str> = [password, decoded.as_str()]
         .into_iter()
         .filter(|p| p.len() >= 3)
-        .any(|p| text.contains(p));
-    if !shown {
+        .collect();
+    let shows = |text: &str| secrets.iter().any(|p| text.contains(p));
+    if !shows(&e.to_string()) && !shows(&format!("{e:?}")) {
         return e;
     }
-    let hidden = [password, decoded.as_str()]
-        .into_iter()
-        .filter(|p| p.len() >= 3)
-        .fold(text, |t, p| t.replace(p, "***"));
-    LockError::Config(format!("connecting to {}: {hidden}", redact_url(url)))
+    let hide = |text: &str| {
+        secrets
+            .iter()
+            .fold(text.to_owned(), |t, p| t.replace(p, "***"))
+    };
+    match e {
+        LockError::Unavailable { message, .. } => LockError::transient(hide(&message)),
+        LockError::Backend { message, .. } => LockError::backend_msg(hide(&message)),
+        LockError::InvalidArgument(m) => LockError::InvalidArgument(hide(&m)),
+        other => LockError::Config(hide(&other.to_string())),
+    }
 }
 
-/// The password between the scheme and the host, as written (encoded).
+/// The password between the scheme and the host, as written (encoded): the userinfo
+/// is what precedes the authority's last `@`, the authority ending at the first `/`,
+/// `?` or `#` ([`check_credentials`] refuses URLs where that would cut a password).
 fn password_of(url: &str) -> Option<&str> {
     let (_, rest) = url.split_once("://")?;
-    let userinfo = &rest[..rest.rfind('@')?];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let userinfo = &authority[..authority.rfind('@')?];
     let (_, password) = userinfo.split_once(':')?;
     (!password.is_empty()).then_some(password)
 }
@@ -72,7 +91,7 @@ mod tests {
             "zk://u:pa/ss@h:2181",
             "redlock://u:p#ss@h1:1,h2:2",
         ] {
-            let e = check(url).unwrap_err().to_string();
+            let e = check_credentials(url).unwrap_err().to_string();
             assert!(e.contains("percent-encode") && !e.contains("ss@"), "{e}");
         }
         for url in [
@@ -82,20 +101,27 @@ mod tests {
             "sqlite:///var/lib/dlock/locks.sqlite",
             "memory://",
         ] {
-            assert!(check(url).is_ok(), "{url}");
+            assert!(check_credentials(url).is_ok(), "{url}");
         }
     }
 
     #[test]
     fn an_error_that_echoes_the_password_is_replaced() {
-        let url = "redis://u:s%40cret@h:6379";
-        let e = scrubbed(LockError::backend_msg("bad auth for s@cret"), url);
+        let url = "redis://u:s%40cret@h:6379/?note=a@b";
+        let e = hide_password(LockError::transient("bad auth for s@cret"), url);
         let text = e.to_string();
         assert!(
-            matches!(e, LockError::Config(_)) && !text.contains("s@cret"),
+            matches!(e, LockError::Unavailable { .. }),
+            "still unavailable: {e:?}"
+        );
+        assert!(!text.contains("s@cret"), "{text}");
+        let e = hide_password(LockError::backend_msg("echo s%40cret"), url);
+        let text = e.to_string();
+        assert!(
+            matches!(e, LockError::Backend { .. }) && !text.contains("cret"),
             "{text}"
         );
-        let e = scrubbed(LockError::backend_msg("refused"), url);
-        assert!(!matches!(e, LockError::Config(_)), "untouched: {e}");
+        let e = hide_password(LockError::backend_msg("refused"), url);
+        assert_eq!(e.to_string(), LockError::backend_msg("refused").to_string());
     }
 }

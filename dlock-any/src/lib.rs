@@ -62,6 +62,7 @@
 
 pub mod blocking;
 mod credentials;
+pub use credentials::{check_credentials, hide_password};
 
 use std::sync::Arc;
 
@@ -120,9 +121,9 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 /// session) closes with it; what it created (the lock table, a ZooKeeper root node)
 /// stays, and creating it again is harmless.
 pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
-    credentials::check(url)?;
-    let original = url;
-    let scrub = |e: LockError| credentials::scrubbed(e, original);
+    check_credentials(url)?;
+    let original = url.to_owned();
+    let scrub = move |e: LockError| hide_password(e, &original);
     let mut fallback = Fallback::FailFast;
     let url = backend::take_query(url, |k, v| match k {
         "fallback" => {
@@ -138,13 +139,16 @@ pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, Lo
     match connect_backend(&url).await {
         Ok(inner) => Ok(Arc::new(FallbackLock::new(inner, fallback))),
         Err(e @ LockError::Unavailable { .. }) => {
+            let e = scrub(e);
             tracing::warn!(error = %e, %fallback, "lock service unreachable at start: connecting again on use");
             let connector: Connector = Arc::new(move || {
                 let url = url.clone();
+                let scrub = scrub.clone();
                 Box::pin(async move {
                     connect_backend(&url)
                         .await
                         .map(|c| c as Arc<dyn DistributedLock>)
+                        .map_err(scrub)
                 })
             });
             Ok(Arc::new(FallbackLock::connecting(connector, fallback)))

@@ -41,9 +41,22 @@ pub fn install() -> Result<PrometheusHandle, String> {
 ///
 /// # Errors
 /// When the recorder cannot be installed.
-pub fn start(addr: Option<SocketAddr>) -> Result<PrometheusHandle, String> {
-    let Some(addr) = addr else {
+pub fn start(addr: Option<&str>) -> Result<PrometheusHandle, String> {
+    let Some(given) = addr else {
         return install();
+    };
+    // a host name (`localhost:9464`) resolved now; one that does not resolve is a
+    // warning like a port that cannot be had
+    let resolved = std::net::ToSocketAddrs::to_socket_addrs(given).map(|mut a| a.next());
+    let addr: SocketAddr = match resolved {
+        Ok(Some(a)) => a,
+        Ok(None) | Err(_) => {
+            eprintln!(
+                "dlock: warning: cannot resolve {given:?} to serve metrics on; running without \
+                 the endpoint"
+            );
+            return install();
+        }
     };
     match builder()?.with_http_listener(addr).build() {
         Ok((recorder, exporter)) => {

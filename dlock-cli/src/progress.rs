@@ -14,11 +14,11 @@ pub async fn report_holder(
     name: LockName,
     quiet: bool,
 ) -> Infallible {
+    let began = Instant::now();
     // an uncontended acquire finishes before anything is printed
     sleep(Duration::from_millis(300)).await;
     let mut last: Option<(OwnerId, FencingToken)> = None;
     let mut printed_at: Option<Instant> = None;
-    let began = Instant::now();
     loop {
         if !quiet {
             match backend.inspect(&name).await {
@@ -39,7 +39,8 @@ pub async fn report_holder(
                 // no single holder to name (a semaphore's or a read-write lock's,
                 // or a hand-off under way): still, say the wait goes on
                 Ok(None) => {
-                    if printed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    let every = Duration::from_secs(10);
+                    if began.elapsed() >= every && printed_at.is_none_or(|t| t.elapsed() >= every) {
                         eprintln!(
                             "dlock: waiting for {name} for {} (`dlock status {name}` shows its holders)",
                             format_duration(began.elapsed())

@@ -30,7 +30,10 @@ async fn run(url: &str, args: &PruneArgs) -> Result<String, LockError> {
     ) {
         return Err(not_sql(scheme));
     }
-    let locks = dlock_any::SqlLock::connect(url).await?;
+    dlock_any::check_credentials(url)?;
+    let locks = dlock_any::SqlLock::connect(url)
+        .await
+        .map_err(|e| dlock_any::hide_password(e, url))?;
     eprintln!(
         "dlock: deleting rows unheld for more than {}…",
         format_duration(args.idle_for)

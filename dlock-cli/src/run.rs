@@ -16,7 +16,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 pub async fn run(args: RunArgs) -> ExitCode {
     let metrics_on = args.metrics_addr.is_some() || args.metrics_textfile.is_some();
-    let handle = match metrics_on.then(|| metrics::start(args.metrics_addr)) {
+    let handle = match metrics_on.then(|| metrics::start(args.metrics_addr.as_deref())) {
         Some(Ok(h)) => Some(h),
         Some(Err(e)) => {
             eprintln!("dlock: warning: {e}; running without metrics");
@@ -84,14 +84,15 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
         // dlock exits: see main)
         signal = signals.any() => return exit::signalled(signal),
     };
-    // a command never starts on a lease already lost (broken, expired or cut off while
-    // a later name was awaited, or while this process was slow to get here)
-    if !held.is_held() {
+    // after a wait, the grant's time for status and list; then, a command never starts
+    // on a lease already lost (broken, expired or cut off while a later name was
+    // awaited, while this process was slow to get here, or as the proclaim found)
+    let said = say_granted(&*backend, &held, &me).await;
+    if said.is_err() || !held.is_held() {
         let code = report_end(held.guards());
         let _ = held.release().await;
         return ExitCode::from(code);
     }
-    say_granted(&*backend, &held, &me).await;
     let granted = std::time::Instant::now();
     tracing::info!(
         "took {} (token {}) after {}",
@@ -356,31 +357,46 @@ fn hold_limits_refused(args: &RunArgs) -> Option<String> {
     }
 }
 
-/// After a wait, proclaims the holder value again with the grant's time, so `status`,
-/// `list` and every waiter count the hold from the grant, not from when this run began
-/// to wait. Best effort and bounded: a backend or a lease that cannot proclaim (a
-/// semaphore's permit, a read-write side) keeps the value it waited with.
+/// After a wait (this run connected, then waited at least 250 ms), proclaims the
+/// holder value again with the grant's time, so `status`, `list` and every waiter count
+/// the hold from the grant, not from when this run began to wait. Best effort, one
+/// second for all names together: a backend or a lease that cannot proclaim (a
+/// semaphore's permit, a read-write side) keeps the value it waited with. Only
+/// contended names wait, so only they get the proclaimed value's small record (a
+/// Redis key, a SQL row), as an election's name does.
+///
+/// # Errors
+/// `Err` when a proclaim found a lease lost: the command must not start.
 async fn say_granted(
     backend: &dyn dlock_any::DistributedLock,
     held: &MultiGuard,
     me: &ProcessHolder,
-) {
+) -> Result<(), ()> {
     if me.age() < Duration::from_millis(250) {
-        return; // granted at once: the value already says when
+        return Ok(()); // granted at once: the value already says when
     }
     let Ok(value) = me.granted().to_value() else {
-        return;
+        return Ok(());
     };
-    for guard in held.guards() {
-        let lease = guard.lease();
-        if lease.access() != dlock_any::Access::Exclusive || lease.fallback().is_some() {
-            continue;
+    let all = async {
+        for guard in held.guards() {
+            let lease = guard.lease();
+            if lease.access() != dlock_any::Access::Exclusive || lease.fallback().is_some() {
+                continue;
+            }
+            match backend.proclaim(&lease, &value).await {
+                Err(dlock_any::LockError::LeaseLost { .. }) => return Err(()),
+                Err(e) => {
+                    tracing::debug!(name = %lease.name(), error = %e, "the grant's time not proclaimed");
+                }
+                Ok(()) => {}
+            }
         }
-        let said = tokio::time::timeout(Duration::from_secs(1), backend.proclaim(&lease, &value));
-        if let Ok(Err(e)) = said.await {
-            tracing::debug!(name = %lease.name(), error = %e, "the grant's time not proclaimed");
-        }
-    }
+        Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(1), all)
+        .await
+        .unwrap_or(Ok(()))
 }
 
 async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<MultiGuard, ExitCode> {

@@ -193,9 +193,14 @@ async fn never_shorter(lock: &dyn DistributedLock, lease: Lease) -> Lease {
                 && h.remaining > lease.ttl()
                 && lock.capabilities().lease_scope == dlock_any::LeaseScope::PerLease =>
         {
-            // to the whole second above what is left: the TTL it was renewed with
-            let secs = h.remaining.as_secs() + u64::from(h.remaining.subsec_nanos() > 0);
-            with_ttl(&lease, Duration::from_secs(secs))
+            // to the millisecond above what is left (never past what was asked: a
+            // Redlock restart delay bounds it)
+            let millis =
+                h.remaining.as_millis() + u128::from(h.remaining.subsec_nanos() % 1_000_000 > 0);
+            with_ttl(
+                &lease,
+                Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX)),
+            )
         }
         _ => lease,
     }
@@ -209,7 +214,8 @@ fn with_ttl(lease: &Lease, ttl: Duration) -> Lease {
 
 pub async fn release(args: TicketArgs) -> ExitCode {
     // a lock name where a ticket belongs: the operator meant to break the lock
-    if !args.ticket.starts_with("dlock-ticket") && args.ticket != "-" {
+    let given = args.ticket.trim();
+    if !given.starts_with("dlock-ticket") && given != "-" {
         eprintln!(
             "dlock: {:?} is not a ticket: `release TICKET` gives back a lock `dlock acquire` \
              took; `release --force NAME` breaks whoever holds NAME",

@@ -121,8 +121,8 @@ pub struct RunArgs {
     /// Serve Prometheus metrics (acquire, renew, release, hold time and age, …) at
     /// `http://ADDR/metrics` while running, e.g. `127.0.0.1:9464` or `localhost:9464`.
     /// A port that cannot be had is a warning, not a failed job.
-    #[arg(long, value_name = "ADDR", value_parser = socket_addr)]
-    pub metrics_addr: Option<std::net::SocketAddr>,
+    #[arg(long, value_name = "ADDR", value_parser = host_port)]
+    pub metrics_addr: Option<String>,
     /// Write the run's metrics to FILE for node_exporter's textfile collector (name it
     /// `*.prom` in the collector's directory): every 10 s while the lock is held, and
     /// at exit whatever the outcome, each time whole (written aside, then renamed).
@@ -331,14 +331,18 @@ fn scenario(text: &str) -> Result<dlock_bench::Scenario, String> {
     text.parse()
 }
 
-/// `HOST:PORT`, the host a name (`localhost`) or an address; the first address it
-/// resolves to.
-fn socket_addr(text: &str) -> Result<std::net::SocketAddr, String> {
-    use std::net::ToSocketAddrs as _;
-    text.to_socket_addrs()
-        .map_err(|e| format!("cannot read {text:?} as HOST:PORT: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{text:?} resolves to no address"))
+/// `HOST:PORT`, the host a name (`localhost`) or an address (`[::1]:9464` for IPv6);
+/// resolved when the run starts, where a name that does not resolve is a warning.
+fn host_port(text: &str) -> Result<String, String> {
+    let port = text
+        .rsplit_once(':')
+        .map(|(host, port)| (host, port.parse::<u16>()));
+    match port {
+        Some((host, Ok(_))) if !host.is_empty() => Ok(text.to_owned()),
+        _ => Err(format!(
+            "{text:?} is not HOST:PORT (e.g. 127.0.0.1:9464, localhost:9464)"
+        )),
+    }
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
