@@ -328,9 +328,6 @@ async fn connect(url: &str, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, 
     Ok(Arc::new(Instrumented::new(lock)))
 }
 
-/// Takes every name in canonical order ([`Locker::lock_all_with`]), reporting the
-/// holder of the one it waits for; on any failure what was taken is released. `Err`
-/// carries the exit code: with `--wait 0`, a busy name's holder is shown.
 /// What is wrong with `--min-hold`, `--max-hold` and `--ttl` together, in the flags'
 /// own words (the library checks the same, in its own).
 fn hold_limits_refused(args: &RunArgs) -> Option<String> {
@@ -399,6 +396,9 @@ async fn say_granted(
         .unwrap_or(Ok(()))
 }
 
+/// Takes every name in canonical order ([`Locker::lock_all_with`]), reporting the
+/// holder of the one it waits for; on any failure what was taken is released. `Err`
+/// carries the exit code: with `--wait 0`, a busy name's holder is shown.
 async fn take(locker: &Locker, names: &[LockName], args: &RunArgs) -> Result<MultiGuard, ExitCode> {
     let backend = locker.backend();
     let quiet = args.quiet || args.wait.is_zero();
