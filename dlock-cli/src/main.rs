@@ -31,6 +31,7 @@ mod doctor;
 mod elect;
 mod exit;
 mod force;
+mod grant;
 mod holder;
 mod leader;
 mod list;

@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use dlock_any::{
     Access, DistributedLock, GuardState, Instrumented, LockError, LockGuard, LockName, Locker,
@@ -11,7 +10,7 @@ use dlock_any::{
 
 use crate::child::{self, Ended, Signals, Stop};
 use crate::cli::RunArgs;
-use crate::{exit, holder, metrics, progress, url};
+use crate::{exit, grant, holder, metrics, progress, url};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 pub async fn run(args: RunArgs) -> ExitCode {
@@ -43,7 +42,7 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
         Ok(n) => n,
         Err(e) => return exit::fail(&e),
     };
-    if let Some(why) = hold_limits_refused(&args) {
+    if let Some(why) = crate::cli::hold_limits_refused(&args) {
         eprintln!("dlock: {why}");
         return ExitCode::from(exit::USAGE);
     }
@@ -87,7 +86,7 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
     // after a wait, the grant's time for status and list; then, a command never starts
     // on a lease already lost (broken, expired or cut off while a later name was
     // awaited, while this process was slow to get here, or as the proclaim found)
-    let said = say_granted(&*backend, &held, &me).await;
+    let said = grant::say_granted(&*backend, &held, &me).await;
     if said.is_err() || !held.is_held() {
         let code = report_end(held.guards());
         let _ = held.release().await;
@@ -96,7 +95,7 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
     let granted = std::time::Instant::now();
     tracing::info!(
         "took {} (token {}) after {}",
-        names_text(&names),
+        grant::names_text(&names),
         held.guards()[0].lease().token(),
         format_duration(me.age())
     );
@@ -183,7 +182,7 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
             }
             tracing::info!(
                 "released {} after holding it {}; the command {}",
-                names_text(&names),
+                grant::names_text(&names),
                 format_duration(granted.elapsed()),
                 code.as_ref().map_or_else(
                     |_| "could not be waited for".to_owned(),
@@ -203,21 +202,6 @@ async fn hold_and_run(args: &RunArgs, handle: Option<PrometheusHandle>) -> ExitC
             let _ = held.release().await;
             ExitCode::from(code)
         }
-    }
-}
-
-/// `a`, or `a, b and c` for a run holding several names.
-fn names_text(names: &[LockName]) -> String {
-    match names {
-        [one] => one.to_string(),
-        [rest @ .., last] => format!(
-            "{} and {last}",
-            rest.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        [] => String::new(),
     }
 }
 
@@ -326,74 +310,6 @@ async fn connect(url: &str, args: &RunArgs) -> Result<Arc<dyn DistributedLock>, 
         _ => SharedLock::writes(backend),
     };
     Ok(Arc::new(Instrumented::new(lock)))
-}
-
-/// What is wrong with `--min-hold`, `--max-hold` and `--ttl` together, in the flags'
-/// own words (the library checks the same, in its own).
-fn hold_limits_refused(args: &RunArgs) -> Option<String> {
-    let show = dlock_any::format_duration;
-    if args.max_hold.is_some_and(|max| max.is_zero()) {
-        return Some("--max-hold must be above 0".into());
-    }
-    let min = args.min_hold?;
-    if min > args.ttl {
-        return Some(format!(
-            "--min-hold ({}) is longer than --ttl ({}): a crash would free the name sooner; \
-             raise --ttl",
-            show(min),
-            show(args.ttl)
-        ));
-    }
-    match args.max_hold {
-        Some(max) if min > max => Some(format!(
-            "--min-hold ({}) is longer than --max-hold ({})",
-            show(min),
-            show(max)
-        )),
-        _ => None,
-    }
-}
-
-/// After a wait (this run connected, then waited at least 250 ms), proclaims the
-/// holder value again with the grant's time, so `status`, `list` and every waiter count
-/// the hold from the grant, not from when this run began to wait. Best effort, one
-/// second for all names together: a backend or a lease that cannot proclaim (a
-/// semaphore's permit, a read-write side) keeps the value it waited with. Only
-/// contended names wait, so only they get the proclaimed value's small record (a
-/// Redis key, a SQL row), as an election's name does.
-///
-/// # Errors
-/// `Err` when a proclaim found a lease lost: the command must not start.
-async fn say_granted(
-    backend: &dyn dlock_any::DistributedLock,
-    held: &MultiGuard,
-    me: &ProcessHolder,
-) -> Result<(), ()> {
-    if me.age() < Duration::from_millis(250) {
-        return Ok(()); // granted at once: the value already says when
-    }
-    let Ok(value) = me.granted().to_value() else {
-        return Ok(());
-    };
-    let all = async {
-        for guard in held.guards() {
-            let lease = guard.lease();
-            if lease.access() != dlock_any::Access::Exclusive || lease.fallback().is_some() {
-                continue;
-            }
-            match backend.proclaim(&lease, &value).await {
-                Err(dlock_any::LockError::LeaseLost { .. }) => return Err(()),
-                Err(e) => {
-                    tracing::debug!(name = %lease.name(), error = %e, "the grant's time not proclaimed");
-                }
-                Ok(()) => {}
-            }
-        }
-        Ok(())
-    };
-    tokio::time::timeout(Duration::from_secs(1), all)
-        .await
-        .unwrap_or(Ok(()))
 }
 
 /// Takes every name in canonical order ([`Locker::lock_all_with`]), reporting the

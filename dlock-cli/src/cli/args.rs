@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::values::{duration, host_port, scenario};
+
 /// `dlock doctor`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -325,31 +327,6 @@ pub struct ListArgs {
     /// Only names starting with this.
     #[arg(default_value = "")]
     pub prefix: String,
-}
-
-fn scenario(text: &str) -> Result<dlock_bench::Scenario, String> {
-    text.parse()
-}
-
-/// `HOST:PORT`, the host a name (`localhost`) or an address (`[::1]:9464` for IPv6);
-/// resolved when the run starts, where a name that does not resolve is a warning.
-fn host_port(text: &str) -> Result<String, String> {
-    let port = text
-        .rsplit_once(':')
-        .map(|(host, port)| (host, port.parse::<u16>()));
-    match port {
-        Some((host, Ok(_))) if !host.is_empty() => Ok(text.to_owned()),
-        _ => Err(format!(
-            "{text:?} is not HOST:PORT (e.g. 127.0.0.1:9464, localhost:9464)"
-        )),
-    }
-}
-
-fn duration(text: &str) -> Result<Duration, String> {
-    dlock_any::parse_duration(text).map_err(|e| match e {
-        dlock_any::LockError::InvalidArgument(why) => why,
-        other => other.to_string(),
-    })
 }
 
 /// `dlock bench`.

@@ -2,11 +2,13 @@
 
 mod args;
 mod help;
+mod values;
 
 use clap::{Parser, Subcommand};
 
 pub use args::*;
 use help::*;
+pub use values::hold_limits_refused;
 
 /// Runs commands under distributed locks, and shows who holds them.
 #[derive(Debug, Parser)]

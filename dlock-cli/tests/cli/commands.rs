@@ -6,7 +6,9 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::common::{output, scratch, spawn, spawn_holder, unique, wait_exit, wait_for_file};
+use crate::common::{
+    output, scratch, spawn, spawn_holder, status_of, unique, wait_exit, wait_for_file,
+};
 use crate::{BUSY, CANNOT_EXEC, TIMEOUT, USAGE};
 
 /// `status` reports holder and token, as text and JSON.
@@ -53,22 +55,18 @@ pub(crate) fn a_hold_counts_from_its_grant(url: &str) {
     let (mut second, second_marker) = spawn_holder(url, &name, &["--wait", "30s"], 3);
     wait_for_file(&second_marker, Duration::from_secs(20));
     let running = std::time::Instant::now();
-    let out = output(url, &["status", "--json", &name]);
+    let json = status_of(url, &name);
     // granted before its command ran: by at most the time it took to say so and start
     let bound = running.elapsed() + Duration::from_secs(1);
-    let json = String::from_utf8_lossy(&out.stdout);
-    let age: u64 = json
-        .split("\"age_ms\":")
-        .nth(1)
-        .and_then(|rest| rest.split([',', '}']).next())
-        .and_then(|n| n.parse().ok())
+    let age = json["holder"]["age_ms"]
+        .as_u64()
         .unwrap_or_else(|| panic!("no age in {json}"));
     assert!(
         u128::from(age) < bound.as_millis(),
         "granted moments ago, shown held for {age} ms (the wait was about 3 s): {json}"
     );
     assert!(
-        json.contains(&format!("\"pid\":{},", second.id())),
+        json["holder"]["pid"].as_u64() == Some(u64::from(second.id())),
         "the waiter holds it: {json}"
     );
     assert_eq!(wait_exit(&mut first, Duration::from_secs(10)), 0);

@@ -1,7 +1,7 @@
 //! What `dlock` says to a person who slipped, on the SQLite default: each message
 //! names the slip and what to do instead, with the exit code a script can test.
 
-use crate::common::{dlock, free_addr, output, scratch_sqlite, unique};
+use crate::common::{dlock, free_addr, output, scratch_sqlite, status_of, unique};
 use crate::{LEASE_LOST, USAGE};
 
 fn said(out: &std::process::Output) -> String {
@@ -151,13 +151,9 @@ fn a_renewal_without_a_ttl_never_shortens_the_lease() {
     // the first ticket again, without --ttl: still about ten minutes left
     let again = output(&url, &["renew", first.trim()]);
     assert_eq!(again.status.code(), Some(0), "{}", said(&again));
-    let json =
-        String::from_utf8_lossy(&output(&url, &["status", "--json", &name]).stdout).into_owned();
-    let left: u64 = json
-        .split("\"remaining_ms\":")
-        .nth(1)
-        .and_then(|rest| rest.split([',', '}']).next())
-        .and_then(|n| n.parse().ok())
+    let json = status_of(&url, &name);
+    let left = json["remaining_ms"]
+        .as_u64()
         .unwrap_or_else(|| panic!("no time left in {json}"));
     assert!(left > 300_000, "shortened to {left} ms: {json}");
     assert_eq!(

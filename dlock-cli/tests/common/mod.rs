@@ -38,6 +38,14 @@ pub fn dlock(url: &str) -> Command {
     c
 }
 
+/// `dlock status --json NAME`'s one item (`held`, `token`, `remaining_ms`, `holder`…).
+pub fn status_of(url: &str, name: &str) -> serde_json::Value {
+    let out = output(url, &["status", "--json", name]);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    all[0].clone()
+}
+
 pub fn output(url: &str, args: &[&str]) -> Output {
     dlock(url).args(args).output().unwrap()
 }
