@@ -136,8 +136,17 @@ impl QueuedWaiters {
 }
 
 pub async fn connect(url: &str) -> SqlLock {
+    // A short operation timeout makes a cut network path fail fast. SQLite has none to
+    // cut, and its writers wait their turn for the file's one write lock without any
+    // fairness: under a busy workload on a loaded two-core machine one can wait past
+    // a second and a half, so it keeps the default.
+    let op_timeout = if url.starts_with("sqlite") {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_secs(2)
+    };
     SqlLock::builder(url)
-        .op_timeout(Duration::from_secs(2))
+        .op_timeout(op_timeout)
         .connect()
         .await
         .unwrap_or_else(|e| panic!("connect {}: {e}", dlock_core::redact_url(url)))
