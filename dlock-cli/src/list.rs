@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use dlock_any::Held;
+use dlock_any::{Access, Held};
 use serde_json::{Value, json};
 
 use crate::cli::ListArgs;
@@ -43,11 +43,12 @@ fn as_text(held: &[Held], left: holder::Left) -> String {
     if held.is_empty() {
         return out;
     }
-    let rows: Vec<[String; 6]> = held
+    let rows: Vec<[String; 7]> = held
         .iter()
         .map(|h| {
             [
                 h.name.as_str().to_owned(),
+                kind_cell(h.access),
                 holder::who_short(&h.holder),
                 holder::age_cell(&h.holder),
                 h.holder.token.to_string(),
@@ -56,7 +57,10 @@ fn as_text(held: &[Held], left: holder::Left) -> String {
             ]
         })
         .collect();
-    let header = ["NAME", "HOLDER", "HELD FOR", "TOKEN", "LEFT", "WAITERS"].map(str::to_owned);
+    let header = [
+        "NAME", "KIND", "HOLDER", "HELD FOR", "TOKEN", "LEFT", "WAITERS",
+    ]
+    .map(str::to_owned);
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -85,8 +89,32 @@ fn as_json(held: &[Held], left: holder::Left) -> String {
                 "remaining_ms": left.json(h.holder.remaining),
                 "waiters": h.waiters,
                 "holder": holder::json_of(&h.holder),
+                "access": access_word(h.access),
+                "permits": match h.access {
+                    Access::Permit(n) => Some(n),
+                    _ => None,
+                },
             })
         })
         .collect();
     format!("{}\n", Value::Array(items))
+}
+
+/// How a lock is held, in the words of `dlock run`'s flags.
+fn access_word(access: Access) -> &'static str {
+    match access {
+        Access::Permit(_) => "permit",
+        Access::Read => "shared",
+        Access::Write => "exclusive",
+        // the plain lock (Exclusive), and any kind a later version adds
+        _ => "mutex",
+    }
+}
+
+/// The KIND cell: a semaphore's with its permit count.
+fn kind_cell(access: Access) -> String {
+    match access {
+        Access::Permit(n) => format!("permit of {n}"),
+        other => access_word(other).to_owned(),
+    }
 }

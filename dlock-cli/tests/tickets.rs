@@ -158,6 +158,67 @@ fn list_shows_a_running_holder(url: &str) {
     assert_eq!(after.trim(), "[]");
 }
 
+/// `dlock list` shows each holder of a semaphore's permits and of a read-write lock's
+/// read side, one entry each with its kind, beside a mutex's holder. (Redlock has
+/// neither semaphores nor read-write locks: its mutex alone.)
+fn list_shows_permits_and_readers(url: &str) {
+    let prefix = unique("listed-kinds");
+    let (mutex, rw, sem) = (
+        format!("{prefix}/mutex"),
+        format!("{prefix}/rw"),
+        format!("{prefix}/sem"),
+    );
+    let hold = |args: &[&str]| spawn(url, &[&["run"], args, &["--", "sleep", "6"]].concat());
+    let mut runs = vec![hold(&[&mutex])];
+    let mut expected = vec![(mutex.clone(), "mutex".to_owned(), None)];
+    if !url.starts_with("redlock") {
+        runs.push(hold(&["--permits", "3", &sem]));
+        runs.push(hold(&["--permits", "3", &sem]));
+        runs.push(hold(&["--shared", &rw]));
+        expected.push((rw.clone(), "shared".to_owned(), None));
+        expected.push((sem.clone(), "permit".to_owned(), Some(3)));
+        expected.push((sem.clone(), "permit".to_owned(), Some(3)));
+    }
+    let listed = poll(|| {
+        let out = output(url, &["list", "--json", &prefix]);
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        (list.as_array()?.len() == expected.len()).then(|| list.to_string())
+    });
+    let list: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let kinds: Vec<(String, String, Option<u64>)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap().to_owned(),
+                h["access"].as_str().unwrap().to_owned(),
+                h["permits"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, expected, "{list}");
+    for entry in list.as_array().unwrap() {
+        assert!(entry["holder"]["pid"].is_u64(), "{list}");
+    }
+    let text = String::from_utf8(output(url, &["list", &prefix]).stdout).unwrap();
+    assert!(text.starts_with("NAME  "), "{text}");
+    assert!(text.contains(" KIND "), "{text}");
+    if expected.len() > 1 {
+        // each permit is its own holder, with its own token
+        assert_ne!(list[2]["token"], list[3]["token"], "{list}");
+        assert!(
+            text.contains("permit of 3") && text.contains("shared"),
+            "{text}"
+        );
+    }
+    for run in &mut runs {
+        assert_eq!(wait_exit(run, Duration::from_secs(20)), 0);
+    }
+    let after = String::from_utf8(output(url, &["list", "--json", &prefix]).stdout).unwrap();
+    assert_eq!(after.trim(), "[]");
+}
+
 /// The CLI tests' URLs, with 2 s ZooKeeper sessions.
 fn url_of(backend: &str) -> String {
     match backend {
@@ -175,5 +236,6 @@ common::every_backend!(
     ticket_round_trip,
     expired_and_foreign_tickets_are_refused,
     list_shows_a_running_holder,
+    list_shows_permits_and_readers,
     the_default_ttl_is_one_the_backend_takes,
 );

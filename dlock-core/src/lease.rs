@@ -238,12 +238,16 @@ pub struct LockInfo {
     pub proclaimed: Option<crate::HolderValue>,
 }
 
-/// A held lock, as [`crate::DistributedLock::list`] reports it.
+/// A held lock, as [`crate::DistributedLock::list`] reports it: a mutex's holder, or
+/// one holder of a semaphore's permit or a read-write lock's side (a name held by
+/// three readers is listed three times).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Held {
     /// The lock's name.
     pub name: LockName,
+    /// How it is held: [`crate::Access::Exclusive`] for the mutex.
+    pub access: crate::Access,
     /// Its holder.
     pub holder: LockInfo,
     /// How many wait for it, where the backend can tell (etcd, ZooKeeper: the queue
@@ -252,13 +256,31 @@ pub struct Held {
 }
 
 impl Held {
-    /// A held lock.
+    /// A held mutex.
     #[must_use]
     pub fn new(name: LockName, holder: LockInfo, waiters: Option<usize>) -> Self {
         Self {
             name,
+            access: crate::Access::Exclusive,
             holder,
             waiters,
+        }
+    }
+
+    /// One holder of `name`'s semaphore or read-write lock, as
+    /// [`crate::DistributedLock::holders`] describes it.
+    #[must_use]
+    pub fn shared(name: LockName, holding: crate::Holding) -> Self {
+        Self {
+            name,
+            access: holding.access,
+            holder: LockInfo {
+                owner: holding.owner,
+                token: holding.token,
+                remaining: holding.remaining,
+                proclaimed: None,
+            },
+            waiters: None,
         }
     }
 }

@@ -332,7 +332,9 @@ pub trait DistributedLock: Send + Sync {
     }
 
     /// The locks held now whose names start with `prefix` (all with `""`), by name:
-    /// each holder and, where the backend can tell, how many wait for it.
+    /// each mutex's holder and, where the backend can tell, how many wait for it; and
+    /// each holder of a semaphore's permit or a read-write lock's side, one entry each
+    /// ([`Held::access`] says which), where the backend has those.
     ///
     /// # Errors
     /// [`LockError::Unsupported`] where the backend cannot enumerate its locks.

@@ -225,6 +225,8 @@ impl Backend for EtcdLock {
                 held.push(dlock_core::Held::new(name, holder, Some(queued - 1)));
             }
         }
+        held.extend(self.listed_shared(prefix).await?);
+        held.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
         Ok(held)
     }
 

@@ -232,4 +232,43 @@ impl EtcdLock {
         }
         Ok(out)
     }
+
+    /// Every holder of a semaphore or read-write lock whose name starts with `prefix`:
+    /// the names from one keys-only range per primitive, each one's holders as
+    /// [`Self::shared_holders`] reads them.
+    pub(crate) async fn listed_shared(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<dlock_core::Held>, LockError> {
+        let mut held = Vec::new();
+        for (space, access) in [("%sem/", Access::Permit(1)), ("%rw/", Access::Read)] {
+            let root = format!("{}{space}", self.opts.prefix);
+            let from = crate::keys::escaped_prefix(root.clone(), prefix);
+            let resp = self
+                .rpc("list", |mut c| {
+                    let from = from.clone();
+                    async move {
+                        let opts = etcd_client::GetOptions::new()
+                            .with_prefix()
+                            .with_keys_only();
+                        c.get(from, Some(opts)).await
+                    }
+                })
+                .await?;
+            let names: std::collections::BTreeSet<String> = resp
+                .kvs()
+                .iter()
+                .filter_map(|kv| crate::keys::name_of(&root, kv.key()))
+                .collect();
+            for name in names {
+                let Ok(name) = LockName::new(&name) else {
+                    continue;
+                };
+                for holding in self.shared_holders(&name, access).await? {
+                    held.push(dlock_core::Held::shared(name.clone(), holding));
+                }
+            }
+        }
+        Ok(held)
+    }
 }

@@ -131,6 +131,27 @@ pub(crate) fn scan_pattern(opts: &Options, prefix: &str) -> Option<String> {
     }
 }
 
+/// The `SCAN MATCH` patterns of the holder keys of the semaphores, then of the
+/// read-write locks, whose names start with `prefix`; `None` in the plain layout, as
+/// [`scan_pattern`].
+pub(crate) fn shared_scan_patterns(opts: &Options, prefix: &str) -> Option<[String; 2]> {
+    let mutexes = scan_pattern(opts, prefix)?;
+    let base = mutexes.strip_suffix(":lock")?;
+    Some([format!("{base}:sem"), format!("{base}:rw")])
+}
+
+/// The name of the semaphore or read-write lock whose holder key, found by
+/// [`shared_scan_patterns`], is `key`; and which of the two it is.
+pub(crate) fn shared_name_of(opts: &Options, key: &str) -> Option<(String, dlock_core::Access)> {
+    let rest = key.strip_prefix(opts.prefix.as_str())?.strip_prefix('{')?;
+    let (tag, access) = if let Some(tag) = rest.strip_suffix("}:sem") {
+        (tag, dlock_core::Access::Permit(1))
+    } else {
+        (rest.strip_suffix("}:rw")?, dlock_core::Access::Read)
+    };
+    Some((unescape(tag), access))
+}
+
 /// Why the plain layout cannot list its locks.
 pub(crate) fn plain_unlisted() -> dlock_core::LockError {
     dlock_core::LockError::Unsupported {

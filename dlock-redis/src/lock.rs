@@ -223,6 +223,23 @@ impl Backend for RedisLock {
                 held.push(Held::new(name, holder, None));
             }
         }
+        // each holder of a semaphore or a read-write lock (their keys are tagged in
+        // every layout)
+        for pattern in crate::keys::shared_scan_patterns(&self.opts, prefix).unwrap_or_default() {
+            for key in self.node.scan(&pattern).await? {
+                let Some((name, access)) = crate::keys::shared_name_of(&self.opts, &key) else {
+                    continue;
+                };
+                let Ok(name) = LockName::new(&name) else {
+                    continue;
+                };
+                let keys = SharedKeys::new(&self.opts.prefix, &name, access);
+                for holding in self.node.holders(&keys).await? {
+                    held.push(Held::shared(name.clone(), holding));
+                }
+            }
+        }
+        held.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
         Ok(held)
     }
 

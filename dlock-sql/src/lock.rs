@@ -215,6 +215,8 @@ impl Backend for SqlLock {
             // waiters poll; they leave no trace in the table
             held.push(Held::new(name, holder, None));
         }
+        held.extend(self.listed_shared(prefix).await?);
+        held.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
         Ok(held)
     }
 

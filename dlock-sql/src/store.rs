@@ -112,6 +112,12 @@ pub(crate) trait SharedStore: Send + Sync {
     ) -> Result<(), sqlx::Error>;
     /// The unexpired holders, oldest grant first.
     async fn holders_shared(&self, key: &str) -> Result<Vec<SharedHolder>, sqlx::Error>;
+    /// The unexpired holders of every key starting with one of `starts`, each with its
+    /// key, by key and then oldest grant first.
+    async fn listed_shared(
+        &self,
+        starts: [&str; 2],
+    ) -> Result<Vec<(String, SharedHolder)>, sqlx::Error>;
     /// Deletes one batch of rows idle for longer than `idle_ms` from the lock table,
     /// the shared table, the holders table and the queue (see [`crate::prune`]); how many of each.
     async fn prune_batch(&self, idle_ms: i64) -> Result<[u64; 4], sqlx::Error>;

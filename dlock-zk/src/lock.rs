@@ -198,6 +198,8 @@ impl Backend for ZkLock {
                 ));
             }
         }
+        held.extend(self.listed_shared(&queues, prefix).await?);
+        held.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
         Ok(held)
     }
 

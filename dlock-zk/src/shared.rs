@@ -106,6 +106,35 @@ impl ZkLock {
         out.sort_by_key(|h| h.token);
         Ok(out)
     }
+
+    /// Every holder of the semaphores and read-write locks among `queues` (the root's
+    /// children) whose names start with `prefix`.
+    pub(crate) async fn listed_shared(
+        &self,
+        queues: &[String],
+        prefix: &str,
+    ) -> Result<Vec<dlock_core::Held>, LockError> {
+        let mut held = Vec::new();
+        for queue in queues {
+            let (encoded, access) = if let Some(e) = queue.strip_prefix("%sem:") {
+                (e, Access::Permit(1))
+            } else if let Some(e) = queue.strip_prefix("%rw:") {
+                (e, Access::Read)
+            } else {
+                continue;
+            };
+            let Some(Ok(name)) = crate::path::name_of(encoded)
+                .filter(|n| n.starts_with(prefix))
+                .map(|n| LockName::new(&n))
+            else {
+                continue;
+            };
+            for holding in self.shared_holders(&name, access).await? {
+                held.push(dlock_core::Held::shared(name.clone(), holding));
+            }
+        }
+        Ok(held)
+    }
 }
 
 #[cfg(test)]

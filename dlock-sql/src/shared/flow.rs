@@ -104,6 +104,35 @@ macro_rules! shared_store {
                     .collect()
             }
 
+            async fn listed_shared(
+                &self,
+                starts: [&str; 2],
+            ) -> Result<Vec<(String, $crate::shared::SharedHolder)>, sqlx::Error> {
+                use sqlx::Row;
+                let q = sqlx::query(sqlx::AssertSqlSafe(self.shared.listed.as_str()))
+                    .bind(starts[0])
+                    .bind(starts[0])
+                    .bind(starts[1])
+                    .bind(starts[1]);
+                self.hot
+                    .fetch_all(q)
+                    .await?
+                    .iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get(0)?,
+                            $crate::shared::SharedHolder {
+                                owner: r.try_get(1)?,
+                                access: r.try_get(2)?,
+                                token: r.try_get(3)?,
+                                remaining_ms: r.try_get(4)?,
+                                permits: r.try_get(5)?,
+                            },
+                        ))
+                    })
+                    .collect()
+            }
+
             async fn grant_next_shared(
                 &self,
                 key: &str,

@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock_core::backend::{AttemptRequest, Claim};
-use dlock_core::{Access, FencingToken, Holding, Lease, LockError, LockName, OwnerId};
+use dlock_core::{Access, FencingToken, Held, Holding, Lease, LockError, LockName, OwnerId};
 use tokio::time::Instant;
 
-use super::{SharedRequest, SharedTaken, shared_key};
+use super::{SharedHolder, SharedRequest, SharedTaken, shared_key, shared_key_prefix};
 use crate::SqlLock;
 use crate::store::Released;
 
@@ -135,22 +135,44 @@ impl SqlLock {
         let rows = self
             .op("holders", || self.store.holders_shared(&key))
             .await?;
-        rows.into_iter()
-            .map(|h| {
-                let access = match h.access.as_str() {
-                    "w" => Access::Write,
-                    "r" => Access::Read,
-                    _ => Access::Permit(u32::try_from(h.permits).unwrap_or(0)),
-                };
-                Ok(Holding::new(
-                    access,
-                    OwnerId::from_stored(&h.owner),
-                    FencingToken::from_signed(h.token, "token in the shared table")?,
-                    Duration::from_millis(u64::try_from(h.remaining_ms).unwrap_or(0)),
-                ))
-            })
-            .collect()
+        rows.into_iter().map(holding).collect()
     }
+
+    /// Every holder of a semaphore or read-write lock whose name starts with `prefix`,
+    /// by name, oldest grant first.
+    pub(crate) async fn listed_shared(&self, prefix: &str) -> Result<Vec<Held>, LockError> {
+        let (sem, rw) = (
+            shared_key_prefix(prefix, Access::Permit(1)),
+            shared_key_prefix(prefix, Access::Read),
+        );
+        let rows = self
+            .op("list", || self.store.listed_shared([&sem, &rw]))
+            .await?;
+        let mut held = Vec::with_capacity(rows.len());
+        for (key, h) in rows {
+            // a row written by another program under a name dlock would refuse is
+            // none of ours
+            let Some(Ok(name)) = key.split_once(':').map(|(_, n)| LockName::new(n)) else {
+                continue;
+            };
+            held.push(Held::shared(name, holding(h)?));
+        }
+        Ok(held)
+    }
+}
+
+fn holding(h: SharedHolder) -> Result<Holding, LockError> {
+    let access = match h.access.as_str() {
+        "w" => Access::Write,
+        "r" => Access::Read,
+        _ => Access::Permit(u32::try_from(h.permits).unwrap_or(0)),
+    };
+    Ok(Holding::new(
+        access,
+        OwnerId::from_stored(&h.owner),
+        FencingToken::from_signed(h.token, "token in the shared table")?,
+        Duration::from_millis(u64::try_from(h.remaining_ms).unwrap_or(0)),
+    ))
 }
 
 fn signed(lease: &Lease) -> Result<i64, LockError> {

@@ -66,8 +66,14 @@ impl SharedRequest {
 
 /// The row key of `name`'s semaphore or read-write lock.
 pub(crate) fn shared_key(name: &LockName, access: Access) -> String {
+    shared_key_prefix(name.as_str(), access)
+}
+
+/// The start of the row keys of semaphores (or read-write locks) whose names start
+/// with `prefix`.
+pub(crate) fn shared_key_prefix(prefix: &str, access: Access) -> String {
     let space = if access.is_rw() { "rw" } else { "sem" };
-    format!("{space}:{}", name.as_str())
+    format!("{space}:{prefix}")
 }
 
 /// What a shared acquisition found.

@@ -75,6 +75,9 @@ pub(crate) struct SharedSql {
     /// Removes a holder (`key`, `owner`, `token`), in the name's transaction.
     pub release: String,
     pub holders: String,
+    /// The unexpired holders of every key starting with one of two prefixes (each
+    /// bound twice), with their keys.
+    pub listed: String,
 }
 
 impl SharedSql {
@@ -225,6 +228,18 @@ impl SharedSql {
                  FROM {h} h JOIN {s} s ON s.name = h.name
                  WHERE h.name = ? AND h.expires_at > {now} AND h.access <> 'i'
                  ORDER BY h.token"
+            )),
+            listed: n(format!(
+                "SELECT {key}, h.owner, h.access, h.token, h.expires_at - {now}, s.permits
+                 FROM {h} h JOIN {s} s ON s.name = h.name
+                 WHERE (substr(h.name, 1, length(?)) = ? OR substr(h.name, 1, length(?)) = ?)
+                 AND h.expires_at > {now} AND h.access <> 'i'
+                 ORDER BY h.name, h.token",
+                // MySQL keeps names as bytes (VARBINARY)
+                key = match dialect {
+                    Dialect::MySql => "CONVERT(h.name USING utf8mb4)",
+                    _ => "h.name",
+                }
             )),
         }
     }
