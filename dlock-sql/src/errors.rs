@@ -5,6 +5,12 @@ use dlock_core::LockError;
 /// Maps a sqlx error: connection trouble and lock contention inside the database are
 /// `Unavailable` (worth a retry), everything else the server said is `Backend`.
 pub(crate) fn from_sqlx(what: &str, e: sqlx::Error) -> LockError {
+    explained(what, e, None)
+}
+
+/// As [`from_sqlx`], with `why` (what the store knows that the database did not say)
+/// after the database's message.
+pub(crate) fn explained(what: &str, e: sqlx::Error, why: Option<String>) -> LockError {
     let transient = match &e {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
@@ -24,6 +30,10 @@ pub(crate) fn from_sqlx(what: &str, e: sqlx::Error) -> LockError {
         return LockError::Config(format!("{what}: {e}"));
     }
     let mut message = format!("{what}: {e}");
+    if let Some(why) = why {
+        message.push_str("; ");
+        message.push_str(&why);
+    }
     if let sqlx::Error::Database(db) = &e
         && is_read_only(db.code().as_deref())
     {

@@ -309,7 +309,8 @@ impl SqlLock {
     {
         let what = format!("{what} on {}", self.store.kind());
         dlock_core::backend::retry_within(self.opts.op_timeout, &what, f, errors::is_broken, |e| {
-            errors::from_sqlx(&what, e)
+            let why = self.store.explain(&e);
+            errors::explained(&what, e, why)
         })
         .await
         .map(|answered| answered.value)

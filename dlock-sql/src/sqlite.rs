@@ -27,6 +27,8 @@ pub(crate) struct Sqlite {
     release: String,
     holder: String,
     held: String,
+    /// The database file, named when it cannot be written.
+    file: std::path::PathBuf,
 }
 
 impl Sqlite {
@@ -39,6 +41,7 @@ impl Sqlite {
         let nobody_queued = QueueSql::nobody_queued(Dialect::Sqlite, &format!("{table}."));
         let someone_queued = QueueSql::someone_queued(Dialect::Sqlite, "");
         Self {
+            file: pool.connect_options().get_filename().to_path_buf(),
             queue: std::sync::Arc::new(QueueSql::new(Dialect::Sqlite, table)),
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
             hot: Hot::new(pool.clone(), false),
@@ -191,6 +194,52 @@ impl Store for Sqlite {
     fn kind(&self) -> &'static str {
         "sqlite"
     }
+
+    fn explain(&self, e: &sqlx::Error) -> Option<String> {
+        unwritable(&self.file, e)
+    }
+}
+
+/// What a person needs to fix SQLite's refusal to write `file` (`SQLITE_READONLY` and
+/// its extended codes, `SQLITE_CANTOPEN`): who owns the file and its directory, their
+/// modes, and the user this process runs as. `None` for any other error.
+#[cfg(unix)]
+fn unwritable(file: &std::path::Path, e: &sqlx::Error) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let sqlx::Error::Database(db) = e else {
+        return None;
+    };
+    let code: i64 = db.code()?.parse().ok()?;
+    if !matches!(code & 0xff, 8 | 14) {
+        return None;
+    }
+    let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let dir = file.parent()?;
+    let describe = |p: &std::path::Path| match std::fs::metadata(p) {
+        Ok(m) => format!(
+            "{} (owner uid {}, mode {:o})",
+            p.display(),
+            m.uid(),
+            m.mode() & 0o7777
+        ),
+        Err(e) => format!("{}: {e}", p.display()),
+    };
+    // the owner of /proc/self is this process's effective user (Linux)
+    let me = std::fs::metadata("/proc/self").map_or_else(
+        |_| "this process's user".to_owned(),
+        |m| format!("uid {}", m.uid()),
+    );
+    Some(format!(
+        "the database file {} and its directory {} must both be writable by {me}, which \
+         dlock runs as: SQLite writes the file, and its -wal and -shm files beside it",
+        describe(&file),
+        describe(dir)
+    ))
+}
+
+#[cfg(not(unix))]
+fn unwritable(_: &std::path::Path, _: &sqlx::Error) -> Option<String> {
+    None
 }
 
 dialect_parts!(Sqlite, sqlx::sqlite::SqlitePool, sqlx::Sqlite);

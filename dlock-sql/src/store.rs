@@ -193,6 +193,11 @@ pub(crate) trait Store: SharedStore + QueueStore + ResultRows + ValueRows {
     async fn fence(&self, resource: &str, token: i64) -> Result<i64, sqlx::Error>;
     /// `"postgres"`, `"mysql"` or `"sqlite"`.
     fn kind(&self) -> &'static str;
+    /// What a person needs to know to fix `e`, where the store can say more than the
+    /// database did (SQLite: whose file it cannot write).
+    fn explain(&self, _e: &sqlx::Error) -> Option<String> {
+        None
+    }
 }
 
 /// Idempotency records (see [`crate::results`]), implemented for each dialect by the

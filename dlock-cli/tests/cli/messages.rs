@@ -1,7 +1,9 @@
 //! What `dlock` says to a person who slipped, on the SQLite default: each message
 //! names the slip and what to do instead, with the exit code a script can test.
 
-use crate::common::{dlock, free_addr, output, scratch_sqlite, status_of, unique};
+use crate::common::{
+    dlock, free_addr, output, scratch, scratch_sqlite, sqlite_in, status_of, unique,
+};
 use crate::{LEASE_LOST, USAGE};
 
 fn said(out: &std::process::Output) -> String {
@@ -198,4 +200,60 @@ fn a_ticket_shows_the_process_that_acquired_it() {
         output(&url, &["release", ticket.trim()]).status.code(),
         Some(0)
     );
+}
+
+/// A database file this user cannot write: the error names the file and its directory
+/// with their owners and modes, and the user dlock runs as. (Root writes any file: as
+/// root the run is made as `nobody` through setpriv(1), from a copy of the binary that
+/// user can reach.)
+#[test]
+fn an_unwritable_sqlite_file_names_its_owner_and_mode() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = scratch();
+    let url = sqlite_in(&dir, "locks.sqlite");
+    assert_eq!(
+        output(&url, &["run", "made", "--", "true"]).status.code(),
+        Some(0)
+    );
+    let mode = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        mode(&entry.unwrap().path(), 0o444);
+    }
+    mode(&dir, 0o555);
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let out = if root {
+        let bin = scratch().join("dlock");
+        std::fs::copy(env!("CARGO_BIN_EXE_dlock"), &bin).unwrap();
+        mode(bin.parent().unwrap(), 0o755);
+        mode(&bin, 0o755);
+        let mut setpriv = std::process::Command::new("setpriv");
+        setpriv
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(["run", "x", "--", "true"])
+            .env("DLOCK_URL", &url)
+            .env("HOME", "/nonexistent");
+        setpriv.output().expect("setpriv(1), from util-linux")
+    } else {
+        output(&url, &["run", "x", "--", "true"])
+    };
+    mode(&dir, 0o755);
+    let err = said(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let me = if root {
+        65534
+    } else {
+        std::fs::metadata("/proc/self").unwrap().uid()
+    };
+    for part in [
+        format!("{} (owner uid ", dir.join("locks.sqlite").display()),
+        "mode 444)".to_owned(),
+        format!("{} (owner uid ", dir.display()),
+        "mode 555)".to_owned(),
+        format!("writable by uid {me}"),
+    ] {
+        assert!(err.contains(&part), "{part:?} in {err}");
+    }
 }
