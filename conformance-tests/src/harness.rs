@@ -285,6 +285,9 @@ impl DistributedLock for Crashable {
     async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.live()?.break_holder(name).await
     }
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.live()?.revoke_holder(name).await
+    }
     // through the view, as a service's Locker over a SharedLock would
     async fn release_after(&self, lease: &Lease, linger: Duration) -> Result<bool, LockError> {
         self.viewed_lock()?.release_after(lease, linger).await

@@ -214,7 +214,8 @@ macro_rules! conformance_suite {
             a_handed_over_guard_leaves_the_ticket_its_lock,
             list_shows_held_locks,
             process_holder_is_readable,
-            break_holder_hands_the_lock_on
+            break_holder_hands_the_lock_on,
+            revoke_holder_lets_nobody_in_while_it_holds
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

@@ -28,7 +28,7 @@ impl Delegating for MutexOnly {
 dlock_core::delegate_lock! {
     impl [] for MutexOnly;
     forward [renew, release, inspect, release_after, holder_changed, hand_over, proclaim,
-        resume, list, diagnose, break_holder, backend_name];
+        resume, list, diagnose, break_holder, revoke_holder, backend_name];
     {
         async fn acquire_with(
             &self,

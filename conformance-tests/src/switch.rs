@@ -75,7 +75,8 @@ impl Delegating for Switched {
 dlock_core::delegate_lock! {
     impl [] for Switched;
     forward [renew, release, inspect, holders, release_after, holder_changed, hand_over,
-        proclaim, resume, list, diagnose, break_holder, capabilities, backend_name];
+        proclaim, resume, list, diagnose, break_holder, revoke_holder, capabilities,
+        backend_name];
     {
         async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {
             let Some(wait) = request.wait() else {

@@ -1,13 +1,28 @@
-//! `dlock release --force NAME`: an operator breaks the holder of a lock.
+//! `dlock release --force NAME`: an operator revokes (or, with `--now`, breaks) the
+//! holder of a lock.
 
 use std::process::ExitCode;
 
-use dlock_any::{LockName, ProcessHolder};
+use dlock_any::{LockError, LockInfo, LockName, ProcessHolder};
 
-use crate::cli::ForceArgs;
+use crate::cli::Backend;
 use crate::{exit, holder, url};
 
-/// Breaks the holder of `args.name`: without `--yes` only says who it would break.
+/// `dlock release --force`, as the code that revokes a holder takes it.
+#[derive(Debug)]
+pub struct ForceArgs {
+    /// Backend URL.
+    pub backend: Backend,
+    /// The lock.
+    pub name: String,
+    /// Confirmed.
+    pub yes: bool,
+    /// Break at once instead of revoking.
+    pub now: bool,
+}
+
+/// Revokes (or breaks) the holder of `args.name`: without `--yes` only says who it
+/// would stop.
 pub async fn force(args: &ForceArgs) -> ExitCode {
     let name = match LockName::new(&args.name) {
         Ok(n) => n,
@@ -20,40 +35,78 @@ pub async fn force(args: &ForceArgs) -> ExitCode {
     if !args.yes {
         return match lock.inspect(&name).await {
             Ok(Some(h)) => {
+                let what = if args.now {
+                    "break it at once: NAME goes to the next waiter while its run may still be \
+                     at work, until its next renewal"
+                } else {
+                    "revoke it: its run stops at its next renewal (exit 75), and nobody else \
+                     gets NAME until that run let go or its lease ran out"
+                };
                 eprintln!(
-                    "dlock: {name} is held by {} (token {}); add --yes to break it: its run stops \
-                     at its next renewal (exit 75), and its writes are refused once the next \
-                     holder's token is seen",
+                    "dlock: {name} is held by {} (token {}); add --yes to {}",
                     holder::who(&h),
-                    h.token
+                    h.token,
+                    what.replace("NAME", name.as_str())
                 );
                 ExitCode::from(exit::USAGE)
             }
             Ok(None) => {
-                eprintln!("dlock: {name} is free; nothing to break");
+                eprintln!("dlock: {name} is free; nothing to {}", verb(args.now));
                 ExitCode::SUCCESS
             }
             Err(e) => exit::fail(&e),
         };
     }
-    match lock.break_holder(&name).await {
+    let done = if args.now {
+        lock.break_holder(&name).await
+    } else {
+        lock.revoke_holder(&name).await
+    };
+    match done {
         Ok(Some(h)) => {
-            // who broke it, for the holder's operator and the logs
-            let me = ProcessHolder::this_process("dlock release --force");
-            let by = std::env::var("USER").unwrap_or_else(|_| "?".into());
-            eprintln!(
-                "dlock: broke the holder of {name}: {} (token {}), at the request of {by}@{} (pid {})",
-                holder::who(&h),
-                h.token,
-                me.host,
-                me.pid
-            );
+            said(&name, &h, args.now, holder::Left::of(&*lock));
             ExitCode::SUCCESS
         }
         Ok(None) => {
-            eprintln!("dlock: {name} is free; nothing to break");
+            eprintln!("dlock: {name} is free; nothing to {}", verb(args.now));
             ExitCode::SUCCESS
+        }
+        Err(e @ LockError::Unsupported { .. }) if !args.now => {
+            eprintln!("dlock: {e}; `release --force --now` breaks the holder at once instead");
+            ExitCode::from(exit::USAGE)
         }
         Err(e) => exit::fail(&e),
     }
+}
+
+fn verb(now: bool) -> &'static str {
+    if now { "break" } else { "revoke" }
+}
+
+/// Who was stopped, by whom, and what happens next: for the holder's operator and the
+/// logs.
+fn said(name: &LockName, h: &LockInfo, now: bool, left: holder::Left) {
+    let me = ProcessHolder::this_process("dlock release --force");
+    let by = std::env::var("USER").unwrap_or_else(|_| "?".into());
+    let next = if now {
+        "the next waiter gets it now, with a higher token".to_owned()
+    } else if h.owner.is_revoked() {
+        "it was revoked already; nobody else gets it until that run lets go or its lease \
+         runs out"
+            .to_owned()
+    } else {
+        format!(
+            "its run stops at its next renewal (exit 75); nobody else gets {name} until that \
+             run lets go or its lease runs out ({})",
+            left.text(h.remaining)
+        )
+    };
+    eprintln!(
+        "dlock: {} the holder of {name}: {} (token {}), at the request of {by}@{} (pid {}); {next}",
+        if now { "broke" } else { "revoked" },
+        holder::who(h),
+        h.token,
+        me.host,
+        me.pid
+    );
 }

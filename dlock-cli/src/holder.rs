@@ -11,9 +11,14 @@ fn process(info: &LockInfo) -> Option<ProcessHolder> {
 }
 
 /// `web-3 pid 4121 (backup.sh) for 3m12s`, or the owner id of a holder that did not
-/// say (another client, an older dlock).
+/// say (another client, an older dlock); `(revoked)` after a revoked one.
 pub fn who(info: &LockInfo) -> String {
-    process(info).map_or_else(|| info.owner.to_string(), |p| p.to_string())
+    let who = process(info).map_or_else(|| info.owner.to_string(), |p| p.to_string());
+    if info.owner.is_revoked() {
+        format!("{who} (revoked)")
+    } else {
+        who
+    }
 }
 
 /// As [`who`], for a semaphore's or read-write lock's holder (known by its owner id).

@@ -100,10 +100,11 @@ fn main() -> ExitCode {
             cli::Command::Acquire(args) => ticket::acquire(args).await,
             cli::Command::Renew(args) => ticket::renew(args).await,
             cli::Command::Release(args) if args.force => {
-                force::force(&cli::ForceArgs {
+                force::force(&force::ForceArgs {
                     backend: args.backend,
                     name: args.target,
                     yes: args.yes,
+                    now: args.now,
                 })
                 .await
             }

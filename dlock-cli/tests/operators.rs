@@ -1,6 +1,6 @@
 //! What an operator sees and does on every backend: who holds a lock (host, pid,
-//! command, for how long) in `status`, `list` and a waiter's message, and breaking a
-//! holder with `dlock release --force`.
+//! command, for how long) in `status`, `list` and a waiter's message, and stopping a
+//! holder with `dlock release --force` (revoked) or `--force --now` (broken).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::zombie_processes)]
 
 use std::time::Duration;
@@ -8,7 +8,9 @@ use std::time::Duration;
 use dlock_any::{Fence, FencingToken, MemoryFence};
 
 mod common;
-use common::{holder_writing, output, scratch, spawn, token_to, unique, wait_exit, wait_for_file};
+use common::{
+    holder_writing, output, run_sh, scratch, spawn, token_to, unique, wait_exit, wait_for_file,
+};
 
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -67,20 +69,20 @@ fn holders_say_who_they_are(url: &str) {
     assert_eq!(wait_exit(&mut holder, Duration::from_secs(15)), 0);
 }
 
-/// `release --force` names the holder and breaks nothing without `--yes`; with it, the
-/// held run stops with 75, the next run's token is higher, and a store that has seen
-/// the new token refuses the old one.
-fn release_force_breaks_the_holder(url: &str) {
+/// `release --force --now` names the holder and breaks nothing without `--yes`; with
+/// it, the held run stops with 75, the next run's token is higher, and a store that
+/// has seen the new token refuses the old one.
+fn release_force_now_breaks_the_holder(url: &str) {
     let dir = scratch();
     let name = unique("force");
     let new_token = dir.join("new");
     let (mut stuck, old) = holder_writing(url, "--ttl 3s", &name, "$DLOCK_TOKEN", 60);
     let old: u64 = old.parse().unwrap();
-    let asked = output(url, &["release", "--force", &name]);
+    let asked = output(url, &["release", "--force", "--now", &name]);
     assert_eq!(asked.status.code(), Some(2));
     let said = String::from_utf8_lossy(&asked.stderr);
     assert!(said.contains("--yes") && said.contains("(sh)"), "{said}");
-    let broke = output(url, &["release", "--force", "--yes", &name]);
+    let broke = output(url, &["release", "--force", "--now", "--yes", &name]);
     let said = String::from_utf8_lossy(&broke.stderr);
     assert!(broke.status.success(), "{said}");
     assert!(
@@ -116,9 +118,73 @@ fn release_force_breaks_the_holder(url: &str) {
             "the broken holder's write is refused"
         );
     });
-    let free = output(url, &["release", "--force", "--yes", &name]);
+    let free = output(url, &["release", "--force", "--now", "--yes", &name]);
     assert!(free.status.success());
     assert!(String::from_utf8_lossy(&free.stderr).contains("nothing to break"));
 }
 
-common::every_backend!(holders_say_who_they_are, release_force_breaks_the_holder,);
+/// `release --force --yes` revokes the holder: its run stops with 75, and the run
+/// waiting behind it starts only after the revoked run's command was stopped, with a
+/// higher token.
+fn release_force_revokes_before_anyone_else_runs(url: &str) {
+    let dir = scratch();
+    let name = unique("revoke");
+    let (written, stopped, started) = (
+        dir.join("written"),
+        dir.join("stopped"),
+        dir.join("started"),
+    );
+    // the held command notes when it is stopped (SIGTERM reaches the whole tree)
+    let held = format!(
+        "trap 'date +%s%N > {}; exit 143' TERM; echo $DLOCK_TOKEN > {}; sleep 60 & wait",
+        stopped.display(),
+        written.display()
+    );
+    let mut revoked = spawn(url, &run_sh("--ttl 3s", &name, &held));
+    let old: u64 = wait_for_file(&written, Duration::from_secs(15))
+        .parse()
+        .unwrap();
+    let next = format!("date +%s%N > {}; echo $DLOCK_TOKEN", started.display());
+    let mut waiter = std::process::Command::new(env!("CARGO_BIN_EXE_dlock"));
+    waiter
+        .env("DLOCK_URL", url)
+        .args(run_sh("--wait 30s", &name, &next))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let waiter = waiter.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = output(url, &["release", "--force", &name]);
+    assert_eq!(asked.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&asked.stderr).contains("add --yes to revoke it"));
+    let done = output(url, &["release", "--force", "--yes", &name]);
+    let said = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{said}");
+    assert!(
+        said.contains("revoked the holder") && said.contains("(sh)"),
+        "{said}"
+    );
+    assert_eq!(wait_exit(&mut revoked, Duration::from_secs(20)), 75);
+    let out = waiter.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let new: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(new > old, "the next holder's token {new} is above {old}");
+    let at =
+        |f: &std::path::Path| -> u128 { wait_for_file(f, Duration::from_secs(1)).parse().unwrap() };
+    assert!(
+        at(&stopped) < at(&started),
+        "the next run started before the revoked one was stopped"
+    );
+    let free = output(url, &["release", "--force", "--yes", &name]);
+    assert!(free.status.success());
+    assert!(String::from_utf8_lossy(&free.stderr).contains("nothing to revoke"));
+}
+
+common::every_backend!(
+    holders_say_who_they_are,
+    release_force_now_breaks_the_holder,
+    release_force_revokes_before_anyone_else_runs,
+);

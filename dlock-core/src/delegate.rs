@@ -34,8 +34,9 @@ pub trait Delegating: Send + Sync {
 /// braces as written there, and each method named in `forward […]` forwarded to
 /// [`Delegating::reach`] (the async ones) or [`Delegating::delegate`]. Every method of
 /// the trait can be named: `acquire_with`, `renew`, `release`, `release_after`,
-/// `inspect`, `holders`, `holder_changed`, `break_holder`, `hand_over`, `resume`,
-/// `proclaim`, `list`, `diagnose`, `capabilities`, `backend_name`.
+/// `inspect`, `holders`, `holder_changed`, `break_holder`, `revoke_holder`,
+/// `hand_over`, `resume`, `proclaim`, `list`, `diagnose`, `capabilities`,
+/// `backend_name`.
 ///
 /// ```
 /// use dlock_core::{Delegating, DistributedLock, Lease, LockError, MemoryLock};
@@ -56,8 +57,8 @@ pub trait Delegating: Send + Sync {
 /// dlock_core::delegate_lock! {
 ///     impl [] for Counting;
 ///     forward [acquire_with, renew, release_after, inspect, holders, holder_changed,
-///         break_holder, hand_over, resume, proclaim, list, diagnose, capabilities,
-///         backend_name];
+///         break_holder, revoke_holder, hand_over, resume, proclaim, list, diagnose,
+///         capabilities, backend_name];
 ///     {
 ///         async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
 ///             self.releases.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -112,6 +113,10 @@ macro_rules! delegate_lock {
     (@write $head:tt $done:tt break_holder $($rest:ident)*) => {
         $crate::delegate_lock!(@async $head $done [$($rest)*]
             break_holder(name: &$crate::LockName) -> Option<$crate::LockInfo>);
+    };
+    (@write $head:tt $done:tt revoke_holder $($rest:ident)*) => {
+        $crate::delegate_lock!(@async $head $done [$($rest)*]
+            revoke_holder(name: &$crate::LockName) -> Option<$crate::LockInfo>);
     };
     (@write $head:tt $done:tt hand_over $($rest:ident)*) => {
         $crate::delegate_lock!(@async $head $done [$($rest)*]

@@ -369,6 +369,10 @@ impl DistributedLock for FallbackLock {
         self.inner().await?.break_holder(name).await
     }
 
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.inner().await?.revoke_holder(name).await
+    }
+
     async fn holder_changed(&self, watch: &HolderWatch<'_>) -> Result<(), LockError> {
         self.inner().await?.holder_changed(watch).await
     }

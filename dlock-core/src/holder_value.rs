@@ -14,7 +14,8 @@ use crate::LockError;
 pub const MAX_HOLDER_VALUE: usize = 128;
 
 /// The longest encoded value: with the 32 hex digits and the separator, an owner id
-/// stays within 255 bytes, the narrowest owner column (MySQL's `VARCHAR(255)`).
+/// stays within 255 bytes (its revoked mark one more), the narrowest owner column
+/// (MySQL's `VARCHAR(255)`).
 const MAX_ENCODED: usize = 200;
 
 /// What a proclaimed value's stored text starts with.

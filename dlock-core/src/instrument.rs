@@ -276,7 +276,7 @@ impl<L: DistributedLock> crate::Delegating for Instrumented<L> {
 // Acquiring, renewing and releasing are measured; the rest forwards.
 crate::delegate_lock! {
     impl [L: DistributedLock] for Instrumented<L>;
-    forward [inspect, hand_over, resume, proclaim, list, diagnose, break_holder, holders,
+    forward [inspect, hand_over, resume, proclaim, list, diagnose, break_holder, revoke_holder, holders,
         holder_changed, capabilities, backend_name];
     {
         async fn acquire_with(&self, request: &Acquisition<'_>) -> Result<Option<Lease>, LockError> {

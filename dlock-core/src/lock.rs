@@ -173,6 +173,32 @@ pub trait DistributedLock: Send + Sync {
         ))
     }
 
+    /// Revokes the current holder of `name`'s mutex without letting anyone else in
+    /// while it may still be at work — the operator's safe way to stop a holder
+    /// (`dlock release --force`). Its lease is marked revoked on the server with its
+    /// expiry unchanged: from then on its renewals fail with [`LockError::LeaseLost`]
+    /// (a [`crate::LockGuard`] turns lost, `dlock run` stops its command before its
+    /// lease could run out), and nobody else is granted the name until that lease has
+    /// run out — on ZooKeeper, until the holder's session ends or the holder lets go.
+    /// [`DistributedLock::break_holder`] hands the name on at once instead, for a
+    /// holder known to be gone. The next grant carries a higher fencing token.
+    /// Returns who was revoked; `None` if nobody held it.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] where the backend cannot (the provided
+    /// implementation); a backend error; [`LockError::Unavailable`] when the holder
+    /// kept changing under it.
+    ///
+    /// # Cancel safety
+    /// Dropping it may leave the holder revoked or not; look with `inspect`.
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let _ = name;
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "revoking a holder",
+        ))
+    }
+
     /// As [`DistributedLock::try_acquire`], with `value` stored with the lease: anyone
     /// reads it back through `inspect` ([`LockInfo::value`]) for as long as the lease
     /// holds — a leader's address, say.

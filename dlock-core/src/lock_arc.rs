@@ -16,6 +16,7 @@ impl<T: DistributedLock + ?Sized> Delegating for std::sync::Arc<T> {
 crate::delegate_lock! {
     impl [T: DistributedLock + ?Sized] for std::sync::Arc<T>;
     forward [acquire_with, renew, release, release_after, inspect, holders, holder_changed,
-        break_holder, hand_over, resume, proclaim, list, diagnose, capabilities, backend_name];
+        break_holder, revoke_holder, hand_over, resume, proclaim, list, diagnose, capabilities,
+        backend_name];
     {}
 }

@@ -117,7 +117,36 @@ impl OwnerId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The mark a revoked holder's owner id becomes on the server
+    /// ([`crate::DistributedLock::revoke_holder`]): `!` and the id. No acquisition's
+    /// owner id starts with `!` (they start with a hex digit), so none ever equals it:
+    /// the revoked lease renews and releases nothing, and the mark keeps the name
+    /// taken until it expires.
+    #[must_use]
+    pub fn revoked(&self) -> Self {
+        if self.is_revoked() {
+            return self.clone();
+        }
+        Self(Arc::from(format!("{REVOKED}{}", self.0)))
+    }
+
+    /// Whether this is a revoked holder's mark ([`OwnerId::revoked`]).
+    #[must_use]
+    pub fn is_revoked(&self) -> bool {
+        self.0.starts_with(REVOKED)
+    }
+
+    /// The owner id a revoked holder's mark stands for (this id itself when it is not
+    /// one).
+    #[must_use]
+    pub fn unrevoked(&self) -> &str {
+        self.0.strip_prefix(REVOKED).unwrap_or(&self.0)
+    }
 }
+
+/// What [`OwnerId::revoked`] puts before an owner id.
+const REVOKED: char = '!';
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 

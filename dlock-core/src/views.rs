@@ -111,9 +111,9 @@ impl crate::Delegating for SharedLock {
 
 // The backend knows how to renew and cut its own leases (a permit's or a reader's
 // too). `holder_changed` keeps the provided polling: the backend's watches follow the
-// mutex's holder, not this side's. `break_holder` too: `name`'s mutex is another lock
-// than this side's, and breaking it here would break the wrong holder, so a view
-// answers that it cannot (the trait's default).
+// mutex's holder, not this side's. `break_holder` and `revoke_holder` too: `name`'s
+// mutex is another lock than this side's, and breaking it here would break the wrong
+// holder, so a view answers that it cannot (the trait's default).
 crate::delegate_lock! {
     impl [] for SharedLock;
     forward [holders, renew, release, release_after, hand_over, resume, proclaim, list,

@@ -65,6 +65,9 @@ impl DistributedLock for Probe {
     async fn break_holder(&self, _: &LockName) -> Result<Option<LockInfo>, LockError> {
         Ok(None)
     }
+    async fn revoke_holder(&self, _: &LockName) -> Result<Option<LockInfo>, LockError> {
+        Ok(None)
+    }
     fn capabilities(&self) -> Capabilities {
         Capabilities::per_lease().with_shared(true)
     }
@@ -119,6 +122,11 @@ async fn wrappers_forward_every_method() {
             lock.break_holder(&name).await.is_ok(),
             label != "SharedLock",
             "{label}: break_holder"
+        );
+        assert_eq!(
+            lock.revoke_holder(&name).await.is_ok(),
+            label != "SharedLock",
+            "{label}: revoke_holder"
         );
         let lease = lock.try_acquire(&name, ttl).await.unwrap().unwrap();
         // a ticket for a mutex lease on the probe (a view's leases take none)

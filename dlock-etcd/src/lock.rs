@@ -189,6 +189,10 @@ impl Backend for EtcdLock {
         self.break_head(name).await
     }
 
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.revoke_head(name).await
+    }
+
     /// The cluster's version, leader, members and alarms (`doctor.rs`).
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
         self.findings().await

@@ -42,7 +42,9 @@ impl Node {
                 let owner = String::from_utf8_lossy(&v).into_owned();
                 // another client's SET NX (the plain layout) holds no token of ours: the
                 // counter is the last dlock holder's — report none (0) rather than it
-                let token = if minted_by_dlock(&owner) {
+                // a revoked holder's token is still its own
+                let token = if minted_by_dlock(dlock_core::OwnerId::from_stored(&owner).unrevoked())
+                {
                     token.unwrap_or(0)
                 } else {
                     0

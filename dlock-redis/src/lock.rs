@@ -202,6 +202,20 @@ impl Backend for RedisLock {
         break_claimed(self, name).await
     }
 
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let keys = Keys::new(&self.opts, name);
+        dlock_core::backend::revoke_claimed(self, name, |holder| {
+            let keys = &keys;
+            async move {
+                let mark = holder.owner.revoked();
+                self.node
+                    .revoke(keys, holder.owner.as_str(), mark.as_str())
+                    .await
+            }
+        })
+        .await
+    }
+
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {
         self.node.diagnose().await
     }

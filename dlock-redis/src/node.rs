@@ -265,6 +265,21 @@ impl Node {
         Ok(n >= 1)
     }
 
+    /// Puts `mark` in place of `owner` while it holds the lock, keeping its expiry
+    /// (`scripts::REVOKE`). Whether it did.
+    pub(crate) async fn revoke(
+        &self,
+        keys: &Keys,
+        owner: &str,
+        mark: &str,
+    ) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        let mut call = scripts::REVOKE.prepare_invoke();
+        call.key(&keys.lock).arg(owner).arg(mark);
+        let n: i64 = self.run("revoke", call.invoke_async(&mut conn)).await?;
+        Ok(n == 1)
+    }
+
     /// Every key matching `pattern` (`SCAN`, a page at a time, so the server is never
     /// blocked by a `KEYS`); on a cluster, on each of its masters.
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {

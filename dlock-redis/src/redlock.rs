@@ -216,6 +216,32 @@ impl Backend for Redlock {
         break_claimed(self, name).await
     }
 
+    /// Revoked on a quorum: the holder can renew on a minority at most, and a quorum
+    /// keeps the name taken until the revoked keys expire.
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let keys = Keys::new(&self.opts, name);
+        dlock_core::backend::revoke_claimed(self, name, |holder| {
+            let keys = keys.clone();
+            async move {
+                let (owner, mark) = (
+                    holder.owner.as_str().to_owned(),
+                    holder.owner.revoked().as_str().to_owned(),
+                );
+                let round = self
+                    .tally_bool(move |n| {
+                        let (k, o, m) = (keys.clone(), owner.clone(), mark.clone());
+                        async move { n.revoke(&k, &o, &m).await }
+                    })
+                    .await;
+                if round.ok.len() < self.quorum() && round.failures > 0 {
+                    return Err(self.quorum_unreachable(round.failures, round.failed));
+                }
+                Ok(round.ok.len() >= self.quorum())
+            }
+        })
+        .await
+    }
+
     /// Each node's findings, whether it rests after a restart, and how far apart the
     /// nodes' clocks are.
     async fn diagnose(&self) -> Result<Vec<dlock_core::Finding>, LockError> {

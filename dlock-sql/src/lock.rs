@@ -189,6 +189,20 @@ impl Backend for SqlLock {
         resume_held(self, ticket).await
     }
 
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        dlock_core::backend::revoke_claimed(self, name, |holder| async move {
+            let token = i64::try_from(holder.token.get())
+                .map_err(|_| LockError::backend("revoke", "token beyond the table's range"))?;
+            let mark = holder.owner.revoked();
+            self.op("revoke", || {
+                self.store
+                    .revoke(name.as_str(), holder.owner.as_str(), token, mark.as_str())
+            })
+            .await
+        })
+        .await
+    }
+
     async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         break_claimed(self, name).await
     }

@@ -28,6 +28,7 @@ pub(crate) struct MySql {
     /// `{rows}` stands (a `SELECT ? … UNION ALL SELECT ? …` table).
     renew_batch: (String, String),
     release: String,
+    revoke: String,
     holder: String,
     held: String,
 }
@@ -106,6 +107,10 @@ impl MySql {
             release: format!(
                 "UPDATE {table} SET owner = '', expires_at = {now},
                    token = token + 0 * LAST_INSERT_ID({someone_queued})
+                 WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
+            ),
+            revoke: format!(
+                "UPDATE {table} SET owner = ?
                  WHERE name = ? AND owner = ? AND token = ? AND expires_at > {now}"
             ),
             holder: format!(
@@ -278,6 +283,21 @@ impl Store for MySql {
         } else {
             Released::No
         })
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        mark: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let q = sqlx::query(AssertSqlSafe(self.revoke.as_str()))
+            .bind(mark)
+            .bind(name.as_bytes())
+            .bind(owner)
+            .bind(token);
+        Ok(self.hot.execute(q).await?.rows_affected() == 1)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {

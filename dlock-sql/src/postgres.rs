@@ -46,6 +46,7 @@ struct Statements {
     /// whatever the batch's size.
     renew_batch: String,
     release: String,
+    revoke: String,
     holder: String,
     held: String,
 }
@@ -128,6 +129,10 @@ impl Postgres {
                         RETURNING name, {someone_queued} AS queued),
                      n AS (SELECT pg_notify($4, r.name) FROM r WHERE NOT r.queued)
                      SELECT r.queued, (SELECT count(*) FROM n) FROM r"
+                ),
+                revoke: format!(
+                    "UPDATE {table} SET owner = $4
+                     WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()"
                 ),
                 holder: format!(
                     "SELECT l.owner, l.token, {remaining} AS remaining_ms, v.value
@@ -253,6 +258,21 @@ impl Store for Postgres {
             },
             None => Released::No,
         })
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        mark: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let q = sqlx::query(AssertSqlSafe(self.sql.revoke.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(token)
+            .bind(mark);
+        Ok(self.hot.execute(q).await?.rows_affected() == 1)
     }
 
     async fn release_granting(

@@ -25,6 +25,7 @@ pub(crate) struct Sqlite {
     /// A batch renewal: the head, then `(?, ?, ?, ?)` per lock, then the tail.
     renew_batch: (String, String),
     release: String,
+    revoke: String,
     holder: String,
     held: String,
     /// The database file, named when it cannot be written.
@@ -83,6 +84,10 @@ impl Sqlite {
                 "UPDATE {table} SET owner = '', expires_at = {now}
                  WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}
                  RETURNING {someone_queued}"
+            ),
+            revoke: format!(
+                "UPDATE {table} SET owner = ?4
+                 WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {now}"
             ),
             holder: format!(
                 "SELECT l.owner, l.token, l.expires_at - {now}, v.value FROM {joined}
@@ -161,6 +166,21 @@ impl Store for Sqlite {
             },
             None => Released::No,
         })
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        mark: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let q = sqlx::query(AssertSqlSafe(self.revoke.as_str()))
+            .bind(name)
+            .bind(owner)
+            .bind(token)
+            .bind(mark);
+        Ok(self.hot.execute(q).await?.rows_affected() == 1)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<Holder>, sqlx::Error> {

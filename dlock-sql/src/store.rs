@@ -156,6 +156,15 @@ pub(crate) trait Store: SharedStore + QueueStore + ResultRows + ValueRows {
     /// whether anyone is queued for it (PostgreSQL: when nobody is, notifies
     /// observers that it is free).
     async fn release(&self, name: &str, owner: &str, token: i64) -> Result<Released, sqlx::Error>;
+    /// Puts `mark` (the revoked owner id) in place of the owner of an unexpired row
+    /// that still carries this owner and token, its expiry kept; whether it did.
+    async fn revoke(
+        &self,
+        name: &str,
+        owner: &str,
+        token: i64,
+        mark: &str,
+    ) -> Result<bool, sqlx::Error>;
     /// [`release`](Self::release) and, when someone is queued, the grant to the head,
     /// in one call — for a lock that was taken after queueing, so likely wanted again
     /// (PostgreSQL's queue functions); `None` where there is no such call.

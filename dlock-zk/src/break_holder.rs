@@ -1,5 +1,6 @@
-//! An operator breaking a holder (`DistributedLock::break_holder`): its node deleted,
-//! as its own release would delete it.
+//! An operator revoking a holder (`DistributedLock::revoke_holder`: its node's data
+//! becomes a mark its renewals refuse) or breaking it (`DistributedLock::break_holder`:
+//! its node deleted, as its own release would delete it).
 
 use dlock_core::{LockError, LockInfo, LockName};
 use zookeeper_client as zk;
@@ -7,6 +8,11 @@ use zookeeper_client as zk;
 use crate::ZkLock;
 use crate::errors::from_zk;
 use crate::path::{lowest, queue_dir};
+
+/// The data of a revoked holder's node. A renewal that reads it reports the lease
+/// lost; the node stays, keeping the name, until its holder lets go or its session
+/// ends. (Proclaimed values start `dlock:value=`, tickets' data `dlock:handed-over`.)
+pub(crate) const REVOKED: &[u8] = b"dlock:revoked";
 
 impl ZkLock {
     /// Deletes the lowest node of `name`'s queue — the holder's; its name is unique to
@@ -56,6 +62,60 @@ impl ZkLock {
         }
         Err(LockError::transient(format!(
             "the holder of {name} kept changing while breaking it; try again"
+        )))
+    }
+
+    /// Writes [`REVOKED`] into the holder's node at the version read, so a proclaim in
+    /// between (which reads the data first, and refuses the mark) makes us read again.
+    /// A ticket's node (a TTL node kept by `dlock renew`) is refused: its renewals
+    /// write the data themselves; break it instead.
+    pub(crate) async fn revoke_head(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let dir = queue_dir(&self.root, name);
+        let client = self.sessions.first().session.get().await?;
+        for _ in 0..5 {
+            let children = match self
+                .op("list queue", async { Ok(client.list_children(&dir).await) })
+                .await?
+            {
+                Ok(c) => c,
+                Err(zk::Error::NoNode) => return Ok(None),
+                Err(e) => return Err(from_zk("list queue", e)),
+            };
+            let Some(head) = lowest(&children) else {
+                return Ok(None);
+            };
+            let path = format!("{dir}/{head}");
+            let read = client.get_data(&path);
+            let (data, stat) = match self.op("read holder", async { Ok(read.await) }).await? {
+                Ok(read) => read,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(from_zk("read holder", e)),
+            };
+            let holder = self.holder_info(&client, head, &data, &stat)?;
+            if holder.owner.is_revoked() {
+                return Ok(Some(holder));
+            }
+            if crate::ticket_node::HandedOver::read(&data, &stat).is_some() {
+                return Err(LockError::unsupported_feature(
+                    "zookeeper",
+                    "revoking the holder of a ticket (its renewals rewrite its node): break it",
+                ));
+            }
+            let written = client.set_data(&path, REVOKED, Some(stat.version));
+            match self
+                .op("revoke holder", async { Ok(written.await) })
+                .await?
+            {
+                Ok(_) => {
+                    tracing::warn!(lock = %name, owner = %holder.owner, token = %holder.token, backend = "zookeeper", "holder revoked");
+                    return Ok(Some(holder));
+                }
+                Err(zk::Error::BadVersion | zk::Error::NoNode) => {}
+                Err(e) => return Err(from_zk("revoke holder", e)),
+            }
+        }
+        Err(LockError::transient(format!(
+            "the holder of {name} kept changing while revoking it; try again"
         )))
     }
 }

@@ -132,6 +132,10 @@ impl Backend for ZkLock {
         self.break_head(name).await
     }
 
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        self.revoke_head(name).await
+    }
+
     async fn hand_over(&self, lease: &Lease) -> Result<Ticket, LockError> {
         self.hand_over_node(lease).await
     }
@@ -288,14 +292,31 @@ impl ZkLock {
             Err(zk::Error::NoNode) => return Ok(None),
             Err(e) => return Err(from_zk("read holder", e)),
         };
+        self.holder_info(client, head, &data, &stat).map(Some)
+    }
+
+    /// The holder whose node `head` has `data` and `stat`: revoked (its owner id the
+    /// revoked mark) when the data is [`crate::break_holder::REVOKED`].
+    pub(crate) fn holder_info(
+        &self,
+        client: &zk::Client,
+        head: &str,
+        data: &[u8],
+        stat: &zk::Stat,
+    ) -> Result<LockInfo, LockError> {
         // a handed-over node lives its TTL past its last renewal, at most
-        let handed_over = crate::ticket_node::HandedOver::read(&data, &stat);
-        Ok(Some(LockInfo {
-            owner: OwnerId::from_stored(owner_of(head).unwrap_or_default()),
-            token: crate::ticket_node::token_of(&data, &stat)?,
+        let handed_over = crate::ticket_node::HandedOver::read(data, stat);
+        let owner = OwnerId::from_stored(owner_of(head).unwrap_or_default());
+        Ok(LockInfo {
+            owner: if data == crate::break_holder::REVOKED {
+                owner.revoked()
+            } else {
+                owner
+            },
+            token: crate::ticket_node::token_of(data, stat)?,
             remaining: handed_over.map_or(client.session_timeout(), |h| h.ttl),
-            proclaimed: dlock_core::HolderValue::from_proclaimed(&data),
-        }))
+            proclaimed: dlock_core::HolderValue::from_proclaimed(data),
+        })
     }
 
     /// The lease of the node at `path` (created at `czxid`) on `slot`'s session,

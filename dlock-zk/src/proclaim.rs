@@ -35,10 +35,12 @@ impl ZkLock {
         // another write of the node's data in between (never a hand-over: it holds
         // `writes` too) only makes us read again
         for _ in 0..5 {
-            let read = client.check_stat(&held.path);
-            let version = match self.op("read node", read).await? {
-                Some(s) if ours(&s)? => s.version,
-                _ => return Err(lost()),
+            // the data too: a revoked node's mark must not be written over
+            let read = client.get_data(&held.path);
+            let version = match self.op("read node", async { Ok(read.await) }).await? {
+                Ok((data, s)) if ours(&s)? && data != crate::break_holder::REVOKED => s.version,
+                Ok(_) | Err(zk::Error::NoNode) => return Err(lost()),
+                Err(e) => return Err(from_zk("read node", e)),
             };
             let written = client.set_data(&held.path, data.as_bytes(), Some(version));
             match self.op("proclaim", async { Ok(written.await) }).await? {

@@ -73,7 +73,10 @@ async fn check(
     Ok(results
         .into_iter()
         .map(|r| match r {
-            zk::MultiReadResult::Data { stat, .. } if stat.ephemeral_owner == me => {
+            // ours, unless an operator revoked it (its node then stays until we let go)
+            zk::MultiReadResult::Data { stat, data }
+                if stat.ephemeral_owner == me && data != crate::break_holder::REVOKED =>
+            {
                 Ok(Some((timeout, sent)))
             }
             zk::MultiReadResult::Data { .. }

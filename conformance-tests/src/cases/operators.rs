@@ -1,5 +1,5 @@
-//! What an operator sees and does: who holds a lock (the holder's process), and
-//! breaking a holder that is stuck.
+//! What an operator sees and does: who holds a lock (the holder's process), revoking
+//! a holder that must stop, and breaking one that is stuck.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,5 +102,70 @@ pub async fn break_holder_hands_the_lock_on(h: &impl Harness) {
             .expect("break_holder")
             .is_none(),
         "a free name has nobody to break"
+    );
+}
+
+/// An operator revokes a holder that must stop: its guard turns lost (its next renewal
+/// is refused), and the waiter behind it is not let in while that guard still held —
+/// only once the revoked lease has run out or its holder let go (on ZooKeeper, where
+/// the node lives with the holder's session, dropping the lost guard lets go), with a
+/// higher token. Revoking a free name revokes nobody.
+pub async fn revoke_holder_lets_nobody_in_while_it_holds(h: &impl Harness) {
+    let ([a, b, operator], name) = clients_and_name(h, "revoke_holder").await;
+    let ttl = Duration::from_secs(3);
+    let revoked = Locker::new(a.lock())
+        .with_ttl(ttl)
+        .lock(name.as_str())
+        .await
+        .expect("lock");
+    let revoked_token = revoked.token();
+    // cleared once the revoked guard has reported the loss
+    let believed_held = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let waiter = {
+        let (b, name, held) = (b.lock(), name.clone(), Arc::clone(&believed_held));
+        tokio::spawn(async move {
+            let next = b.acquire(&name, LONG_TTL, Duration::from_secs(30)).await;
+            (next, held.load(std::sync::atomic::Ordering::SeqCst))
+        })
+    };
+    // the waiter is queued (or polling) behind the holder
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = operator
+        .revoke_holder(&name)
+        .await
+        .expect("revoke_holder")
+        .expect("someone held it");
+    assert_eq!(
+        (&seen.owner, seen.token),
+        (revoked.lease().owner(), revoked_token)
+    );
+    // the revoked holder learns it at its next renewal (a third of the TTL), or when
+    // its lease runs out at the latest
+    tokio::time::timeout(ttl * 2, revoked.lost())
+        .await
+        .expect("the revoked holder's guard turns lost");
+    assert!(!revoked.is_held());
+    believed_held.store(false, std::sync::atomic::Ordering::SeqCst);
+    let again = operator.inspect(&name).await.expect("inspect");
+    assert!(
+        again.as_ref().is_none_or(|h| h.token == revoked_token),
+        "nobody else holds it yet: {again:?}"
+    );
+    drop(revoked);
+    let (next, still_held) = waiter.await.expect("task");
+    let next = next.expect("the waiter gets the lock once the revoked lease is over");
+    assert!(
+        !still_held,
+        "the waiter got in while the revoked guard still held"
+    );
+    assert!(next.token() > revoked_token, "the next token is higher");
+    assert!(b.release(&next).await.expect("release"));
+    assert!(
+        operator
+            .revoke_holder(&name)
+            .await
+            .expect("revoke_holder")
+            .is_none(),
+        "a free name has nobody to revoke"
     );
 }

@@ -279,29 +279,22 @@ pub struct ReleaseArgs {
     /// Backend URL.
     #[command(flatten)]
     pub backend: Backend,
-    /// Break the current holder of lock NAME, whoever it is (an operator's last
-    /// resort for a stuck or runaway holder): its run stops at its next renewal and
-    /// the next holder's token is higher. Says who it would break unless --yes.
+    /// Revoke the current holder of lock NAME, whoever it is (an operator's way to
+    /// stop a runaway holder): its run stops at its next renewal, and nobody else gets
+    /// NAME until that run let go or its lease ran out. Says who holds it unless --yes.
     #[arg(long)]
     pub force: bool,
     /// With --force: do it.
     #[arg(long, requires = "force")]
     pub yes: bool,
+    /// With --force: break the holder at once instead, handing NAME to the next
+    /// waiter while the broken run may still be at work (for a holder known dead).
+    #[arg(long, requires = "force")]
+    pub now: bool,
     /// The ticket `dlock acquire` printed (`-` reads it from stdin); with --force, the
     /// lock's name.
     #[arg(env = "DLOCK_TICKET", value_name = "TICKET|NAME")]
     pub target: String,
-}
-
-/// `dlock release --force`, as the code that breaks a holder takes it.
-#[derive(Debug)]
-pub struct ForceArgs {
-    /// Backend URL.
-    pub backend: Backend,
-    /// The lock.
-    pub name: String,
-    /// Confirmed.
-    pub yes: bool,
 }
 
 /// `dlock prune`.

@@ -115,7 +115,7 @@ dlock is stopped. If dlock dies (even by SIGKILL), the supervisor stops the tree
 same way. SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to dlock are \
 forwarded to the command's process group. When the command exits, whatever it left \
 running is stopped before the lock is released; if the release finds the lease gone \
-(broken by release --force, or run out unseen), dlock exits 75. What escapes: work \
+(revoked or broken by release --force, or run out unseen), dlock exits 75. What escapes: work \
 another process starts for the command (systemctl start, at), and a setuid program \
 it may not signal.
 
@@ -170,12 +170,14 @@ pub(super) const RELEASE_HELP: &str = "\
 dlock release TICKET releases the lease a ticket from `dlock acquire` stands for (see \
 `dlock acquire --help`).
 
-dlock release --force NAME breaks whoever holds lock NAME, on every backend: its lease \
-is removed on the server as its own release would remove it, the next waiter gets the \
-lock with a higher fencing token, the broken holder's renewals fail — its `dlock run` \
-stops its command and exits 75 — and its writes are refused by a fenced store once the \
-next holder's token has been seen there. Without --yes it only says who holds the lock. \
-The holder is named on stderr, with who broke it.
+dlock release --force NAME revokes whoever holds lock NAME, on every backend: its \
+lease is marked revoked on the server, its renewals fail — its `dlock run` stops its \
+command and exits 75 — and nobody else gets the lock until that run let go or its \
+lease ran out. With --now it breaks the holder instead (for one known dead): its lease \
+is removed as its own release would remove it and the next waiter gets the lock at once \
+with a higher fencing token, while a live broken run may still be at work until its next \
+renewal (a fenced store refuses its writes once the new token has been seen). Without \
+--yes it only says who holds the lock. The holder is named on stderr, with who stopped it.
 
 Exit codes: 0 done (or nothing held); 2 not confirmed, not a ticket; 75 the ticket's \
 lease is gone; 69 backend unreachable; 70 backend error.
@@ -183,5 +185,5 @@ lease is gone; 69 backend unreachable; 70 backend error.
 Examples:
   dlock release \"$t\"
   dlock status nightly-report             # who holds it, for how long
-  dlock release --force nightly-report    # says who it would break
+  dlock release --force nightly-report    # says who holds it
   dlock release --force --yes nightly-report";

@@ -99,7 +99,7 @@ pub enum Command {
     /// Renew the lease a ticket from `dlock acquire` stands for.
     #[command(after_help = TICKET_HELP)]
     Renew(RenewArgs),
-    /// Release the lease a ticket from `dlock acquire` stands for; with --force, break
+    /// Release the lease a ticket from `dlock acquire` stands for; with --force, revoke
     /// whoever holds lock NAME.
     #[command(after_help = RELEASE_HELP)]
     Release(ReleaseArgs),

@@ -151,6 +151,18 @@ pub trait Backend: Send + Sync {
             "breaking a holder",
         ))
     }
+
+    /// As [`DistributedLock::revoke_holder`].
+    ///
+    /// # Cancel safety
+    /// As the trait method of the same name.
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let _ = name;
+        Err(LockError::unsupported_feature(
+            self.backend_name(),
+            "revoking a holder",
+        ))
+    }
 }
 
 /// A way of taking a lock, written once for every backend `B` of the family, for every
@@ -324,6 +336,10 @@ impl<B: Backend> DistributedLock for B {
 
     async fn break_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         Backend::break_holder(self, name).await
+    }
+
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        Backend::revoke_holder(self, name).await
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -34,7 +34,7 @@ mod wakeups;
 pub use batch::{Batcher, Pending, gather_batch};
 pub use claim::{Claim, ClaimDriver};
 pub use family::{Backend, Claims, Family, Queues};
-pub use operators::{break_claimed, proclaimable, resume_held};
+pub use operators::{break_claimed, proclaimable, resume_held, revoke_claimed};
 pub use query::{credentials, take_query};
 pub use queue::{QueueDriver, Turn};
 pub use reach::any_reachable;

@@ -1,6 +1,6 @@
 //! What operators do to a claim backend's lock from outside the process that took it
-//! — break its holder, take its lease up from a ticket — written once over [`Backend`]:
-//! the claim family releases and renews by name, owner id and token alone.
+//! — revoke or break its holder, take its lease up from a ticket — written once over
+//! [`Backend`]: the claim family releases and renews by name, owner id and token alone.
 
 use tokio::time::Instant;
 
@@ -41,6 +41,43 @@ pub async fn break_claimed<B: Backend + ?Sized>(
     }
     Err(LockError::transient(format!(
         "the holder of {name} kept changing while breaking it; try again"
+    )))
+}
+
+/// [`crate::DistributedLock::revoke_holder`] for a backend whose renewals are checked
+/// by name, owner id and token alone (the claim family): the holder `inspect` finds is
+/// handed to `revoke`, which puts [`crate::OwnerId::revoked`] in place of its owner id
+/// on the server if that holder still holds, keeping its expiry, and says whether it
+/// did — again if the holder changed in between. A holder revoked already is
+/// returned as it is.
+///
+/// # Errors
+/// The backend's error; [`LockError::Unavailable`] when the holder changed five times
+/// in a row.
+///
+/// # Cancel safety
+/// As [`crate::DistributedLock::revoke_holder`].
+pub async fn revoke_claimed<B, F, Fut>(
+    backend: &B,
+    name: &LockName,
+    revoke: F,
+) -> Result<Option<LockInfo>, LockError>
+where
+    B: Backend + ?Sized,
+    F: Fn(LockInfo) -> Fut,
+    Fut: std::future::Future<Output = Result<bool, LockError>>,
+{
+    for _ in 0..5 {
+        let Some(holder) = backend.inspect(name).await? else {
+            return Ok(None);
+        };
+        if holder.owner.is_revoked() || revoke(holder.clone()).await? {
+            tracing::warn!(lock = %name, owner = %holder.owner, token = %holder.token, backend = backend.backend_name(), "holder revoked");
+            return Ok(Some(holder));
+        }
+    }
+    Err(LockError::transient(format!(
+        "the holder of {name} kept changing while revoking it; try again"
     )))
 }
 

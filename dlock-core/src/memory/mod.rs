@@ -164,6 +164,24 @@ impl Backend for MemoryLock {
         crate::backend::break_claimed(self, name).await
     }
 
+    /// The holder's entry keeps its place and expiry under the revoked mark of its
+    /// owner id: it renews and releases nothing, and the queue moves on when it expires.
+    async fn revoke_holder(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        Ok(self.with_queue(name, Access::Exclusive, |q, now| {
+            let h = q.holders(now).into_iter().next()?;
+            let info = LockInfo {
+                proclaimed: q.proclaimed(h.token),
+                owner: h.owner.clone(),
+                token: h.token,
+                remaining: h.remaining,
+            };
+            let lease = Lease::new(name.clone(), h.owner, h.token, h.remaining, now);
+            let entry = q.holder_of(&lease, now)?;
+            entry.owner = entry.owner.revoked();
+            Some(info)
+        }))
+    }
+
     /// A memory lock is this process's own: no other process could take a ticket up.
     async fn hand_over(&self, lease: &Lease) -> Result<crate::Ticket, LockError> {
         let _ = lease;
