@@ -40,7 +40,7 @@ pub async fn force(args: &ForceArgs) -> ExitCode {
                      at work, until its next renewal"
                 } else {
                     "revoke it: its run stops at its next renewal (exit 75), and nobody else \
-                     gets NAME until that run let go or its lease ran out"
+                     gets NAME before that lease is over"
                 };
                 eprintln!(
                     "dlock: {name} is held by {} (token {}); add --yes to {}",
@@ -91,13 +91,11 @@ fn said(name: &LockName, h: &LockInfo, now: bool, left: holder::Left) {
     let next = if now {
         "the next waiter gets it now, with a higher token".to_owned()
     } else if h.owner.is_revoked() {
-        "it was revoked already; nobody else gets it until that run lets go or its lease \
-         runs out"
-            .to_owned()
+        "it was revoked already; nobody else gets it before that lease is over".to_owned()
     } else {
         format!(
-            "its run stops at its next renewal (exit 75); nobody else gets {name} until that \
-             run lets go or its lease runs out ({})",
+            "its run stops at its next renewal (exit 75); nobody else gets {name} before that \
+             lease is over ({})",
             left.text(h.remaining)
         )
     };

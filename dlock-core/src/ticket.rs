@@ -206,14 +206,14 @@ impl FromStr for Ticket {
         if owner.is_empty() {
             return Err(bad("no owner id"));
         }
+        // a revoked holder's mark is nobody's owner id: a ticket naming it would renew
+        // what an operator revoked
+        let owner = OwnerId::from_stored(&owner);
+        if owner.is_revoked() {
+            return Err(bad("the owner id is a revoked holder's"));
+        }
         let name = unhex(name).ok_or_else(|| bad("the name is not hex text"))?;
-        Ok(Self::new(
-            backend,
-            LockName::new(&name)?,
-            OwnerId::from_stored(&owner),
-            token,
-            ttl,
-        ))
+        Ok(Self::new(backend, LockName::new(&name)?, owner, token, ttl))
     }
 }
 
@@ -267,6 +267,8 @@ mod tests {
             good.replacen(":redis:", "::", 1),
             good.replacen(":1733000000000001:", ":0:", 1),
             good.trim_end_matches(|c| c != ':').to_owned() + "zz",
+            // the owner id (hex of its text) with the revoked mark in front
+            good.replacen(":3031", ":213031", 1),
         ] {
             let err = bad.parse::<Ticket>().unwrap_err();
             assert!(

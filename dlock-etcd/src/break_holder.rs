@@ -8,6 +8,7 @@ use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
 use crate::EtcdLock;
 use crate::keys::{owner_of, queue_dir};
+use crate::tickets::{HANDED_OVER, RELEASED, REVOKED};
 
 impl EtcdLock {
     /// Deletes the key of `name`'s holder in a txn guarded by its create revision (the
@@ -45,14 +46,15 @@ impl EtcdLock {
         )))
     }
 
-    /// Moves the key of `name`'s holder onto a lease of its own that nobody renews, in
-    /// a txn guarded by the key's create revision (the holder's token) and its lease.
-    /// The key keeps its place at the head of the queue: no waiter moves until it ends
-    /// with that lease, or the holder lets go (its release deletes the key). The holder
-    /// learns it from the read of its lease's keys that follows its next refresh; that
-    /// refresh comes within its TTL and lets it believe one TTL more, so the lease is
-    /// granted for twice the holder lease's TTL and a second: a waiter gets in after
-    /// the holder stopped believing, as long as that first read is answered.
+    /// Moves the key of `name`'s holder onto a lease of its own that nobody renews,
+    /// with [`REVOKED`] as its value, in a txn guarded by the key's create revision
+    /// (the holder's token), its lease and its value. The key keeps its place at the
+    /// head of the queue: no waiter moves until it ends with that lease, or the holder
+    /// lets go (its release deletes the key). The holder learns it from the read of
+    /// its lease's keys that follows its next refresh; that refresh comes within its
+    /// TTL and lets it believe one TTL more, so the lease is granted for twice the
+    /// holder lease's TTL and a second. A ticket's key is refused (its `dlock renew`
+    /// moves the key itself): break it.
     pub(crate) async fn revoke_head(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let dir = queue_dir(&self.opts.prefix, name);
         for _ in 0..5 {
@@ -68,12 +70,29 @@ impl EtcdLock {
             if left.ttl() < 0 {
                 continue; // expired: the next in line is the head now, or nobody
             }
-            let holder = LockInfo {
-                owner: dlock_core::OwnerId::from_stored(&owner_of(&key)),
+            let owner = dlock_core::OwnerId::from_stored(&owner_of(&key));
+            let mut holder = LockInfo {
+                owner: owner.clone(),
                 token: dlock_core::FencingToken::from_signed(rev, "create revision")?,
                 remaining: std::time::Duration::from_secs(u64::try_from(left.ttl()).unwrap_or(0)),
                 proclaimed: dlock_core::HolderValue::from_proclaimed(head.value()),
             };
+            let value = head.value().to_vec();
+            if value == REVOKED.as_bytes() || value == RELEASED.as_bytes() {
+                // revoked already, or let go and lingering: nothing more to stop
+                holder.owner = if value == REVOKED.as_bytes() {
+                    owner.revoked()
+                } else {
+                    owner
+                };
+                return Ok(Some(holder));
+            }
+            if value == HANDED_OVER.as_bytes() {
+                return Err(LockError::unsupported_feature(
+                    "etcd",
+                    "revoking the holder of a ticket (its renewals move its key): break it",
+                ));
+            }
             let ttl = 2 * left.granted_ttl().max(left.ttl()) + 1;
             let own = self
                 .rpc("lease grant", |mut c| async move {
@@ -83,37 +102,53 @@ impl EtcdLock {
                 .id();
             let moved = self
                 .rpc("revoke holder", |mut c| {
-                    let key = key.clone();
+                    let (key, value) = (key.clone(), value.clone());
                     async move {
                         let txn = Txn::new()
                             .when([
                                 Compare::create_revision(key.clone(), CompareOp::Equal, rev),
                                 Compare::lease(key.clone(), CompareOp::Equal, lease),
+                                Compare::value(key.clone(), CompareOp::Equal, value),
                             ])
                             .and_then([TxnOp::put(
                                 key,
-                                "",
-                                Some(PutOptions::new().with_lease(own).with_ignore_value()),
+                                REVOKED,
+                                Some(PutOptions::new().with_lease(own)),
                             )]);
                         c.txn(txn).await
                     }
                 })
                 .await
                 .map(|r| r.succeeded());
-            match moved {
-                Ok(true) => {
-                    tracing::warn!(lock = %name, owner = %holder.owner, token = %holder.token, backend = "etcd", "holder revoked");
-                    return Ok(Some(holder));
-                }
-                Ok(false) => self.revoke(own).await,
-                Err(e) => {
-                    self.revoke(own).await;
-                    return Err(e);
-                }
+            // A refusal may follow an attempt that committed but whose answer was lost
+            // (the call is retried): the key is read back. `own` is never revoked on a
+            // doubt — the key may be on it — it just ends by itself.
+            let on_own = match moved {
+                Ok(true) => true,
+                Ok(false) | Err(_) => self.key_is_on(&key, rev, own).await?,
+            };
+            if on_own {
+                tracing::warn!(lock = %name, owner = %owner, token = %holder.token, backend = "etcd", "holder revoked");
+                return Ok(Some(holder));
             }
+            moved?;
         }
         Err(LockError::transient(format!(
             "the holder of {name} kept changing while revoking it; try again"
         )))
+    }
+
+    /// Whether the key `key` created at `rev` is on lease `lease` now.
+    async fn key_is_on(&self, key: &[u8], rev: i64, lease: i64) -> Result<bool, LockError> {
+        let found = self
+            .rpc("read key", |mut c| {
+                let key = key.to_vec();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        Ok(found
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.create_revision() == rev && kv.lease() == lease))
     }
 }

@@ -173,8 +173,13 @@ impl Backend for EtcdLock {
         if ttl < 0 {
             return Ok(None);
         }
+        let owner = OwnerId::from_stored(&owner_of(head.key()));
         Ok(Some(LockInfo {
-            owner: OwnerId::from_stored(&owner_of(head.key())),
+            owner: if head.value() == crate::tickets::REVOKED.as_bytes() {
+                owner.revoked()
+            } else {
+                owner
+            },
             token: FencingToken::from_signed(head.create_revision(), "create revision")?,
             remaining: Duration::from_secs(u64::try_from(ttl).unwrap_or(0)),
             proclaimed: dlock_core::HolderValue::from_proclaimed(head.value()),

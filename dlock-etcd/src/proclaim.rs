@@ -6,7 +6,7 @@ use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
 use crate::EtcdLock;
 use crate::lock::KeyLease;
-use crate::tickets::{HANDED_OVER, RELEASED};
+use crate::tickets::{HANDED_OVER, RELEASED, REVOKED};
 
 impl EtcdLock {
     /// One transaction: the key still created at the lease's token, neither handed
@@ -36,6 +36,7 @@ impl EtcdLock {
                             Compare::create_revision(key.clone(), CompareOp::Equal, rev),
                             Compare::value(key.clone(), CompareOp::NotEqual, HANDED_OVER),
                             Compare::value(key.clone(), CompareOp::NotEqual, RELEASED),
+                            Compare::value(key.clone(), CompareOp::NotEqual, REVOKED),
                         ])
                         .and_then([TxnOp::put(
                             key,

@@ -29,6 +29,10 @@ pub(crate) const HANDED_OVER: &str = "dlock:handed-over";
 /// The value of a handed-over key released with a linger (`release_after`): it blocks
 /// the name a while longer, and no ticket takes it up again.
 pub(crate) const RELEASED: &str = "dlock:released";
+/// The value of a revoked holder's key (`DistributedLock::revoke_holder`): moved onto
+/// a lease nobody renews, it blocks the name until that lease ends or the holder's
+/// release deletes it; no ticket takes it up, no proclaim writes over it.
+pub(crate) const REVOKED: &str = "dlock:revoked";
 
 /// `ttl` in whole seconds, rounded up, as etcd grants leases (at least one).
 fn lease_secs(ttl: Duration) -> i64 {

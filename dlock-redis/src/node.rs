@@ -277,6 +277,12 @@ impl Node {
         let mut call = scripts::REVOKE.prepare_invoke();
         call.key(&keys.lock).arg(owner).arg(mark);
         let n: i64 = self.run("revoke", call.invoke_async(&mut conn)).await?;
+        if n == -1 {
+            return Err(LockError::backend_msg(format!(
+                "revoke: the key {} has no expiry, so it is no lease of dlock's; break it with --now",
+                keys.lock
+            )));
+        }
         Ok(n == 1)
     }
 

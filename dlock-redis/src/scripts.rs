@@ -266,12 +266,14 @@ return out
 /// KEYS: lock. ARGV: owner, revoked mark. While `owner` holds the lock, its value
 /// becomes the mark with the time it has left (`PTTL`, then `SET … PX`: no `KEEPTTL`
 /// before Redis 6): renewals and releases compare the owner id, so they all refuse it
-/// from then on, and the key keeps the name taken until it expires. 1 if revoked.
+/// from then on, and the key keeps the name taken until it expires. 1 if revoked, 0
+/// if `owner` does not hold it, -1 for a key without an expiry (no lease of ours).
 pub(crate) static REVOKE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local left = redis.call('PTTL', KEYS[1])
+if left == -1 then return -1 end
 if left <= 0 then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', left)
 return 1

@@ -73,13 +73,18 @@ impl ZkLock {
         let dir = queue_dir(&self.root, name);
         let client = self.sessions.first().session.get().await?;
         for _ in 0..5 {
-            let children = match self
-                .op("list queue", async { Ok(client.list_children(&dir).await) })
-                .await?
-            {
-                Ok(c) => c,
-                Err(zk::Error::NoNode) => return Ok(None),
-                Err(e) => return Err(from_zk("list queue", e)),
+            // behind a sync with the leader, as `inspect`: a lagging follower would
+            // answer that nobody holds it
+            let synced = client.sync(&dir);
+            let listed = client.list_children(&dir);
+            let (synced, listed) = self
+                .op("list queue", async { Ok(tokio::join!(synced, listed)) })
+                .await?;
+            let children = match (synced, listed) {
+                (_, Err(zk::Error::NoNode)) | (Err(zk::Error::NoNode), _) => return Ok(None),
+                (Err(e), _) => return Err(from_zk("sync with the leader", e)),
+                (_, Err(e)) => return Err(from_zk("list queue", e)),
+                (Ok(()), Ok(c)) => c,
             };
             let Some(head) = lowest(&children) else {
                 return Ok(None);
@@ -106,9 +111,18 @@ impl ZkLock {
                 .op("revoke holder", async { Ok(written.await) })
                 .await?
             {
-                Ok(_) => {
+                Ok(after) if after.czxid == stat.czxid => {
                     tracing::warn!(lock = %name, owner = %holder.owner, token = %holder.token, backend = "zookeeper", "holder revoked");
                     return Ok(Some(holder));
+                }
+                // the holder handed its lease over for a ticket in between, and the mark
+                // landed on the ticket's new node (at the same version): that ticket's
+                // renewals now fail, and it ends with its TTL
+                Ok(_) => {
+                    return Err(LockError::transient(format!(
+                        "the holder of {name} handed its lease over for a ticket while being \
+                         revoked; that ticket can no longer be renewed: break it to free {name} now"
+                    )));
                 }
                 Err(zk::Error::BadVersion | zk::Error::NoNode) => {}
                 Err(e) => return Err(from_zk("revoke holder", e)),

@@ -116,10 +116,13 @@ impl ZkLock {
             Ok(s.ephemeral_owner == client.session_id().0
                 && FencingToken::from_signed(s.czxid, "czxid")? == lease.token())
         };
-        let stat = self.op("read node", client.check_stat(&held.path)).await?;
-        let version = match stat {
-            Some(s) if ours(&s)? => s.version,
-            _ => return Err(lost()),
+        // the data too: a revoked node (`crate::break_holder::REVOKED`) is not ours to
+        // hand over
+        let read = client.get_data(&held.path);
+        let version = match self.op("read node", async { Ok(read.await) }).await? {
+            Ok((data, s)) if ours(&s)? && data != crate::break_holder::REVOKED => s.version,
+            Ok(_) | Err(zk::Error::NoNode) => return Err(lost()),
+            Err(e) => return Err(crate::errors::from_zk("read node", e)),
         };
         match self.swap(&client, &held.path, version, moved).await? {
             Swapped::Done => return Ok(ticket),

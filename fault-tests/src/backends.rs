@@ -117,6 +117,7 @@ impl Backend {
             Nemesis::KillHolder,
             Nemesis::KillWaiter,
             Nemesis::PauseHolder,
+            Nemesis::RevokeHolder,
         ];
         if self.redis {
             n.push(Nemesis::DataLoss);

@@ -17,6 +17,10 @@ pub enum Nemesis {
     /// `SIGSTOP` of a holder right after it read the counter, past its TTL, then
     /// `SIGCONT` (it then writes what it read, plus one).
     PauseHolder,
+    /// An operator revokes the holder while it is between its read and its write
+    /// (`dlock release --force --yes`): nobody else may be granted the lock while the
+    /// revoked holder still works inside its lease.
+    RevokeHolder,
     /// A read-write lock's writer `SIGSTOP`ped right after it read the counter, past
     /// its TTL and until a reader has read under a later read lease, then `SIGCONT`
     /// (it then writes what it read, plus one, with its old token): readers must raise
@@ -98,6 +102,7 @@ impl Nemesis {
             Self::KillHolder => "kill -9 holder",
             Self::KillWaiter => "kill -9 queued waiter",
             Self::PauseHolder => "SIGSTOP holder > TTL",
+            Self::RevokeHolder => "release --force (revoke) holder mid-update",
             Self::PauseWriter => "SIGSTOP writer > TTL, then a later reader reads",
             Self::Partition => "partition holder",
             Self::Latency => "latency +100 ms",

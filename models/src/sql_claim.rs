@@ -11,6 +11,12 @@
 //! it. What the client does is core's: a lease is trusted until the request was sent
 //! plus the TTL less the drift margin (`dlock_core::drift_margin`).
 //!
+//! An operator may stop the holder once, at any step: [`Stop::Revoke`] is the revoke
+//! statement (`DistributedLock::revoke_holder`: the owner id becomes its revoked mark,
+//! the expiry kept); [`Stop::Break`] — the holder released as its own release would
+//! (`break_holder`, which `dlock release --force` once did) — is a mutation: the next
+//! client takes the row while the broken one still trusts its lease.
+//!
 //! Properties: never two clients inside their leases (rule 1); tokens strictly increase
 //! in grant order (rule 4). [`Expiry::Latest`] is the statement's; [`Expiry::Newest`]
 //! — the duplicate's expiry written over the row's — is the defect a review found
@@ -28,6 +34,18 @@ pub enum Expiry {
     /// The earlier statement's: the take's, even if earlier.
     Newest,
 }
+
+/// How an operator stops the holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stop {
+    /// The revoke statement: the owner id replaced by its mark, the expiry kept.
+    Revoke,
+    /// The holder's row released as its own release would (the mutation).
+    Break,
+}
+
+/// The revoked mark of owner id `owner` (no owner id has this bit).
+const REVOKED: u32 = 1 << 31;
 
 /// The lock's row.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -114,6 +132,19 @@ pub fn release(row: Option<&Row>, owner: u32, token: u64, now: i64) -> Option<Ro
     }
 }
 
+/// The revoke statement: while `owner` holds the row with `token`, its owner id
+/// becomes the revoked mark and its expiry stays; the row after it.
+#[must_use]
+pub fn revoke(row: Option<&Row>, owner: u32, token: u64, now: i64) -> Option<Row> {
+    match row {
+        Some(r) if r.owner == owner && r.token == token && r.expires > now => Some(Row {
+            owner: owner | REVOKED,
+            ..r.clone()
+        }),
+        other => other.cloned(),
+    }
+}
+
 /// The model's parameters (times in ms).
 #[derive(Clone)]
 pub struct SqlClaim {
@@ -131,6 +162,8 @@ pub struct SqlClaim {
     pub clients: u8,
     /// At most this many statements sent in all.
     pub requests: u8,
+    /// How an operator may stop the holder, once.
+    pub stop: Option<Stop>,
 }
 
 impl SqlClaim {
@@ -146,16 +179,17 @@ impl SqlClaim {
             horizon: 140,
             clients: 2,
             requests: 3,
+            stop: Some(Stop::Revoke),
         }
     }
 
-    /// Deeper: time in steps of a tenth of the TTL, for a TTL and a half (one more
-    /// request runs past 24 GiB of states).
+    /// Deeper: time in steps of a tenth of the TTL, for 1.3 TTLs (a TTL and a half, or
+    /// one more request, runs past 24 GiB of states with the operator's revoke in).
     #[must_use]
     pub fn deep(self) -> Self {
         Self {
             step: 10,
-            horizon: 150,
+            horizon: 130,
             ..self
         }
     }
@@ -165,6 +199,15 @@ impl SqlClaim {
     pub fn newest_expiry() -> Self {
         Self {
             rule: Expiry::Newest,
+            ..Self::statements()
+        }
+    }
+
+    /// An operator who breaks the holder instead of revoking it.
+    #[must_use]
+    pub fn breaking() -> Self {
+        Self {
+            stop: Some(Stop::Break),
             ..Self::statements()
         }
     }
@@ -204,6 +247,8 @@ pub struct State {
     highest: u64,
     grants: u8,
     backwards: bool,
+    /// The operator stopped the holder already.
+    stopped: bool,
 }
 
 /// What can happen next.
@@ -223,6 +268,8 @@ pub enum Action {
     LoseAnswer(u8, usize),
     /// A client releases (applied at once; its next acquisition has a new owner id).
     Release(u8),
+    /// The operator stops whoever holds the row (applied at once).
+    Stop,
 }
 
 impl Model for SqlClaim {
@@ -247,12 +294,16 @@ impl Model for SqlClaim {
             highest: 0,
             grants: 0,
             backwards: false,
+            stopped: false,
         }]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         if s.now + self.step <= self.horizon {
             actions.push(Action::Tick);
+        }
+        if self.stop.is_some() && !s.stopped && s.row.as_ref().is_some_and(|r| r.expires > s.now) {
+            actions.push(Action::Stop);
         }
         for (i, c) in s.clients.iter().enumerate() {
             let i = u8::try_from(i).unwrap_or(0);
@@ -361,6 +412,16 @@ impl Model for SqlClaim {
                 // the next acquisition has an owner id of its own
                 client.owner += 1;
                 s.row = release(s.row.as_ref(), owner, token, now);
+            }
+            Action::Stop => {
+                // whoever the row names (an operator reads it, then sends the
+                // statement guarded by what it read)
+                let r = s.row.clone()?;
+                s.stopped = true;
+                s.row = match self.stop? {
+                    Stop::Revoke => revoke(Some(&r), r.owner, r.token, now),
+                    Stop::Break => release(Some(&r), r.owner, r.token, now),
+                };
             }
         }
         Some(s)

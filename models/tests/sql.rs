@@ -1,5 +1,6 @@
-//! The SQL claim model: the statements keep one holder and rising tokens; the
-//! duplicate take that once shortened an expiry is found again.
+//! The SQL claim model: the statements keep one holder and rising tokens, an
+//! operator's revoke included; the duplicate take that once shortened an expiry, and
+//! an operator's break, are found again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use dlock_models::check::check;
@@ -22,6 +23,17 @@ fn the_statements_keep_one_holder_and_rising_tokens() {
 #[test]
 fn a_duplicate_take_that_shortens_the_expiry_is_found() {
     let r = check("sql claim, newest expiry", SqlClaim::newest_expiry());
+    let (property, trace) = r.violation.expect("the checker must find two holders");
+    eprintln!("{property}:\n{trace}");
+    assert_eq!(property, "exclusive");
+}
+
+/// An operator breaking the holder (its row released as its own release would) instead
+/// of revoking it: the next client takes the row while the broken one still trusts its
+/// lease.
+#[test]
+fn a_break_instead_of_a_revoke_is_found() {
+    let r = check("sql claim, operator breaks", SqlClaim::breaking());
     let (property, trace) = r.violation.expect("the checker must find two holders");
     eprintln!("{property}:\n{trace}");
     assert_eq!(property, "exclusive");

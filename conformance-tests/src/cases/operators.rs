@@ -139,6 +139,16 @@ pub async fn revoke_holder_lets_nobody_in_while_it_holds(h: &impl Harness) {
         (&seen.owner, seen.token),
         (revoked.lease().owner(), revoked_token)
     );
+    // a second revoke (an operator's retry) finds it revoked, and changes nothing
+    let twice = operator
+        .revoke_holder(&name)
+        .await
+        .expect("revoke_holder again")
+        .expect("still taken");
+    assert!(
+        twice.owner.is_revoked() && twice.token == revoked_token,
+        "{twice:?}"
+    );
     // the revoked holder learns it at its next renewal (a third of the TTL), or when
     // its lease runs out at the latest
     tokio::time::timeout(ttl * 2, revoked.lost())

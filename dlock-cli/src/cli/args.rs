@@ -281,7 +281,7 @@ pub struct ReleaseArgs {
     pub backend: Backend,
     /// Revoke the current holder of lock NAME, whoever it is (an operator's way to
     /// stop a runaway holder): its run stops at its next renewal, and nobody else gets
-    /// NAME until that run let go or its lease ran out. Says who holds it unless --yes.
+    /// NAME before that lease is over. Says who holds it unless --yes.
     #[arg(long)]
     pub force: bool,
     /// With --force: do it.

@@ -172,8 +172,8 @@ dlock release TICKET releases the lease a ticket from `dlock acquire` stands for
 
 dlock release --force NAME revokes whoever holds lock NAME, on every backend: its \
 lease is marked revoked on the server, its renewals fail — its `dlock run` stops its \
-command and exits 75 — and nobody else gets the lock until that run let go or its \
-lease ran out. With --now it breaks the holder instead (for one known dead): its lease \
+command and exits 75 — and nobody else gets the lock before that lease is over (it \
+runs out; on etcd and ZooKeeper the run's release ends it too). With --now it breaks the holder instead (for one known dead): its lease \
 is removed as its own release would remove it and the next waiter gets the lock at once \
 with a higher fencing token, while a live broken run may still be at work until its next \
 renewal (a fenced store refuses its writes once the new token has been seen). Without \

@@ -78,6 +78,27 @@ pub(super) async fn apply(
             signal(&workers[v as usize], Signal::SIGCONT);
             (at, Some(v), true)
         }
+        Nemesis::RevokeHolder => {
+            // boxed: a whole client's connect would weigh on every fault's future
+            let Some(lock) = Box::pin(dlock_any::connect(&backend.url)).await.ok() else {
+                return (store.now(), None, false);
+            };
+            let Ok(name) = dlock_any::LockName::new(name) else {
+                return (store.now(), None, false);
+            };
+            // the holder mid-update may be done before the revoke reaches the server:
+            // then the one after it is revoked, or nobody and we try again
+            for _ in 0..10 {
+                let Some(v) = wait_for(|| mid_update(store), Duration::from_secs(5)).await else {
+                    break;
+                };
+                let at = store.now();
+                if let Ok(Some(_)) = lock.revoke_holder(&name).await {
+                    return (at, Some(v), true);
+                }
+            }
+            (store.now(), None, false)
+        }
         Nemesis::PauseWriter => {
             for _ in 0..5 {
                 let mid = || writer_mid_update(store);

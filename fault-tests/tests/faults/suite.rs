@@ -34,6 +34,15 @@ pub(crate) async fn mutex_under(b: &Backend, nemesis: Nemesis) -> Row {
             "{label}: recovery after kill -9 took {r:?}"
         );
     }
+    // a revoked holder keeps the lock until it lets go or its lease runs out (on etcd
+    // the moved key's lease is twice the TTL and a second)
+    if nemesis == Nemesis::RevokeHolder {
+        let r = o.recovery.expect("someone took over");
+        assert!(
+            r <= TTL * 2 + Duration::from_secs(2),
+            "{label}: recovery after a revoke took {r:?}"
+        );
+    }
     Row::of(label, nemesis.label(), &o)
 }
 
