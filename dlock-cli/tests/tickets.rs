@@ -168,7 +168,7 @@ fn list_shows_permits_and_readers(url: &str) {
         format!("{prefix}/rw"),
         format!("{prefix}/sem"),
     );
-    let hold = |args: &[&str]| spawn(url, &[&["run"], args, &["--", "sleep", "6"]].concat());
+    let hold = |args: &[&str]| spawn(url, &[&["run"], args, &["--", "sleep", "4"]].concat());
     let mut runs = vec![hold(&[&mutex])];
     let mut expected = vec![(mutex.clone(), "mutex".to_owned(), None)];
     if !url.starts_with("redlock") {

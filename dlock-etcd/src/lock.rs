@@ -102,10 +102,15 @@ impl Backend for EtcdLock {
         let ours = self.leases.release(id, &key, rev);
         // Deleting our key wakes the next in line. The key carries this acquisition's
         // owner id, which nobody else ever writes, so a plain delete is owner-checked.
+        // A key an operator revoked is deleted too (we let go: the name frees at once)
+        // but was no longer ours: its previous value says so.
         let deleted = self
             .rpc("release", |mut c| {
                 let key = key.clone();
-                async move { c.delete(key, None).await }
+                async move {
+                    let prev = etcd_client::DeleteOptions::new().with_prev_key();
+                    c.delete(key, Some(prev)).await
+                }
             })
             .await;
         match deleted {
@@ -114,7 +119,11 @@ impl Backend for EtcdLock {
                     // the handed-over key's own lease: nothing else is on it
                     self.revoke(id).await;
                 }
-                Ok(resp.deleted() > 0)
+                let revoked = resp
+                    .prev_kvs()
+                    .first()
+                    .is_some_and(|kv| kv.value() == crate::tickets::REVOKED.as_bytes());
+                Ok(resp.deleted() > 0 && !revoked)
             }
             Err(e) => {
                 if ours {

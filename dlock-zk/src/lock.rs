@@ -70,13 +70,20 @@ impl Backend for ZkLock {
             self.sessions.first()
         };
         let deleted = match slot.session.get().await {
+            // the node's data read in the same round trip, just before the delete (a
+            // session's requests apply in order): a node an operator revoked is deleted
+            // too (we let go), but was no longer ours
             Ok(client) => match self
                 .op("release", async {
-                    Ok(client.delete(&held.path, None).await)
+                    let read = client.get_data(&held.path);
+                    let delete = client.delete(&held.path, None);
+                    let (read, deleted) = tokio::join!(read, delete);
+                    let revoked = read.is_ok_and(|(d, _)| d == crate::break_holder::REVOKED);
+                    Ok(deleted.map(|()| !revoked))
                 })
                 .await
             {
-                Ok(Ok(())) => Ok(true),
+                Ok(Ok(ours)) => Ok(ours),
                 Ok(Err(zk::Error::NoNode)) => Ok(false),
                 // a hand-over that went unanswered took after all: the node at our path
                 // (named for this acquisition) is its ticket's node, with its renewals

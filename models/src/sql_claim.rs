@@ -179,17 +179,29 @@ impl SqlClaim {
             horizon: 140,
             clients: 2,
             requests: 3,
-            stop: Some(Stop::Revoke),
+            stop: None,
         }
     }
 
-    /// Deeper: time in steps of a tenth of the TTL, for 1.3 TTLs (a TTL and a half, or
-    /// one more request, runs past 24 GiB of states with the operator's revoke in).
+    /// The statements with an operator who revokes the holder once, at any step, for
+    /// a TTL (a longer horizon multiplies the states by the operator's every moment).
+    #[must_use]
+    pub fn revoking() -> Self {
+        Self {
+            stop: Some(Stop::Revoke),
+            horizon: 100,
+            ..Self::statements()
+        }
+    }
+
+    /// Deeper: time in steps of a tenth of the TTL, for 1.3 TTLs, the operator's
+    /// revoke in (a TTL and a half, or one more request, runs past 24 GiB of states).
     #[must_use]
     pub fn deep(self) -> Self {
         Self {
             step: 10,
             horizon: 130,
+            stop: Some(Stop::Revoke),
             ..self
         }
     }
@@ -208,7 +220,7 @@ impl SqlClaim {
     pub fn breaking() -> Self {
         Self {
             stop: Some(Stop::Break),
-            ..Self::statements()
+            ..Self::revoking()
         }
     }
 }

@@ -18,6 +18,15 @@ fn the_statements_keep_one_holder_and_rising_tokens() {
     assert!(r.violation.is_none(), "{:#?}", r.violation);
 }
 
+/// An operator's revoke at any step (CI: for a TTL; the deep run above has it too)
+/// keeps one holder: the revoked one trusts its lease no longer than the row keeps it.
+#[test]
+fn a_revoke_keeps_one_holder() {
+    let r = check("sql claim, operator revokes", SqlClaim::revoking());
+    eprintln!("{r:?}");
+    assert!(r.violation.is_none(), "{:#?}", r.violation);
+}
+
 /// A duplicate take, begun before a renewal and applied after it, writing its own
 /// (earlier) expiry over the row's: the row expires while its holder still trusts it.
 #[test]

@@ -107,9 +107,10 @@ pub async fn break_holder_hands_the_lock_on(h: &impl Harness) {
 
 /// An operator revokes a holder that must stop: its guard turns lost (its next renewal
 /// is refused), and the waiter behind it is not let in while that guard still held —
-/// only once the revoked lease has run out or its holder let go (on ZooKeeper, where
-/// the node lives with the holder's session, dropping the lost guard lets go), with a
-/// higher token. Revoking a free name revokes nobody.
+/// only once the revoked lease has run out or its holder let go (its release, which
+/// answers that the lease was no longer its own, ends it at once on etcd and
+/// ZooKeeper), with a higher token. Revoking twice changes nothing; revoking a free
+/// name revokes nobody.
 pub async fn revoke_holder_lets_nobody_in_while_it_holds(h: &impl Harness) {
     let ([a, b, operator], name) = clients_and_name(h, "revoke_holder").await;
     let ttl = Duration::from_secs(3);
@@ -160,6 +161,13 @@ pub async fn revoke_holder_lets_nobody_in_while_it_holds(h: &impl Harness) {
     assert!(
         again.as_ref().is_none_or(|h| h.token == revoked_token),
         "nobody else holds it yet: {again:?}"
+    );
+    // its holder lets go (on etcd and ZooKeeper that ends the revoked lease at once),
+    // and hears that it was no longer its own
+    let lease = revoked.lease().clone();
+    assert!(
+        !a.release(&lease).await.expect("release"),
+        "a revoked lease's release says it was no longer held"
     );
     drop(revoked);
     let (next, still_held) = waiter.await.expect("task");
