@@ -216,17 +216,8 @@ impl Backend for EtcdLock {
     /// holder inspected; the rest of its queue are its waiters.
     async fn list(&self, prefix: &str) -> Result<Vec<dlock_core::Held>, LockError> {
         let root = self.opts.prefix.clone();
-        let from = crate::keys::escaped_prefix(root.clone(), prefix);
         let resp = self
-            .rpc("list", |mut c| {
-                let from = from.clone();
-                async move {
-                    let opts = etcd_client::GetOptions::new()
-                        .with_prefix()
-                        .with_keys_only();
-                    c.get(from, Some(opts)).await
-                }
-            })
+            .keys_from(crate::keys::escaped_prefix(root.clone(), prefix))
             .await?;
         let mut queues: std::collections::BTreeMap<String, usize> = Default::default();
         for kv in resp.kvs() {

@@ -243,17 +243,8 @@ impl EtcdLock {
         let mut held = Vec::new();
         for (space, access) in [("%sem/", Access::Permit(1)), ("%rw/", Access::Read)] {
             let root = format!("{}{space}", self.opts.prefix);
-            let from = crate::keys::escaped_prefix(root.clone(), prefix);
             let resp = self
-                .rpc("list", |mut c| {
-                    let from = from.clone();
-                    async move {
-                        let opts = etcd_client::GetOptions::new()
-                            .with_prefix()
-                            .with_keys_only();
-                        c.get(from, Some(opts)).await
-                    }
-                })
+                .keys_from(crate::keys::escaped_prefix(root.clone(), prefix))
                 .await?;
             let names: std::collections::BTreeSet<String> = resp
                 .kvs()
@@ -270,5 +261,22 @@ impl EtcdLock {
             }
         }
         Ok(held)
+    }
+
+    /// The keys (no values) starting with `from`, in one range read.
+    pub(crate) async fn keys_from(
+        &self,
+        from: String,
+    ) -> Result<etcd_client::GetResponse, LockError> {
+        self.rpc("list", |mut c| {
+            let from = from.clone();
+            async move {
+                let opts = etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_keys_only();
+                c.get(from, Some(opts)).await
+            }
+        })
+        .await
     }
 }

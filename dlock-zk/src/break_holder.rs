@@ -75,16 +75,8 @@ impl ZkLock {
         for _ in 0..5 {
             // behind a sync with the leader, as `inspect`: a lagging follower would
             // answer that nobody holds it
-            let synced = client.sync(&dir);
-            let listed = client.list_children(&dir);
-            let (synced, listed) = self
-                .op("list queue", async { Ok(tokio::join!(synced, listed)) })
-                .await?;
-            let children = match (synced, listed) {
-                (_, Err(zk::Error::NoNode)) | (Err(zk::Error::NoNode), _) => return Ok(None),
-                (Err(e), _) => return Err(from_zk("sync with the leader", e)),
-                (_, Err(e)) => return Err(from_zk("list queue", e)),
-                (Ok(()), Ok(c)) => c,
+            let Some(children) = self.synced_queue(&client, &dir).await? else {
+                return Ok(None);
             };
             let Some(head) = lowest(&children) else {
                 return Ok(None);

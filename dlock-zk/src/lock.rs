@@ -112,18 +112,8 @@ impl Backend for ZkLock {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let dir = queue_dir(&self.root, name);
         let client = self.sessions.first().session.get().await?;
-        // behind a sync with the leader (sent at once, one round trip): a follower
-        // that has not yet applied another client's grant would report the lock free
-        let synced = client.sync(&dir);
-        let listed = client.list_children(&dir);
-        let (synced, listed) = self
-            .op("list queue", async { Ok(tokio::join!(synced, listed)) })
-            .await?;
-        let children = match (synced, listed) {
-            (_, Err(zk::Error::NoNode)) | (Err(zk::Error::NoNode), _) => return Ok(None),
-            (Err(e), _) => return Err(from_zk("sync with the leader", e)),
-            (_, Err(e)) => return Err(from_zk("list queue", e)),
-            (Ok(()), Ok(c)) => c,
+        let Some(children) = self.synced_queue(&client, &dir).await? else {
+            return Ok(None);
         };
         let Some(head) = lowest(&children) else {
             return Ok(None);
@@ -300,6 +290,27 @@ impl ZkLock {
             Err(e) => return Err(from_zk("read holder", e)),
         };
         self.holder_info(client, head, &data, &stat).map(Some)
+    }
+
+    /// The nodes of queue `dir` (`None`: no queue), listed behind a sync with the
+    /// leader (sent at once, one round trip): a follower that has not yet applied
+    /// another client's grant would report the lock free.
+    pub(crate) async fn synced_queue(
+        &self,
+        client: &zk::Client,
+        dir: &str,
+    ) -> Result<Option<Vec<String>>, LockError> {
+        let synced = client.sync(dir);
+        let listed = client.list_children(dir);
+        let (synced, listed) = self
+            .op("list queue", async { Ok(tokio::join!(synced, listed)) })
+            .await?;
+        match (synced, listed) {
+            (_, Err(zk::Error::NoNode)) | (Err(zk::Error::NoNode), _) => Ok(None),
+            (Err(e), _) => Err(from_zk("sync with the leader", e)),
+            (_, Err(e)) => Err(from_zk("list queue", e)),
+            (Ok(()), Ok(c)) => Ok(Some(c)),
+        }
     }
 
     /// The holder whose node `head` has `data` and `stat`: revoked (its owner id the
