@@ -82,6 +82,10 @@ mod tests {
         }
         let sem = dir_for("dlock/", &LockName::new("s").unwrap(), Access::Permit(2));
         assert_eq!(name_of("dlock/", format!("{sem}owner").as_bytes()), None);
+        // a revoke's marker (`break_holder.rs`) is no contender, and in no queue
+        let marker = escaped_prefix("dlock/%revoke/".into(), "a/b") + "/7";
+        assert_eq!(name_of("dlock/", marker.as_bytes()), None);
+        assert!(!marker.starts_with(&dir("%revoke")) && !marker.starts_with(&dir("a")));
         assert!(dir("a/b").starts_with(&escaped_prefix("dlock/".into(), "a/")));
     }
 

@@ -82,6 +82,14 @@ mod watches;
 
 use std::sync::Arc;
 
+/// The adapter's pure decisions, as its model in `dlock-models` calls them: how long a
+/// holder trusts its key past the last read that showed it on its lease, and the two
+/// leases an operator's revoke moves the key behind.
+pub mod decisions {
+    pub use crate::break_holder::{revoke_guard, revoke_hold};
+    pub use crate::session::bookkeeping::trusted_after_seen;
+}
+
 pub use builder::{DEFAULT_PREFIX, EtcdLockBuilder};
 /// The etcd client library, for the operations of [`EtcdLock::guarded_txn`].
 pub use etcd_client;

@@ -58,18 +58,20 @@ impl Backend for EtcdLock {
         }
         let (id, rev, key) = (held.lease_id, revision(lease), held.key.as_str());
         // most renewals of a tick find the shared lease just refreshed by the first
-        if let Some((granted, refreshed)) = self.leases.renew_if_fresh(id, key, rev) {
-            return Ok(lease.renewed(granted, refreshed));
+        if let Some((granted, refreshed, seen_bound)) = self.leases.renew_if_fresh(id, key, rev) {
+            return trusted(lease.renewed(granted, refreshed).narrowed(seen_bound));
         }
         match self.leases.lookup(id, key, rev) {
             Lookup::Held { granted, gate, .. } => {
                 // the first renewal of a tick refreshes the shared lease for all
                 self.refresh_shared(id, &gate).await?;
                 match self.leases.lookup(id, key, rev) {
-                    Lookup::Held { refreshed, .. }
-                        if self.leases.extend(id, key, rev, Instant::now() + granted) =>
-                    {
-                        Ok(lease.renewed(granted, refreshed))
+                    Lookup::Held {
+                        refreshed,
+                        seen_bound,
+                        ..
+                    } if self.leases.extend(id, key, rev, Instant::now() + granted) => {
+                        trusted(lease.renewed(granted, refreshed).narrowed(seen_bound))
                     }
                     _ => Err(LockError::lease_lost(lease.name())),
                 }
@@ -252,6 +254,20 @@ impl Backend for EtcdLock {
     }
 }
 
+/// A renewed lease, unless the bound from the last read of its lease's keys that still
+/// showed the key has already passed: then the renewal cannot vouch for the key (it
+/// may have been moved off the lease), and is retried as a transient failure until
+/// the lease's validity ends or a read answers.
+fn trusted(renewed: Lease) -> Result<Lease, LockError> {
+    if renewed.is_valid() {
+        Ok(renewed)
+    } else {
+        Err(LockError::transient(
+            "the keys on the shared etcd lease went unread for too long to vouch for this lock",
+        ))
+    }
+}
+
 /// The create revision of the lease's key: its fencing token.
 pub(crate) fn revision(lease: &Lease) -> i64 {
     i64::try_from(lease.token().get()).unwrap_or(i64::MAX)
@@ -306,10 +322,19 @@ impl EtcdLock {
         );
         if !lease.is_valid() {
             self.keep_key(ticket.id, key, rev, ticket.granted).await?;
-            if let Lookup::Held { refreshed: r, .. } = self.leases.lookup(ticket.id, key, rev) {
-                refreshed = r;
+            let mut bound = None;
+            if let Lookup::Held {
+                refreshed: r,
+                seen_bound,
+                ..
+            } = self.leases.lookup(ticket.id, key, rev)
+            {
+                (refreshed, bound) = (r, Some(seen_bound));
             }
             lease = lease.renewed(ticket.granted, refreshed);
+            if let Some(b) = bound {
+                lease = lease.narrowed(b);
+            }
             if !lease.is_valid() {
                 // the key is no longer known as held: never hand out a lease that is
                 // already past its validity (rule 5)

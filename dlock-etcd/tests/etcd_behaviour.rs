@@ -307,3 +307,53 @@ async fn a_waiter_whose_key_vanished_queues_again_promptly() {
     assert!(lease.token() > held.token());
     assert!(waiter.release(&lease).await.unwrap());
 }
+
+/// A revoke moves the holder's key onto a lease that outlives the holder's trust,
+/// whenever the move lands: the hold lease is granted after a guard lease whose marker
+/// the move requires, and outlives it by two of the holder's TTLs and a slack.
+#[tokio::test]
+async fn a_revoked_key_sits_on_a_lease_that_outlives_its_holders_trust() {
+    let e = common::single();
+    let (holder, operator) = (common::etcd(&e).await, common::etcd(&e).await);
+    let n = name("revoke-leases");
+    let l = take(&holder, &n, Duration::from_secs(2)).await;
+    let before = lease_ids(&e, &n).await;
+    assert!(operator.revoke_holder(&n).await.unwrap().is_some());
+    let after = lease_ids(&e, &n).await;
+    assert_eq!(after.len(), 1);
+    assert_ne!(after, before, "the key moved off the holder's lease");
+    let mut raw = etcd_client::Client::connect(&e, None).await.unwrap();
+    let hold = raw.lease_time_to_live(after[0], None).await.unwrap();
+    let marker_dir = format!(
+        "dlock/%revoke/{}/",
+        n.as_str().replace('%', "%25").replace('/', "%2F")
+    );
+    let markers = raw
+        .get(
+            marker_dir,
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    let marker = markers.kvs().first().expect("the guard's marker");
+    let guard = raw.lease_time_to_live(marker.lease(), None).await.unwrap();
+    let granted = i64::try_from(l.ttl().as_secs()).unwrap();
+    let past_guard = 2 * granted + granted.max(5);
+    assert_eq!(
+        hold.granted_ttl() - guard.granted_ttl(),
+        past_guard,
+        "the hold lease outlives the guard by the holder's trust and a slack"
+    );
+    assert!(
+        hold.ttl() >= guard.ttl() + past_guard - 1,
+        "{hold:?} {guard:?}"
+    );
+    assert!(
+        !holder.release(&l).await.unwrap(),
+        "the holder lets go, and learns it was revoked"
+    );
+    assert!(
+        operator.inspect(&n).await.unwrap().is_none(),
+        "the name is free"
+    );
+}

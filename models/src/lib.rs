@@ -2,8 +2,9 @@
 //!
 //! Each model is a [`stateright::Model`]: the server's side written in Rust as the
 //! server's source does it, the adapter's side through the adapter's own pure
-//! decisions (`dlock_zk::decisions`, `dlock_redis::decisions`, …), and faults as
-//! actions the checker may take at any step — crashes and pauses past a TTL, lost
+//! decisions (`dlock_zk::decisions`, `dlock_redis::decisions`,
+//! `dlock_etcd::decisions`, core's queue rule `standing`, …), and faults as actions
+//! the checker may take at any step — crashes and pauses past a TTL, lost
 //! replies and retries, delayed requests, leader changes, server clocks apart within
 //! the documented bound, deletes decided and applied later. The checker explores every
 //! interleaving to a bound; each property is a rule of the conformance suite. A
@@ -16,6 +17,9 @@
 #![allow(clippy::missing_docs_in_private_items)]
 
 pub mod check;
+#[cfg(feature = "etcd")]
+pub mod etcd_revoke;
+pub mod queue_watch;
 pub mod redis_tokens;
 pub mod redlock;
 pub mod sql_claim;

@@ -23,6 +23,10 @@ struct Entry {
     deadline: Instant,
     /// When the key was known to exist: attachment checks sent earlier cannot judge it.
     confirmed: Option<Instant>,
+    /// When the last read of the lease's keys that still showed the key was sent (at
+    /// first: before the request that creates it): the holder trusts the key at most
+    /// [`trusted_after_seen`] past it.
+    seen: Instant,
     /// Expired and handed to the sweeper: no longer held.
     swept: bool,
 }
@@ -97,12 +101,33 @@ pub(crate) enum Lookup {
     Unknown,
     /// This client's lease, but the key is not held (released, expired, deleted).
     NotHeld,
-    /// Held, on a lease last refreshed at `refreshed`.
+    /// Held, on a lease last refreshed at `refreshed`, trusted at most until
+    /// `seen_bound` (from the last read that still showed the key on it).
     Held {
         granted: Duration,
         refreshed: Instant,
+        seen_bound: Instant,
         gate: Arc<tokio::sync::Mutex<()>>,
     },
+}
+
+/// How long after a read of its lease's keys still showed its key a holder goes on
+/// trusting it: twice the lease's TTL. A key can leave the lease without the lease
+/// ending (an operator's revoke moves it onto a lease of its own); the holder learns
+/// it from the next read, and a holder whose reads go unanswered must stop before the
+/// lease its key was moved onto ends, however long its keep-alives keep answering.
+/// Reads follow every refresh, so in health the bound is far off.
+#[must_use]
+pub fn trusted_after_seen(granted: Duration) -> Duration {
+    granted.saturating_mul(2)
+}
+
+/// The instant a key last seen at `seen` on a lease of `granted` is trusted until:
+/// [`trusted_after_seen`] less its drift margin (the client's clock may run slower
+/// than the server's that ends the lease the key was moved onto).
+fn seen_bound(seen: Instant, granted: Duration) -> Instant {
+    let trusted = trusted_after_seen(granted);
+    seen + trusted.saturating_sub(dlock_core::drift_margin(trusted))
 }
 
 /// A key the sweeper should delete.
@@ -191,6 +216,7 @@ impl SharedLeases {
                     revision: 0,
                     deadline,
                     confirmed: None,
+                    seen: Instant::now(),
                     swept: false,
                 },
             );
@@ -304,6 +330,7 @@ impl SharedLeases {
             Some(e) if e.revision == revision && !e.swept && !s.dead => Lookup::Held {
                 granted: s.granted,
                 refreshed: s.refreshed,
+                seen_bound: seen_bound(e.seen, s.granted),
                 gate: Arc::clone(&s.gate),
             },
             _ => Lookup::NotHeld,
@@ -311,14 +338,15 @@ impl SharedLeases {
     }
 
     /// Renews `key` held at `revision` without a request when lease `id` was refreshed
-    /// within the last grid step: its TTL and last refresh, or `None` when a refresh
-    /// is due or the key is not held (the caller then takes the slow path).
+    /// within the last grid step: its TTL, last refresh and the bound from the last
+    /// read that showed it, or `None` when a refresh is due or the key is not held (the
+    /// caller then takes the slow path).
     pub(crate) fn renew_if_fresh(
         &self,
         id: i64,
         key: &str,
         revision: i64,
-    ) -> Option<(Duration, Instant)> {
+    ) -> Option<(Duration, Instant, Instant)> {
         let mut g = self.state();
         let s = g.leases.get_mut(&id)?;
         if !s.fresh_for(FRESH_PART) {
@@ -330,7 +358,7 @@ impl SharedLeases {
             return None;
         }
         e.deadline = e.deadline.max(Instant::now() + granted);
-        Some((granted, refreshed))
+        Some((granted, refreshed, seen_bound(e.seen, granted)))
     }
 }
 

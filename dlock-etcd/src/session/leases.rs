@@ -138,7 +138,7 @@ impl EtcdLock {
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(lease = id, error = %e, "reading the keys attached to a shared etcd lease failed; a key deleted behind its holder's back is noticed at the next read");
+                tracing::warn!(lease = id, error = %e, "reading the keys attached to a shared etcd lease failed; a key deleted or moved behind its holder's back is noticed at the next read, and a lock whose key goes unread for two TTLs is no longer trusted");
             }
         }
     }

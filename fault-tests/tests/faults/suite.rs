@@ -35,7 +35,7 @@ pub(crate) async fn mutex_under(b: &Backend, nemesis: Nemesis) -> Row {
         );
     }
     // a revoked holder keeps the lock until it lets go or its lease runs out (on etcd
-    // the moved key's lease is twice the TTL and a second)
+    // the lease its key was moved onto runs longer: its release is what frees it)
     if nemesis == Nemesis::RevokeHolder {
         let r = o.recovery.expect("someone took over");
         assert!(

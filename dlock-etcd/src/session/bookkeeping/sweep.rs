@@ -31,6 +31,11 @@ impl SharedLeases {
         };
         s.keys
             .retain(|k, e| e.swept || e.confirmed.is_none_or(|c| c >= sent) || keys.contains(k));
+        for (k, e) in &mut s.keys {
+            if keys.contains(k) {
+                e.seen = e.seen.max(sent);
+            }
+        }
         let mut strays = false;
         for k in keys {
             if !s.keys.contains_key(k) {
@@ -41,6 +46,7 @@ impl SharedLeases {
                         revision: 0,
                         deadline: stray_deadline,
                         confirmed: None,
+                        seen: sent,
                         swept: false,
                     },
                 );

@@ -158,7 +158,7 @@ async fn a_renewal_on_a_fresh_lease_needs_no_request() {
     let now = Instant::now();
     l.expect(1, "k", now + TTL);
     l.confirm(1, "k", 7, now + TTL / 2);
-    let (granted, _) = l.renew_if_fresh(1, "k", 7).expect("fresh: renewed locally");
+    let (granted, _, _) = l.renew_if_fresh(1, "k", 7).expect("fresh: renewed locally");
     assert_eq!(granted, TTL);
     assert!(l.renew_if_fresh(1, "k", 8).is_none(), "another revision");
     l.install(9, 2, TTL, now - TTL / 2);
@@ -184,4 +184,39 @@ async fn a_lease_replaced_before_its_first_key_is_noted_is_kept() {
         matches!(l.lookup(1, "k", 7), Lookup::Held { .. }),
         "the key on lease 1 is tracked and can be renewed"
     );
+}
+
+#[tokio::test]
+async fn a_key_is_trusted_two_ttls_past_the_last_read_that_showed_it() {
+    let l = leases();
+    let far = Instant::now() + 10 * TTL;
+    let before = Instant::now();
+    l.expect(1, "k", far);
+    let after = Instant::now();
+    l.confirm(1, "k", 7, far);
+    let bound = |l: &SharedLeases| match l.lookup(1, "k", 7) {
+        Lookup::Held { seen_bound, .. } => seen_bound,
+        other => panic!("{other:?}"),
+    };
+    let trusted = trusted_after_seen(TTL);
+    let margin = trusted - dlock_core::drift_margin(trusted);
+    let first = bound(&l);
+    assert!(
+        first >= before + margin && first <= after + margin,
+        "from before the create was sent"
+    );
+    // keep-alives alone do not move it
+    l.refreshed(1, Instant::now() + TTL);
+    assert_eq!(bound(&l), first);
+    // a read that still shows the key does, from when it was sent
+    let sent = Instant::now() + TTL;
+    l.attached(1, sent, &HashSet::from(["k".to_owned()]), far);
+    assert_eq!(bound(&l), sent + margin);
+    // an answer to a read sent earlier moves nothing back
+    l.attached(1, before, &HashSet::from(["k".to_owned()]), far);
+    assert_eq!(bound(&l), sent + margin);
+    let (_, _, fresh) = l
+        .renew_if_fresh(1, "k", 7)
+        .expect("refreshed within a step");
+    assert_eq!(fresh, sent + margin);
 }

@@ -1,0 +1,504 @@
+//! etcd: locks as keys on shared leases, a queue by create revision, and an operator
+//! revoking the holder by moving its key onto a lease that ends on its own.
+//!
+//! What the server does, as etcd's lessor and MVCC store do it: a lease ends when its
+//! TTL passes without a keep-alive (measured by the leader from when it applied the
+//! last one) and takes its keys with it — the operator's guard marker a second late
+//! (the leader revokes expired leases in batches); a keep-alive of a live lease
+//! restarts its TTL; a new leader extends every lease to at least a full TTL; a put
+//! onto a lease that has ended fails; create revisions only grow; a txn's compares and
+//! writes are one step; reads are linearizable. The holder is the client key with the
+//! lowest create revision, and that revision is its token.
+//!
+//! What the adapter does: a client's keys hang on its shared lease; a keep-alive is
+//! trusted one TTL from when it was sent; after each one, a read of the keys attached
+//! to the lease tells the client whether its key is still there (missing: it lets go
+//! and deletes it). A holder trusts its lock until the earlier of its lease's last
+//! refresh plus the TTL and the last read that still showed its key plus
+//! `dlock_etcd::decisions::trusted_after_seen` — so a holder whose reads go
+//! unanswered stops. The operator's revoke takes the leases of
+//! `dlock_etcd::decisions`: a guard lease (`revoke_guard`) granted first, with a
+//! marker key on it, then the hold lease (`revoke_hold`: past the guard by the trust
+//! and a slack); the move of the holder's key onto the hold lease is a txn that also
+//! requires the marker.
+//!
+//! Faults: a read is answered at any later moment or never, an operator pauses between
+//! any two of its requests, clients crash or pause for any time (a client that takes
+//! no step), a leader changes. Times are whole seconds kept as ages (capped where they
+//! stop mattering), so the state space is finite and every run is explored to its
+//! end; a read's trust is taken to last to the end of the second it ends in (its send
+//! and the move it raced may be any part of a second apart). The earlier revoke — the
+//! hold lease granted for twice the TTL and a second, the move unguarded — the hold
+//! lease without its slack, and the holder trusting every keep-alive while its reads
+//! hung, are the model's mutations: the checker finds two holders in each.
+
+use std::time::Duration;
+
+use stateright::{Model, Property};
+
+/// The model's parameters, in whole seconds (etcd leases have whole-second TTLs).
+#[derive(Clone, Debug)]
+pub struct Revoke {
+    /// The TTL of the clients' shared leases.
+    pub ttl: u8,
+    /// How long after a read that showed its key a holder trusts it; `None`: for as
+    /// long as keep-alives answer.
+    pub trusted_after_seen: Option<u8>,
+    /// The guard lease's TTL; `None`: the move is not guarded.
+    pub guard: Option<u8>,
+    /// The hold lease's TTL.
+    pub hold: u8,
+    /// At most this many acquisitions per client.
+    pub acquisitions: u8,
+    /// At most this many leader changes.
+    pub leader_changes: u8,
+}
+
+fn secs(d: Duration) -> u8 {
+    u8::try_from(d.as_secs()).unwrap_or(u8::MAX)
+}
+
+/// The guard lease's id (the clients' shared leases are 0 and 1).
+const GUARD: u8 = 2;
+/// The hold lease's id.
+const HOLD: u8 = 3;
+
+impl Revoke {
+    /// The adapter's decisions, on leases of two seconds.
+    #[must_use]
+    pub fn adapter() -> Self {
+        let ttl = Duration::from_secs(2);
+        let guard = dlock_etcd::decisions::revoke_guard(ttl);
+        Self {
+            ttl: secs(ttl),
+            trusted_after_seen: Some(secs(dlock_etcd::decisions::trusted_after_seen(ttl))),
+            guard: Some(secs(guard)),
+            hold: secs(dlock_etcd::decisions::revoke_hold(guard, ttl)),
+            acquisitions: 1,
+            leader_changes: 1,
+        }
+    }
+
+    /// The same with `acquisitions` per client and `leader_changes`.
+    #[must_use]
+    pub fn bounded(self, acquisitions: u8, leader_changes: u8) -> Self {
+        Self {
+            acquisitions,
+            leader_changes,
+            ..self
+        }
+    }
+
+    /// The earlier revoke: the hold lease granted for twice the TTL and a second, the
+    /// move unguarded (an operator paused between the grant and the move moves the key
+    /// onto a lease that is nearly over).
+    #[must_use]
+    pub fn unguarded(self) -> Self {
+        Self {
+            guard: None,
+            hold: 2 * self.ttl + 1,
+            ..self
+        }
+    }
+
+    /// The earlier holder: every keep-alive trusted, whether or not a read of its
+    /// lease's keys answered since (a holder whose reads hang keeps a revoked lock).
+    #[must_use]
+    pub fn trusting_every_keep_alive(self) -> Self {
+        Self {
+            trusted_after_seen: None,
+            ..self
+        }
+    }
+
+    /// The earlier hold lease: the guard's TTL and the holder's trust, no slack (a
+    /// marker that outlives its lease lets a late move leave less than the trust).
+    #[must_use]
+    pub fn without_slack(self) -> Self {
+        let ttl = Duration::from_secs(u64::from(self.ttl));
+        let guard = dlock_etcd::decisions::revoke_guard(ttl);
+        Self {
+            hold: secs(guard + dlock_etcd::decisions::trusted_after_seen(ttl)),
+            ..self
+        }
+    }
+
+    /// Ages stop mattering here: past the trust (and the second a read's send time
+    /// may have had left) a read is not trusted.
+    fn seen_cap(&self) -> u8 {
+        self.trusted_after_seen.map_or(0, |t| t + 1)
+    }
+}
+
+/// A client's place (a crash is a client that takes no more steps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// No key.
+    Idle,
+    /// A key in the queue behind another.
+    Waiting,
+    /// The head of the queue, told so.
+    Holding,
+}
+
+/// One client. Its shared lease's id is its index.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Client {
+    phase: Phase,
+    /// Whether it takes its lease to be alive (it learns otherwise from a keep-alive).
+    leased: bool,
+    /// Seconds since the last answered keep-alive was sent (capped at the TTL).
+    refreshed: u8,
+    /// Its key's create revision (0: none).
+    key: u8,
+    /// Seconds since the last read that showed its key was sent, or the create was
+    /// (capped at the trust).
+    seen: u8,
+    /// A read of the lease's keys in flight: seconds since it was sent.
+    read: Option<u8>,
+    acquisitions: u8,
+}
+
+/// A key on the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// The client's index, or `None` for the operator's marker.
+    client: Option<u8>,
+    rev: u8,
+    lease: u8,
+}
+
+/// Where the operator's revoke is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operator {
+    /// Not begun.
+    Idle,
+    /// Read the head (its create revision); the guard lease granted.
+    Guarded(u8),
+    /// The marker is on the guard lease.
+    Marked(u8),
+    /// The hold lease granted.
+    Holding(u8),
+    /// The move landed or was refused.
+    Done,
+}
+
+/// One state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    rev: u8,
+    /// Live leases: id, seconds left, TTL.
+    leases: Vec<(u8, u8, u8)>,
+    keys: Vec<Key>,
+    clients: [Client; 2],
+    operator: Operator,
+    /// The token of the holder the operator revoked (0: none yet).
+    revoked: u8,
+    leader_changes: u8,
+    highest_token: u8,
+    backwards: bool,
+    /// The guard lease ended at the last tick; its marker goes at the next.
+    marker_lingers: bool,
+}
+
+/// What can happen next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A second passes; leases past their TTL end with their keys.
+    Tick,
+    /// A client is granted a new shared lease.
+    Grant(u8),
+    /// A client puts its key on its lease (one txn: taken if no key is ahead).
+    Acquire(u8),
+    /// A waiter's predecessor is gone: it is the head now.
+    Wake(u8),
+    /// A client's keep-alive (one that lands later only ends its lease later, and is
+    /// trusted from when it was sent: no worse than this).
+    KeepAlive(u8),
+    /// A client sends a read of its lease's keys.
+    SendRead(u8),
+    /// The read is served and answered.
+    ReadLands(u8),
+    /// A client deletes its key.
+    Release(u8),
+    /// The operator's next step.
+    Operator,
+    /// A new leader extends every lease to a full TTL.
+    LeaderChange,
+}
+
+impl Revoke {
+    /// Whether client `i` may trust its lock at some instant of the current second. A
+    /// keep-alive's trust and its lease's end count from the same instant; a read's
+    /// send and the move it raced are apart by any part of a second, so its trust is
+    /// taken to run to the end of the second it ends in.
+    fn believes(&self, s: &State, i: usize) -> bool {
+        let c = &s.clients[i];
+        c.phase == Phase::Holding
+            && c.refreshed < self.ttl
+            && self.trusted_after_seen.is_none_or(|t| c.seen <= t)
+    }
+
+    fn head(s: &State) -> Option<Key> {
+        s.keys
+            .iter()
+            .filter(|k| k.client.is_some())
+            .min_by_key(|k| k.rev)
+            .copied()
+    }
+
+    fn lease_alive(s: &State, id: u8) -> bool {
+        s.leases.iter().any(|l| l.0 == id)
+    }
+
+    fn grant(s: &mut State, id: u8, ttl: u8) {
+        s.leases.retain(|l| l.0 != id);
+        s.leases.push((id, ttl, ttl));
+        s.leases.sort_unstable();
+    }
+
+    fn holds(s: &mut State, i: usize) {
+        let c = &mut s.clients[i];
+        c.phase = Phase::Holding;
+        s.backwards |= c.key <= s.highest_token;
+        s.highest_token = s.highest_token.max(c.key);
+    }
+
+    fn let_go(s: &mut State, i: usize) {
+        let c = &mut s.clients[i];
+        let key = c.key;
+        s.keys
+            .retain(|k| !(k.client == Some(i as u8) && k.rev == key));
+        c.phase = Phase::Idle;
+        c.key = 0;
+        c.read = None;
+    }
+
+    fn operate(&self, s: &mut State) {
+        s.operator = match s.operator {
+            Operator::Idle => {
+                let Some(head) = Self::head(s).filter(|k| k.lease < GUARD) else {
+                    return;
+                };
+                match self.guard {
+                    Some(guard) => {
+                        Self::grant(s, GUARD, guard);
+                        Operator::Guarded(head.rev)
+                    }
+                    None => {
+                        Self::grant(s, HOLD, self.hold);
+                        Operator::Holding(head.rev)
+                    }
+                }
+            }
+            Operator::Guarded(rev) => {
+                if Self::lease_alive(s, GUARD) {
+                    s.rev += 1;
+                    s.keys.push(Key {
+                        client: None,
+                        rev: s.rev,
+                        lease: GUARD,
+                    });
+                    Operator::Marked(rev)
+                } else {
+                    Operator::Done // the put fails: nothing moved
+                }
+            }
+            Operator::Marked(rev) => {
+                Self::grant(s, HOLD, self.hold);
+                Operator::Holding(rev)
+            }
+            Operator::Holding(rev) => {
+                let marked = self.guard.is_none() || s.keys.iter().any(|k| k.client.is_none());
+                let hold_alive = Self::lease_alive(s, HOLD);
+                // guarded by the key's create revision and lease (still the holder's)
+                if let Some(k) = s
+                    .keys
+                    .iter_mut()
+                    .find(|k| k.client.is_some() && k.rev == rev && k.lease < GUARD)
+                    .filter(|_| marked && hold_alive)
+                {
+                    k.lease = HOLD;
+                    s.revoked = rev;
+                }
+                Operator::Done
+            }
+            Operator::Done => Operator::Done,
+        };
+    }
+}
+
+impl Model for Revoke {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let client = Client {
+            phase: Phase::Idle,
+            leased: true,
+            refreshed: 0,
+            key: 0,
+            seen: 0,
+            read: None,
+            acquisitions: 0,
+        };
+        vec![State {
+            rev: 0,
+            leases: vec![(0, self.ttl, self.ttl), (1, self.ttl, self.ttl)],
+            keys: Vec::new(),
+            clients: [client.clone(), client],
+            operator: Operator::Idle,
+            revoked: 0,
+            leader_changes: 0,
+            highest_token: 0,
+            backwards: false,
+            marker_lingers: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        actions.push(Action::Tick);
+        for (i, c) in s.clients.iter().enumerate() {
+            let i = i as u8;
+            if !c.leased {
+                actions.push(Action::Grant(i));
+            } else {
+                if c.phase == Phase::Idle && c.acquisitions < self.acquisitions {
+                    actions.push(Action::Acquire(i));
+                }
+                actions.push(Action::KeepAlive(i));
+            }
+            if c.key != 0 {
+                actions.push(if c.read.is_none() {
+                    Action::SendRead(i)
+                } else {
+                    Action::ReadLands(i)
+                });
+                actions.push(Action::Release(i));
+            }
+            let queued = s.keys.iter().any(|k| k.client == Some(i) && k.rev == c.key);
+            let ahead = s.keys.iter().any(|k| k.client.is_some() && k.rev < c.key);
+            if c.phase == Phase::Waiting && queued && !ahead {
+                actions.push(Action::Wake(i));
+            }
+        }
+        if !matches!(s.operator, Operator::Done) {
+            actions.push(Action::Operator);
+        }
+        if s.leader_changes < self.leader_changes {
+            actions.push(Action::LeaderChange);
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick => {
+                for l in &mut s.leases {
+                    l.1 -= 1;
+                }
+                let ended: Vec<u8> = s.leases.iter().filter(|l| l.1 == 0).map(|l| l.0).collect();
+                s.leases.retain(|l| l.1 > 0);
+                // the leader revokes an ended lease's keys; the guard's marker a second
+                // late (revokes of expired leases are batched)
+                let lingered = s.marker_lingers;
+                s.marker_lingers = ended.contains(&GUARD);
+                s.keys.retain(|k| {
+                    if k.lease == GUARD {
+                        !lingered
+                    } else {
+                        !ended.contains(&k.lease)
+                    }
+                });
+                let cap = self.seen_cap();
+                for c in &mut s.clients {
+                    c.refreshed = (c.refreshed + 1).min(self.ttl);
+                    c.seen = (c.seen + 1).min(cap);
+                    c.read = c.read.map(|r| (r + 1).min(cap));
+                }
+            }
+            Action::Grant(i) => {
+                Self::grant(&mut s, i, self.ttl);
+                let c = &mut s.clients[usize::from(i)];
+                c.leased = true;
+                c.refreshed = 0;
+            }
+            Action::Acquire(i) => {
+                let i = usize::from(i);
+                if !Self::lease_alive(&s, i as u8) {
+                    s.clients[i].leased = false; // the txn fails: lease not found
+                    return Some(s);
+                }
+                s.rev += 1;
+                let ahead = Self::head(&s).is_some();
+                s.keys.push(Key {
+                    client: Some(i as u8),
+                    rev: s.rev,
+                    lease: i as u8,
+                });
+                let c = &mut s.clients[i];
+                c.key = s.rev;
+                c.seen = 0;
+                c.acquisitions += 1;
+                c.phase = Phase::Waiting;
+                if !ahead {
+                    Self::holds(&mut s, i);
+                }
+            }
+            Action::Wake(i) => Self::holds(&mut s, usize::from(i)),
+            Action::KeepAlive(i) => {
+                if let Some(l) = s.leases.iter_mut().find(|l| l.0 == i) {
+                    l.1 = l.2;
+                    s.clients[usize::from(i)].refreshed = 0;
+                } else {
+                    // lease not found: every key on it is gone
+                    let i = usize::from(i);
+                    s.clients[i].leased = false;
+                    if s.clients[i].key != 0 {
+                        Self::let_go(&mut s, i);
+                    }
+                }
+            }
+            Action::SendRead(i) => s.clients[usize::from(i)].read = Some(0),
+            Action::ReadLands(i) => {
+                let i = usize::from(i);
+                let sent = s.clients[i].read.take()?;
+                let key = s.clients[i].key;
+                let attached = s
+                    .keys
+                    .iter()
+                    .any(|k| k.client == Some(i as u8) && k.rev == key && k.lease == i as u8);
+                if attached {
+                    let c = &mut s.clients[i];
+                    c.seen = c.seen.min(sent);
+                } else {
+                    Self::let_go(&mut s, i);
+                }
+            }
+            Action::Release(i) => Self::let_go(&mut s, usize::from(i)),
+            Action::Operator => self.operate(&mut s),
+            Action::LeaderChange => {
+                s.leader_changes += 1;
+                for l in &mut s.leases {
+                    l.1 = l.1.max(l.2);
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            // rule 1: never two clients trusting the lock at once
+            Property::always("exclusive", |m: &Self, s: &State| {
+                !(m.believes(s, 0) && m.believes(s, 1))
+            }),
+            // rule 4: each new holder's token is above every earlier one
+            Property::always("tokens strictly increase", |_, s: &State| !s.backwards),
+            // not vacuous: a revoked holder's successor does get the lock
+            Property::sometimes("the next in line holds after a revoke", |m, s: &State| {
+                s.revoked > 0 && (0..2).any(|i| m.believes(s, i) && s.clients[i].key > s.revoked)
+            }),
+        ]
+    }
+}
