@@ -86,8 +86,9 @@ impl EtcdLock {
     /// land while that much of the new lease is left, however late it lands (an
     /// operator paused, a request delayed): a guard lease is granted first with a
     /// marker key on it, then the hold lease ([`revoke_hold`] past the guard's TTL),
-    /// and the txn requires the marker. A ticket's key is refused (its `dlock renew`
-    /// moves the key itself): break it.
+    /// and the txn requires the marker; once the move landed, a keep-alive counts the
+    /// hold lease from then. A ticket's key is refused (its `dlock renew` moves the
+    /// key itself): break it.
     pub(crate) async fn revoke_head(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let dir = queue_dir(&self.opts.prefix, name);
         for _ in 0..5 {
@@ -158,6 +159,13 @@ impl EtcdLock {
             };
             match on_own {
                 Some(true) => {
+                    // Counted again from now: the hold lease then ends its whole TTL
+                    // after the move, however late the guard's marker went or a new
+                    // leader spread the leases' ends (the guard bounds it only if this
+                    // keep-alive never lands).
+                    if let Err(e) = self.keep_alive(own).await {
+                        tracing::warn!(lock = %name, error = %e, "the keep-alive of a revoked key's lease failed; its guard still bounds it");
+                    }
                     tracing::warn!(lock = %name, owner = %owner, token = %holder.token, backend = "etcd", "holder revoked");
                     return Ok(Some(holder));
                 }

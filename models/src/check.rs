@@ -30,8 +30,29 @@ pub struct Report {
 }
 
 /// Explores every state of `model` reachable within its boundary (breadth first, on
-/// every core), and reports.
+/// every core) — or until a property is found violated — and reports.
 pub fn check<M>(name: &str, model: M) -> Report
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + Send + Sync + PartialEq,
+    M::Action: Clone + Debug + PartialEq + Send + Sync,
+{
+    explore(name, model, false)
+}
+
+/// As [`check`], depth first: for a mutation whose counterexample lies deep (a run to
+/// a lease's end), found long before a breadth-first search would get there; its trace
+/// is a path to it, not the shortest.
+pub fn find<M>(name: &str, model: M) -> Report
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + Send + Sync + PartialEq,
+    M::Action: Clone + Debug + PartialEq + Send + Sync,
+{
+    explore(name, model, true)
+}
+
+fn explore<M>(name: &str, model: M, depth_first: bool) -> Report
 where
     M: Model + Send + Sync + 'static,
     M::State: Clone + Debug + Hash + Send + Sync + PartialEq,
@@ -39,7 +60,25 @@ where
 {
     let started = Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let checker = model.checker().threads(threads).spawn_bfs().join();
+    // a mutation's run needs its first counterexample, not the rest
+    let builder = model
+        .checker()
+        .threads(threads)
+        .finish_when(stateright::HasDiscoveries::AnyFailures);
+    if depth_first {
+        report(name, &builder.spawn_dfs().join(), started)
+    } else {
+        report(name, &builder.spawn_bfs().join(), started)
+    }
+}
+
+fn report<M, C>(name: &str, checker: &C, started: Instant) -> Report
+where
+    M: Model,
+    M::State: Clone + Debug + Hash + PartialEq,
+    M::Action: Clone + Debug + PartialEq,
+    C: Checker<M>,
+{
     let mut violation = None;
     for property in checker.model().properties() {
         let found = checker.discovery(property.name);

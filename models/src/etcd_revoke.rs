@@ -3,8 +3,8 @@
 //!
 //! What the server does, as etcd's lessor and MVCC store do it: a lease ends when its
 //! TTL passes without a keep-alive (measured by the leader from when it applied the
-//! last one) and takes its keys with it — the operator's guard marker a second late
-//! (the leader revokes expired leases in batches); a keep-alive of a live lease
+//! last one) and takes its keys with it — the operator's guard marker up to the slack
+//! late (the leader revokes expired leases in batches, late under load); a keep-alive of a live lease
 //! restarts its TTL; a new leader extends every lease to at least a full TTL; a put
 //! onto a lease that has ended fails; create revisions only grow; a txn's compares and
 //! writes are one step; reads are linearizable. The holder is the client key with the
@@ -20,7 +20,8 @@
 //! `dlock_etcd::decisions`: a guard lease (`revoke_guard`) granted first, with a
 //! marker key on it, then the hold lease (`revoke_hold`: past the guard by the trust
 //! and a slack); the move of the holder's key onto the hold lease is a txn that also
-//! requires the marker.
+//! requires the marker; once it landed, one keep-alive of the hold lease (which may
+//! never come: the operator may die first).
 //!
 //! Faults: a read is answered at any later moment or never, an operator pauses between
 //! any two of its requests, clients crash or pause for any time (a client that takes
@@ -28,8 +29,8 @@
 //! stop mattering), so the state space is finite and every run is explored to its
 //! end; a read's trust is taken to last to the end of the second it ends in (its send
 //! and the move it raced may be any part of a second apart). The earlier revoke — the
-//! hold lease granted for twice the TTL and a second, the move unguarded — the hold
-//! lease without its slack, and the holder trusting every keep-alive while its reads
+//! hold lease granted for twice the TTL and a second, the move unguarded — a hold
+//! lease a second short, and the holder trusting every keep-alive while its reads
 //! hung, are the model's mutations: the checker finds two holders in each.
 
 use std::time::Duration;
@@ -48,6 +49,11 @@ pub struct Revoke {
     pub guard: Option<u8>,
     /// The hold lease's TTL.
     pub hold: u8,
+    /// How long the guard's marker may outlive its lease (the leader's revokes of
+    /// ended leases lag), in whole seconds past the one the lease ended in.
+    pub linger: u8,
+    /// Whether the operator keeps the hold lease alive once, after the move.
+    pub keeps_hold: bool,
     /// At most this many acquisitions per client.
     pub acquisitions: u8,
     /// At most this many leader changes.
@@ -69,11 +75,18 @@ impl Revoke {
     pub fn adapter() -> Self {
         let ttl = Duration::from_secs(2);
         let guard = dlock_etcd::decisions::revoke_guard(ttl);
+        let trust = dlock_etcd::decisions::trusted_after_seen(ttl);
+        let hold = dlock_etcd::decisions::revoke_hold(guard, ttl);
+        // the slack: the marker may linger that long (one second of it is the
+        // rounding, below)
+        let slack = secs(hold).saturating_sub(secs(guard) + secs(trust));
         Self {
             ttl: secs(ttl),
-            trusted_after_seen: Some(secs(dlock_etcd::decisions::trusted_after_seen(ttl))),
+            trusted_after_seen: Some(secs(trust)),
             guard: Some(secs(guard)),
-            hold: secs(dlock_etcd::decisions::revoke_hold(guard, ttl)),
+            hold: secs(hold),
+            linger: slack.saturating_sub(1),
+            keeps_hold: true,
             acquisitions: 1,
             leader_changes: 1,
         }
@@ -97,6 +110,7 @@ impl Revoke {
         Self {
             guard: None,
             hold: 2 * self.ttl + 1,
+            keeps_hold: false,
             ..self
         }
     }
@@ -111,14 +125,14 @@ impl Revoke {
         }
     }
 
-    /// The earlier hold lease: the guard's TTL and the holder's trust, no slack (a
-    /// marker that outlives its lease lets a late move leave less than the trust).
+    /// A hold lease a second short of the guard, the trust and the slack, and an
+    /// operator that dies before its keep-alive: a marker lingering its longest lets
+    /// a late move leave less than the holder's trust.
     #[must_use]
-    pub fn without_slack(self) -> Self {
-        let ttl = Duration::from_secs(u64::from(self.ttl));
-        let guard = dlock_etcd::decisions::revoke_guard(ttl);
+    pub fn a_second_short(self) -> Self {
         Self {
-            hold: secs(guard + dlock_etcd::decisions::trusted_after_seen(ttl)),
+            hold: self.hold - 1,
+            keeps_hold: false,
             ..self
         }
     }
@@ -179,7 +193,10 @@ pub enum Operator {
     Marked(u8),
     /// The hold lease granted.
     Holding(u8),
-    /// The move landed or was refused.
+    /// The move landed; the hold lease's keep-alive is next (or never: the operator
+    /// may die first).
+    Moved,
+    /// The keep-alive landed, or the move was refused.
     Done,
 }
 
@@ -197,8 +214,10 @@ pub struct State {
     leader_changes: u8,
     highest_token: u8,
     backwards: bool,
-    /// The guard lease ended at the last tick; its marker goes at the next.
-    marker_lingers: bool,
+    /// Seconds since the guard lease ended while its marker is still there.
+    marker_lingers: Option<u8>,
+    /// The hold lease ended with the revoked key on it.
+    hold_ended: bool,
 }
 
 /// What can happen next.
@@ -223,6 +242,8 @@ pub enum Action {
     Release(u8),
     /// The operator's next step.
     Operator,
+    /// The leader revokes the ended guard lease: its marker goes.
+    MarkerGone,
     /// A new leader extends every lease to a full TTL.
     LeaderChange,
 }
@@ -320,6 +341,16 @@ impl Revoke {
                 {
                     k.lease = HOLD;
                     s.revoked = rev;
+                    Operator::Moved
+                } else {
+                    Operator::Done
+                }
+            }
+            Operator::Moved => {
+                if self.keeps_hold
+                    && let Some(l) = s.leases.iter_mut().find(|l| l.0 == HOLD)
+                {
+                    l.1 = l.2;
                 }
                 Operator::Done
             }
@@ -352,12 +383,15 @@ impl Model for Revoke {
             leader_changes: 0,
             highest_token: 0,
             backwards: false,
-            marker_lingers: false,
+            marker_lingers: None,
+            hold_ended: false,
         }]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        actions.push(Action::Tick);
+        if s.marker_lingers != Some(self.linger) {
+            actions.push(Action::Tick);
+        }
         for (i, c) in s.clients.iter().enumerate() {
             let i = i as u8;
             if !c.leased {
@@ -385,6 +419,9 @@ impl Model for Revoke {
         if !matches!(s.operator, Operator::Done) {
             actions.push(Action::Operator);
         }
+        if s.marker_lingers.is_some() {
+            actions.push(Action::MarkerGone);
+        }
         if s.leader_changes < self.leader_changes {
             actions.push(Action::LeaderChange);
         }
@@ -399,17 +436,15 @@ impl Model for Revoke {
                 }
                 let ended: Vec<u8> = s.leases.iter().filter(|l| l.1 == 0).map(|l| l.0).collect();
                 s.leases.retain(|l| l.1 > 0);
-                // the leader revokes an ended lease's keys; the guard's marker a second
-                // late (revokes of expired leases are batched)
-                let lingered = s.marker_lingers;
-                s.marker_lingers = ended.contains(&GUARD);
-                s.keys.retain(|k| {
-                    if k.lease == GUARD {
-                        !lingered
-                    } else {
-                        !ended.contains(&k.lease)
-                    }
-                });
+                // the leader revokes an ended lease's keys; the guard's marker goes at
+                // any moment up to `linger` later (MarkerGone)
+                s.marker_lingers = s.marker_lingers.map(|l| l + 1);
+                if ended.contains(&GUARD) && s.keys.iter().any(|k| k.lease == GUARD) {
+                    s.marker_lingers = Some(0);
+                }
+                s.hold_ended |= ended.contains(&HOLD) && s.keys.iter().any(|k| k.lease == HOLD);
+                s.keys
+                    .retain(|k| k.lease == GUARD || !ended.contains(&k.lease));
                 let cap = self.seen_cap();
                 for c in &mut s.clients {
                     c.refreshed = (c.refreshed + 1).min(self.ttl);
@@ -477,6 +512,10 @@ impl Model for Revoke {
             }
             Action::Release(i) => Self::let_go(&mut s, usize::from(i)),
             Action::Operator => self.operate(&mut s),
+            Action::MarkerGone => {
+                s.keys.retain(|k| k.lease != GUARD);
+                s.marker_lingers = None;
+            }
             Action::LeaderChange => {
                 s.leader_changes += 1;
                 for l in &mut s.leases {
@@ -495,10 +534,17 @@ impl Model for Revoke {
             }),
             // rule 4: each new holder's token is above every earlier one
             Property::always("tokens strictly increase", |_, s: &State| !s.backwards),
-            // not vacuous: a revoked holder's successor does get the lock
+            // not vacuous: a revoked holder's successor does get the lock, also when
+            // the revoked one never let go and the hold lease ran out
             Property::sometimes("the next in line holds after a revoke", |m, s: &State| {
                 s.revoked > 0 && (0..2).any(|i| m.believes(s, i) && s.clients[i].key > s.revoked)
             }),
+            Property::sometimes(
+                "the next in line holds once the hold lease ran out",
+                |m, s: &State| {
+                    s.hold_ended && (0..2).any(|i| m.believes(s, i) && s.clients[i].key > s.revoked)
+                },
+            ),
         ]
     }
 }

@@ -14,11 +14,13 @@
 //!
 //! Properties: the holders by their own last listing are compatible (one mutex or
 //! writer holder; no reader beside a writer; at most `n` permits), and no wake-up is
-//! lost: a waiter that would hold by the queue as it is has an event coming — after
-//! any release, any waiter ahead giving up — whatever the order of joins, deletes and
-//! deliveries. The rule watching fewer entries — only the one right before, as a
-//! mutex does — is the model's mutation: a permit waiter sleeps through a release
-//! further ahead.
+//! lost: a waiter that would hold, or be refused (its count no longer the oldest's),
+//! by the queue as it is has an event coming — after any release, any waiter ahead
+//! giving up — whatever the order of joins, deletes and deliveries. Two rules that
+//! watch fewer entries are the model's mutations: only the one right before (a permit
+//! waiter sleeps through a release further ahead), and the earlier permit rule (with
+//! an entry of another count ahead, the ones before it unwatched: a release there
+//! leaves the waiter refused and asleep, a permit idle behind it).
 
 use dlock_core::backend::{Standing, standing};
 use dlock_core::{Access, LockError, LockName};
@@ -31,6 +33,10 @@ pub enum Watch {
     Standing,
     /// Only the entry right before it.
     Predecessor,
+    /// The earlier permit rule: with an entry of another count ahead, from the first
+    /// such entry (or the `n` right before, if earlier) — not the ones before it, whose
+    /// deletion may leave this entry refused.
+    FromFirstForeign,
 }
 
 /// The model's parameters.
@@ -86,6 +92,15 @@ impl Queue {
     pub fn watching_the_predecessor(self) -> Self {
         Self {
             watch: Watch::Predecessor,
+            ..self
+        }
+    }
+
+    /// The same clients under the earlier permit rule.
+    #[must_use]
+    pub fn watching_from_the_first_foreign_count(self) -> Self {
+        Self {
+            watch: Watch::FromFirstForeign,
             ..self
         }
     }
@@ -148,20 +163,30 @@ impl Queue {
             Err(_) => None,
             Ok(Standing::Holds) => Some(Phase::Holding),
             Ok(Standing::Waits(range)) => {
-                let range = match self.watch {
-                    Watch::Standing => range,
-                    Watch::Predecessor => at - 1..at,
+                let me = self.accesses[usize::from(i)];
+                let range = match (self.watch, me) {
+                    (Watch::Predecessor, _) => at - 1..at,
+                    (Watch::FromFirstForeign, Access::Permit(n)) => {
+                        let n = usize::try_from(n).unwrap_or(usize::MAX);
+                        match ahead.iter().position(|a| *a != me) {
+                            Some(first) => first.min(at.saturating_sub(n))..at,
+                            None => range,
+                        }
+                    }
+                    _ => range,
                 };
                 Some(Phase::Watching(queue[range].to_vec()))
             }
         }
     }
 
+    /// No waiter that would hold — or be refused, and leave — by the queue as it is
+    /// now is left without an event coming.
     fn awake(&self, s: &State) -> bool {
         s.phases.iter().enumerate().all(|(i, p)| match p {
             Phase::Watching(watched) if watched.iter().all(|w| s.queue.contains(w)) => {
                 let i = u8::try_from(i).unwrap_or(u8::MAX);
-                self.decide(&s.queue, i) != Some(Phase::Holding)
+                !matches!(self.decide(&s.queue, i), Some(Phase::Holding | Phase::Done))
             }
             _ => true,
         })

@@ -32,3 +32,17 @@ fn a_permit_waiter_watching_only_its_predecessor_is_found() {
     eprintln!("{property}:\n{trace}");
     assert_eq!(property, "no lost wake-up");
 }
+
+/// The earlier permit rule: behind [A(2), B(3), C(3)] a waiter of 2 watched B and C
+/// only; A's release leaves B the oldest, the waiter refused, asleep — and a permit
+/// idle for the callers of 3 behind it.
+#[test]
+fn a_refused_waiter_left_asleep_is_found() {
+    let r = check(
+        "semaphore queue, two counts, the earlier rule",
+        Queue::mixed_permits(6).watching_from_the_first_foreign_count(),
+    );
+    let (property, trace) = r.violation.expect("the checker must find a lost wake-up");
+    eprintln!("{property}:\n{trace}");
+    assert_eq!(property, "no lost wake-up");
+}

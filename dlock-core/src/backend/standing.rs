@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `Exclusive`, `Write` | nothing is ahead | the entry right before it |
 //! | `Read` | no `Write` is ahead | the nearest `Write` ahead |
-//! | `Permit(n)` | fewer than `n` are ahead | the `n` entries right before it |
+//! | `Permit(n)` | fewer than `n` are ahead | the `n` entries right before it; every one ahead once an entry of another count is |
 //!
 //! Why the last row is enough: while none of the `n` entries right before a waiter is
 //! gone, at least `n` are ahead of it, so it cannot hold; and watching fewer misses a
@@ -63,11 +63,14 @@ pub fn standing(name: &LockName, me: Access, ahead: &[Access]) -> Result<Standin
             }
             // An entry of another count behind the oldest (refused, leaving, or left
             // by a killed caller) is waited out, never counted past: were it to become
-            // the oldest, a caller of its count would hold beside us.
+            // the oldest, a caller of its count would hold beside us. Every entry ahead
+            // is watched then: the deletion of one before it may make the foreign
+            // count the oldest's, and this entry refused — it must learn that, and
+            // leave, or it blocks the callers of that count behind it.
             let n = usize::try_from(n).unwrap_or(usize::MAX);
             let foreign = ahead.iter().position(|a| *a != me);
             match foreign {
-                Some(first) => Standing::Waits(first.min(len.saturating_sub(n))..len),
+                Some(_) => Standing::Waits(0..len),
                 None if len < n => Standing::Holds,
                 None => Standing::Waits(len - n..len),
             }
@@ -153,17 +156,24 @@ mod tests {
             at(Permit(2), &[Permit(2), Permit(3)]),
             Standing::Waits(0..2)
         );
+        // ... and with one ahead, every entry is watched: the deletion of one before
+        // it may make this entry refused (the queue rule model's case: behind
+        // [A(2), B(3), C(3)], A's release leaves B the oldest)
         assert_eq!(
             at(Permit(2), &[Permit(2), Permit(3), Permit(2)]),
-            Standing::Waits(1..3)
+            Standing::Waits(0..3)
         );
         assert_eq!(
             at(Permit(1), &[Permit(1), Permit(4), Permit(4)]),
-            Standing::Waits(1..3)
+            Standing::Waits(0..3)
+        );
+        assert_eq!(
+            at(Permit(2), &[Permit(2), Permit(3), Permit(3)]),
+            Standing::Waits(0..3)
         );
         assert_eq!(
             at(Permit(3), &[Permit(3), Permit(3), Permit(3), Permit(2)]),
-            Standing::Waits(1..4)
+            Standing::Waits(0..4)
         );
         // the review's case: [X(3) refused, B(2) holding]: a caller of 3 waits for B
         assert_eq!(
