@@ -6,14 +6,15 @@
 //! |---|---|---|
 //! | `Exclusive`, `Write` | nothing is ahead | the entry right before it |
 //! | `Read` | no `Write` is ahead | the nearest `Write` ahead |
-//! | `Permit(n)` | fewer than `n` are ahead | the `n` entries right before it; every one ahead once an entry of another count is |
+//! | `Permit(n)` | fewer than `n` are ahead | the `n` entries right before it; with an entry of another count ahead, that entry and the one right before it |
 //!
 //! Why the last row is enough: while none of the `n` entries right before a waiter is
 //! gone, at least `n` are ahead of it, so it cannot hold; and watching fewer misses a
 //! release (with `n = 2`, a waiter behind holders A and B that watched only B would
 //! sleep through A's release). A release therefore wakes at most `n` waiters, and only
-//! those whose answer it can change. Readers queue behind a waiting writer, so writers
-//! do not starve.
+//! those whose answer it can change — save around an entry of another count, whose
+//! going (or its predecessor's) wakes every waiter behind it. Readers queue behind a
+//! waiting writer, so writers do not starve.
 //!
 //! A semaphore's count is its oldest entry's (that entry always holds). An entry of
 //! another count is refused ([`LockError::PermitsMismatch`]) when it is the oldest's
@@ -63,14 +64,15 @@ pub fn standing(name: &LockName, me: Access, ahead: &[Access]) -> Result<Standin
             }
             // An entry of another count behind the oldest (refused, leaving, or left
             // by a killed caller) is waited out, never counted past: were it to become
-            // the oldest, a caller of its count would hold beside us. Every entry ahead
-            // is watched then: the deletion of one before it may make the foreign
-            // count the oldest's, and this entry refused — it must learn that, and
-            // leave, or it blocks the callers of that count behind it.
+            // the oldest, a caller of its count would hold beside us. It is watched,
+            // and so is the entry right before it: once every entry before it is gone
+            // the foreign count is the oldest's and this entry refused — it must learn
+            // that, and leave, or it blocks the callers of that count behind it. (The
+            // oldest is of this count, or the answer was a refusal: `first` ≥ 1.)
             let n = usize::try_from(n).unwrap_or(usize::MAX);
             let foreign = ahead.iter().position(|a| *a != me);
             match foreign {
-                Some(_) => Standing::Waits(0..len),
+                Some(first) => Standing::Waits(first.saturating_sub(1)..first + 1),
                 None if len < n => Standing::Holds,
                 None => Standing::Waits(len - n..len),
             }
@@ -156,24 +158,24 @@ mod tests {
             at(Permit(2), &[Permit(2), Permit(3)]),
             Standing::Waits(0..2)
         );
-        // ... and with one ahead, every entry is watched: the deletion of one before
-        // it may make this entry refused (the queue rule model's case: behind
-        // [A(2), B(3), C(3)], A's release leaves B the oldest)
+        // ... with the entry right before it: its deletion may make this entry
+        // refused (the queue rule model's case: behind [A(2), B(3), C(3)], A's release
+        // leaves B the oldest)
         assert_eq!(
             at(Permit(2), &[Permit(2), Permit(3), Permit(2)]),
-            Standing::Waits(0..3)
+            Standing::Waits(0..2)
         );
         assert_eq!(
             at(Permit(1), &[Permit(1), Permit(4), Permit(4)]),
-            Standing::Waits(0..3)
+            Standing::Waits(0..2)
         );
         assert_eq!(
             at(Permit(2), &[Permit(2), Permit(3), Permit(3)]),
-            Standing::Waits(0..3)
+            Standing::Waits(0..2)
         );
         assert_eq!(
             at(Permit(3), &[Permit(3), Permit(3), Permit(3), Permit(2)]),
-            Standing::Waits(0..4)
+            Standing::Waits(2..4)
         );
         // the review's case: [X(3) refused, B(2) holding]: a caller of 3 waits for B
         assert_eq!(
