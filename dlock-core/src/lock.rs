@@ -182,8 +182,7 @@ pub trait DistributedLock: Send + Sync {
     /// run out — on ZooKeeper, until the holder's session ends or the holder lets go.
     /// [`DistributedLock::break_holder`] hands the name on at once instead, for a
     /// holder known to be gone. The next grant carries a higher fencing token.
-    /// Returns who was revoked; `None` if nobody held it (or, on etcd, the holder let
-    /// go while being revoked).
+    /// Returns who was revoked; `None` if nobody held it (or, on etcd, it let go).
     ///
     /// # Errors
     /// [`LockError::Unsupported`] where the backend cannot (the provided
