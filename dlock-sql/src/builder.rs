@@ -383,7 +383,7 @@ async fn sqlite(url: &str, shown: &str, opts: &Options) -> Result<Arc<dyn Store>
             .acquire_timeout(opts.op_timeout)
             .connect_with(options.clone())
             .await
-            .map_err(|e| connect_error(shown, e));
+            .map_err(|e| crate::sqlite::refused(shown, options.get_filename(), e));
         match attempt {
             Ok(pool) => return Ok(Arc::new(crate::sqlite::Sqlite::new(pool, &opts.table))),
             Err(e) if e.is_transient() && tokio::time::Instant::now() < give_up => {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dlock_core::LockError;
 use dlock_core::backend::{from_millis, millis};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{AssertSqlSafe, Row};
@@ -220,9 +221,18 @@ impl Store for Sqlite {
     }
 }
 
+/// A failed first connection to the database file `file` (shown as `shown`), with
+/// what [`unwritable`] can say about it: a file in a directory this user cannot
+/// reach or write fails here, before any statement.
+pub(crate) fn refused(shown: &str, file: &std::path::Path, e: sqlx::Error) -> LockError {
+    let why = unwritable(file, &e);
+    crate::errors::explained(&format!("connecting to {shown}"), e, why)
+}
+
 /// What a person needs to fix SQLite's refusal to write `file` (`SQLITE_READONLY` and
 /// its extended codes, `SQLITE_CANTOPEN`): who owns the file and its directory, their
-/// modes, and the user this process runs as. `None` for any other error.
+/// modes, and the user this process runs as; when a directory on the way cannot be
+/// searched, that directory. `None` for any other error.
 #[cfg(unix)]
 fn unwritable(file: &std::path::Path, e: &sqlx::Error) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
@@ -235,13 +245,16 @@ fn unwritable(file: &std::path::Path, e: &sqlx::Error) -> Option<String> {
     }
     let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     let dir = file.parent()?;
-    let describe = |p: &std::path::Path| match std::fs::metadata(p) {
-        Ok(m) => format!(
+    let shown = |p: &std::path::Path, m: &std::fs::Metadata| {
+        format!(
             "{} (owner uid {}, mode {:o})",
             p.display(),
             m.uid(),
             m.mode() & 0o7777
-        ),
+        )
+    };
+    let describe = |p: &std::path::Path| match std::fs::metadata(p) {
+        Ok(m) => shown(p, &m),
         Err(e) => format!("{}: {e}", p.display()),
     };
     // the owner of /proc/self is this process's effective user (Linux)
@@ -249,6 +262,20 @@ fn unwritable(file: &std::path::Path, e: &sqlx::Error) -> Option<String> {
         |_| "this process's user".to_owned(),
         |m| format!("uid {}", m.uid()),
     );
+    if let Err(e) = std::fs::metadata(&file)
+        && e.kind() == std::io::ErrorKind::PermissionDenied
+    {
+        // the nearest directory this user can still see is the one it cannot search
+        let blocked = file
+            .ancestors()
+            .skip(1)
+            .find_map(|a| std::fs::metadata(a).ok().map(|m| shown(a, &m)))?;
+        return Some(format!(
+            "the database file {} is out of {me}'s reach, which dlock runs as: the \
+             directory {blocked} cannot be searched by it",
+            file.display()
+        ));
+    }
     Some(format!(
         "the database file {} and its directory {} must both be writable by {me}, which \
          dlock runs as: SQLite writes the file, and its -wal and -shm files beside it",

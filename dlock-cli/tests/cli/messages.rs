@@ -202,57 +202,122 @@ fn a_ticket_shows_the_process_that_acquired_it() {
     );
 }
 
+/// Whether this test runs as root (who writes any file: such runs are made as
+/// `nobody` instead, through setpriv(1)).
+fn root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid() == 0
+}
+
+/// A new directory `nobody` can search all the way down to: the temporary directory
+/// may be a private one (mode 700, as CI runners make it), then `/tmp` or `/var/tmp`.
+fn reachable_scratch() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let searchable = |p: &std::path::Path| {
+        p.ancestors()
+            .all(|a| std::fs::metadata(a).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+    };
+    let temp = std::env::temp_dir();
+    let base = [temp.as_path(), "/tmp".as_ref(), "/var/tmp".as_ref()]
+        .into_iter()
+        .find(|b| searchable(b))
+        .expect("a temporary directory every user can search");
+    let d = base.join(format!("dlock-cli-{:016x}", dlock_any::random_u64()));
+    std::fs::create_dir_all(&d).unwrap();
+    set_mode(&d, 0o755);
+    d
+}
+
+fn set_mode(p: &std::path::Path, m: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+}
+
+/// `dlock run x -- true` on `url`; as root, run as `nobody` from a copy of the binary
+/// that user can reach.
+fn run_as_someone(url: &str) -> std::process::Output {
+    if !root() {
+        return output(url, &["run", "x", "--", "true"]);
+    }
+    let bin = reachable_scratch().join("dlock");
+    std::fs::copy(env!("CARGO_BIN_EXE_dlock"), &bin).unwrap();
+    set_mode(&bin, 0o755);
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["run", "x", "--", "true"])
+        .env("DLOCK_URL", url)
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("setpriv(1), from util-linux")
+}
+
+/// The uid `run_as_someone` runs as.
+fn someone() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    if root() {
+        65534
+    } else {
+        std::fs::metadata("/proc/self").unwrap().uid()
+    }
+}
+
 /// A database file this user cannot write: the error names the file and its directory
-/// with their owners and modes, and the user dlock runs as. (Root writes any file: as
-/// root the run is made as `nobody` through setpriv(1), from a copy of the binary that
-/// user can reach.)
+/// with their owners and modes, and the user dlock runs as.
 #[test]
 fn an_unwritable_sqlite_file_names_its_owner_and_mode() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = scratch();
+    let dir = reachable_scratch();
     let url = sqlite_in(&dir, "locks.sqlite");
     assert_eq!(
         output(&url, &["run", "made", "--", "true"]).status.code(),
         Some(0)
     );
-    let mode = |p: &std::path::Path, m: u32| {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-    };
     for entry in std::fs::read_dir(&dir).unwrap() {
-        mode(&entry.unwrap().path(), 0o444);
+        set_mode(&entry.unwrap().path(), 0o444);
     }
-    mode(&dir, 0o555);
-    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
-    let out = if root {
-        let bin = scratch().join("dlock");
-        std::fs::copy(env!("CARGO_BIN_EXE_dlock"), &bin).unwrap();
-        mode(bin.parent().unwrap(), 0o755);
-        mode(&bin, 0o755);
-        let mut setpriv = std::process::Command::new("setpriv");
-        setpriv
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&bin)
-            .args(["run", "x", "--", "true"])
-            .env("DLOCK_URL", &url)
-            .env("HOME", "/nonexistent");
-        setpriv.output().expect("setpriv(1), from util-linux")
-    } else {
-        output(&url, &["run", "x", "--", "true"])
-    };
-    mode(&dir, 0o755);
+    set_mode(&dir, 0o555);
+    let out = run_as_someone(&url);
+    set_mode(&dir, 0o755);
     let err = said(&out);
     assert_ne!(out.status.code(), Some(0), "{err}");
-    let me = if root {
-        65534
-    } else {
-        std::fs::metadata("/proc/self").unwrap().uid()
-    };
     for part in [
         format!("{} (owner uid ", dir.join("locks.sqlite").display()),
         "mode 444)".to_owned(),
         format!("{} (owner uid ", dir.display()),
         "mode 555)".to_owned(),
-        format!("writable by uid {me}"),
+        format!("writable by uid {}", someone()),
+    ] {
+        assert!(err.contains(&part), "{part:?} in {err}");
+    }
+}
+
+/// A database file in a directory this user cannot search (it fails at the first
+/// connection, before any statement): the error names that directory.
+#[test]
+fn a_database_behind_a_closed_directory_names_that_directory() {
+    let dir = reachable_scratch();
+    let closed = dir.join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    let url = sqlite_in(&closed, "locks.sqlite");
+    assert_eq!(
+        output(&url, &["run", "made", "--", "true"]).status.code(),
+        Some(0)
+    );
+    // root's own directory at 700 is closed to nobody; our own at 0 is closed to us
+    let closed_mode = if root() { 0o700 } else { 0 };
+    set_mode(&closed, closed_mode);
+    let out = run_as_someone(&url);
+    set_mode(&closed, 0o755);
+    let err = said(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    for part in [
+        format!(
+            "the database file {} is out of uid {}'s reach",
+            closed.join("locks.sqlite").display(),
+            someone()
+        ),
+        format!("the directory {} (owner uid ", closed.display()),
+        format!("mode {closed_mode:o}) cannot be searched"),
     ] {
         assert!(err.contains(&part), "{part:?} in {err}");
     }
