@@ -73,7 +73,9 @@ pub use dlock_etcd::EtcdLock;
 #[cfg(feature = "redis")]
 pub use dlock_redis::{RedisFence, RedisLock, RedisResults, Redlock};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use dlock_sql::{Pruned, SqlFence, SqlLock, SqlLockBuilder, SqlResults, fence as sql_fence};
+pub use dlock_sql::{
+    Pruned, Schema, SqlFence, SqlLock, SqlLockBuilder, SqlResults, fence as sql_fence,
+};
 #[cfg(feature = "zookeeper")]
 pub use dlock_zk::ZkLock;
 

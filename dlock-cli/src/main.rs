@@ -37,6 +37,7 @@ mod leader;
 mod list;
 mod logging;
 mod metrics;
+mod migrate;
 mod plot;
 mod progress;
 mod prune;
@@ -118,6 +119,7 @@ fn main() -> ExitCode {
             cli::Command::List(args) => list::list(args).await,
             cli::Command::Doctor(args) => doctor::doctor(args).await,
             cli::Command::Prune(args) => prune::prune(args).await,
+            cli::Command::Migrate(args) => migrate::migrate(args).await,
             cli::Command::Completions(args) => docs::completions(args.shell),
             cli::Command::Man(args) => docs::man(&args),
         };

@@ -19,10 +19,9 @@ pub(crate) fn explained(what: &str, e: sqlx::Error, why: Option<String>) -> Lock
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => true,
         sqlx::Error::Database(db) => {
-            let code = db.code();
             // class 08: the connection broke (a pooler in front says so for the server)
-            code.as_deref().is_some_and(|c| c.starts_with("08"))
-                || is_transient_db_code(code.as_deref())
+            db.code().is_some_and(|c| c.starts_with("08"))
+                || is_transient_db_code(code_of(db.as_ref()).as_deref())
         }
         _ => false,
     };
@@ -35,12 +34,27 @@ pub(crate) fn explained(what: &str, e: sqlx::Error, why: Option<String>) -> Lock
         message.push_str(&why);
     }
     if let sqlx::Error::Database(db) = &e
-        && is_read_only(db.code().as_deref())
+        && is_read_only(code_of(db.as_ref()).as_deref())
     {
         message.push_str(
             " (the server is read-only: a standby or replica? point dlock at the primary; \
              `dlock doctor URL` checks)",
         );
+    }
+    if let sqlx::Error::Database(db) = &e {
+        if is_missing_schema(db.as_ref()) {
+            message.push_str(
+                " (dlock's tables are missing: a role that may create tables makes them with \
+                 `dlock migrate` — `dlock migrate --print` shows the statements — or by \
+                 connecting without create=false)",
+            );
+        } else if is_denied(code_of(db.as_ref()).as_deref()) {
+            message.push_str(
+                " (this role lacks a privilege: creating dlock's tables needs a role that may, \
+                 `dlock migrate`; `dlock migrate --print --grant ROLE` prints what a role \
+                 running with create=false needs)",
+            );
+        }
     }
     if transient {
         LockError::unavailable(message, e)
@@ -62,6 +76,34 @@ pub(crate) fn is_broken(e: &sqlx::Error) -> bool {
             .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")),
         _ => false,
     }
+}
+
+/// The code the lists below name: MySQL's error number (its SQLSTATE is a broad class —
+/// a lock wait timeout and `--read-only` both report `HY000`), else the SQLSTATE
+/// (SQLite: its extended result code).
+fn code_of(db: &dyn sqlx::error::DatabaseError) -> Option<String> {
+    #[cfg(feature = "mysql")]
+    if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return Some(mysql.number().to_string());
+    }
+    db.code().map(std::borrow::Cow::into_owned)
+}
+
+/// Whether the server says a table or function of dlock's is not there: PostgreSQL's
+/// `undefined_table` and `undefined_function`, MySQL's `ER_NO_SUCH_TABLE`, SQLite's
+/// "no such table".
+fn is_missing_schema(db: &dyn sqlx::error::DatabaseError) -> bool {
+    match code_of(db).as_deref() {
+        Some("42P01" | "42883" | "1146") => true,
+        Some("1") => db.message().starts_with("no such table"),
+        _ => false,
+    }
+}
+
+/// Whether `code` says the role may not do what was asked: PostgreSQL's
+/// `insufficient_privilege`, MySQL's table, column and database access denials.
+fn is_denied(code: Option<&str>) -> bool {
+    matches!(code, Some("42501" | "1142" | "1143" | "1044"))
 }
 
 /// Whether `code` says the server refuses writes: PostgreSQL's

@@ -140,6 +140,7 @@ mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod prune;
+mod schema;
 /// One `#[tokio::test]` per dialect (under its feature) for each listed case — an
 /// `async fn case(url: &str)` of the test module — named `sqlite::case` (on a fresh
 /// file), `postgres::case`, `pgbouncer::case` (through the pooler in transaction mode)
@@ -200,6 +201,7 @@ pub use fence::SqlFence;
 pub use options::{DEFAULT_TABLE, validate_table_name};
 pub use prune::Pruned;
 pub use results::SqlResults;
+pub use schema::Schema;
 
 use options::Options;
 use store::{Renewal, Store};

@@ -56,15 +56,7 @@ impl MySql {
             hot: Hot::new(pool.clone(), false),
             pool,
             table: table.to_owned(),
-            // VARBINARY: names compare byte for byte ('A' <> 'a', no collation folding).
-            create: format!(
-                "CREATE TABLE IF NOT EXISTS {table} (
-                    name VARBINARY(256) NOT NULL PRIMARY KEY,
-                    owner VARCHAR(255) CHARACTER SET ascii NOT NULL,
-                    token BIGINT NOT NULL,
-                    expires_at DATETIME(6) NOT NULL
-                 ) ENGINE=InnoDB"
-            ),
+            create: create_table(table),
             // The assignments run left to right and see earlier new values, so
             // expires_at must come last. LAST_INSERT_ID(x) makes the statement report
             // the token: the clock in µs on insert, max(token + 1, clock in µs) on takeover, the same token when the row
@@ -182,6 +174,19 @@ impl MySql {
         }
         Ok(())
     }
+}
+
+/// The lock table's `CREATE TABLE` (see [`crate::schema`]). VARBINARY: names compare
+/// byte for byte ('A' <> 'a', no collation folding).
+pub(crate) fn create_table(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
+            name VARBINARY(256) NOT NULL PRIMARY KEY,
+            owner VARCHAR(255) CHARACTER SET ascii NOT NULL,
+            token BIGINT NOT NULL,
+            expires_at DATETIME(6) NOT NULL
+         ) ENGINE=InnoDB"
+    )
 }
 
 #[async_trait]

@@ -79,13 +79,7 @@ impl Postgres {
             grants: Arc::default(),
             listen_failed: tokio::sync::Mutex::new(None),
             sql: Statements {
-                create: format!(
-                    "CREATE TABLE IF NOT EXISTS {table} (
-                        name TEXT PRIMARY KEY,
-                        owner TEXT NOT NULL,
-                        token BIGINT NOT NULL,
-                        expires_at TIMESTAMPTZ NOT NULL)"
-                ),
+                create: create_table(table),
                 // One round trip either way: the row is taken (token returned), or the
                 // holder's remaining time is read from the same snapshot. A row already
                 // ours is taken again: an earlier attempt of this acquisition committed
@@ -176,6 +170,17 @@ impl Postgres {
         *failed = Some(tokio::time::Instant::now());
         None
     }
+}
+
+/// The lock table's `CREATE TABLE` (see [`crate::schema`]).
+pub(crate) fn create_table(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
+            name TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            token BIGINT NOT NULL,
+            expires_at TIMESTAMPTZ NOT NULL)"
+    )
 }
 
 #[async_trait]

@@ -48,14 +48,7 @@ impl Sqlite {
             shared: std::sync::Arc::new(SharedSql::new(Dialect::Sqlite, table)),
             hot: Hot::new(pool.clone(), false),
             pool,
-            create: format!(
-                "CREATE TABLE IF NOT EXISTS {table} (
-                    name TEXT PRIMARY KEY,
-                    owner TEXT NOT NULL,
-                    token INTEGER NOT NULL,
-                    expires_at INTEGER NOT NULL
-                 ) STRICT"
-            ),
+            create: create_table(table),
             // A row already ours is taken again, keeping its token while unexpired and
             // its expiry never earlier (a late duplicate of our own attempt: see the
             // PostgreSQL statement). A free row is not taken past a live queue.
@@ -103,6 +96,18 @@ impl Sqlite {
             ),
         }
     }
+}
+
+/// The lock table's `CREATE TABLE` (see [`crate::schema`]).
+pub(crate) fn create_table(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
+            name TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            token INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL
+         ) STRICT"
+    )
 }
 
 #[async_trait]

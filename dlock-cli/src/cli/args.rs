@@ -308,6 +308,22 @@ pub struct PruneArgs {
     pub idle_for: Duration,
 }
 
+/// `dlock migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Backend URL.
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Print the statements for the URL's database and table instead of connecting
+    /// (for a reviewer, or to apply by hand).
+    #[arg(long)]
+    pub print: bool,
+    /// With --print: also the grants ROLE needs to run with create=false (PostgreSQL
+    /// role; MySQL account `app` or `'app'@'host'`).
+    #[arg(long, requires = "print", value_name = "ROLE")]
+    pub grant: Option<String>,
+}
+
 /// `dlock list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {

@@ -90,6 +90,22 @@ Examples:
   DLOCK_URL=sqlite:///var/lib/dlock/locks.db dlock prune --idle-for 30d
 ";
 
+pub(super) const MIGRATE_HELP: &str = "\
+Connecting creates dlock's tables when they are missing (create=true, the default), \
+which needs a role that may create tables. For an application role that may not \
+(PostgreSQL 15 and later give none CREATE on the public schema), make the schema once \
+as an owner role with `dlock migrate`, or apply what `dlock migrate --print` shows, \
+grant the application role what `--grant ROLE` adds, and give it a URL with \
+create=false. Run `dlock migrate` again after upgrading dlock: it upgrades an older \
+schema in place. The table follows the URL's table= (default dlock_locks).
+
+Examples:
+  dlock migrate --url postgres://owner@db/app
+  dlock migrate --print --grant app --url postgres://db/app > dlock-schema.sql
+  dlock migrate --print --grant app --url mysql://db/app | mariadb app
+  DLOCK_URL=postgres://app@db/app?create=false dlock run nightly -- ./nightly.sh
+";
+
 pub(super) const LIST_HELP: &str = "\
 Waiters are counted on etcd and ZooKeeper (the queue behind the holder); on SQL and \
 Redis waiters poll or listen and leave no trace, so the column shows -. Redis keys in \

@@ -54,6 +54,7 @@ impl Command {
             Self::List(a) => &mut a.backend,
             Self::Doctor(a) => &mut a.backend,
             Self::Prune(a) => &mut a.backend,
+            Self::Migrate(a) => &mut a.backend,
             Self::Completions(_) | Self::Man(_) => return None,
         })
     }
@@ -115,6 +116,10 @@ pub enum Command {
     /// (each name's row carries its fencing token, so release never deletes it).
     #[command(after_help = PRUNE_HELP)]
     Prune(PruneArgs),
+    /// Create or upgrade dlock's SQL tables as a role that may (then run with
+    /// create=false); with --print, show the statements and the grants instead.
+    #[command(after_help = MIGRATE_HELP)]
+    Migrate(MigrateArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions(CompletionsArgs),

@@ -1,9 +1,7 @@
 //! What `dlock` says to a person who slipped, on the SQLite default: each message
 //! names the slip and what to do instead, with the exit code a script can test.
 
-use crate::common::{
-    dlock, free_addr, output, scratch, scratch_sqlite, sqlite_in, status_of, unique,
-};
+use crate::common::{dlock, free_addr, output, scratch_sqlite, sqlite_in, status_of, unique};
 use crate::{LEASE_LOST, USAGE};
 
 fn said(out: &std::process::Output) -> String {
