@@ -56,6 +56,7 @@ mod sender_proxy;
 mod servers;
 pub mod steps;
 mod switch;
+mod tls_servers;
 mod urls;
 mod viewed;
 

@@ -64,8 +64,9 @@ impl Link for ProxyGroup {
     }
 }
 
-/// A throwaway certificate authority and a server certificate for `127.0.0.1` and
-/// `localhost`, made with the `openssl` command line in `dir`.
+/// A throwaway certificate authority, a server certificate for `127.0.0.1` and
+/// `localhost`, and a client certificate for the user [`TestCerts::CLIENT`], made with
+/// the `openssl` command line in `dir`.
 #[derive(Clone, Debug)]
 pub struct TestCerts {
     /// The CA certificate (PEM), for the client to trust.
@@ -76,9 +77,16 @@ pub struct TestCerts {
     pub cert: std::path::PathBuf,
     /// Path of the server's private key.
     pub key: std::path::PathBuf,
+    /// Path of the client certificate (its subject `CN=`[`TestCerts::CLIENT`]).
+    pub client_cert: std::path::PathBuf,
+    /// Path of the client's private key.
+    pub client_key: std::path::PathBuf,
 }
 
 impl TestCerts {
+    /// The user name the client certificate is for.
+    pub const CLIENT: &'static str = "dlock_cert";
+
     /// Makes the certificates in a new scratch directory named after `label`: the
     /// directory (for the server's other files) and the certificates.
     ///
@@ -167,7 +175,43 @@ impl TestCerts {
             "-extfile",
             "san.cnf",
         ]);
+        // an extension makes it X.509 v3, which rustls requires of every certificate
+        std::fs::write(dir.join("client.cnf"), "extendedKeyUsage=clientAuth\n")
+            .expect("write client.cnf");
+        let subject = format!("/CN={}", Self::CLIENT);
+        run(&[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "client.key",
+                "-out",
+                "client.csr",
+                "-subj",
+                &subject,
+            ],
+        ]
+        .concat());
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "client.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "client.cnf",
+        ]);
         Self {
+            client_cert: dir.join("client.crt"),
+            client_key: dir.join("client.key"),
             ca_pem: std::fs::read(dir.join("ca.crt")).expect("read ca.crt"),
             ca: dir.join("ca.crt"),
             cert: dir.join("server.crt"),

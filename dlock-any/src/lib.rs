@@ -62,7 +62,9 @@
 
 pub mod blocking;
 mod credentials;
+mod tls;
 pub use credentials::{check_credentials, hide_password};
+pub use tls::explained as explain_tls;
 
 use std::sync::Arc;
 
@@ -125,7 +127,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     check_credentials(url)?;
     let original = url.to_owned();
-    let scrub = move |e: LockError| hide_password(e, &original);
+    let scrub = move |e: LockError| tls::explained(hide_password(e, &original));
     let mut fallback = Fallback::FailFast;
     let url = backend::take_query(url, |k, v| match k {
         "fallback" => {

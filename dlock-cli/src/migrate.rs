@@ -47,7 +47,7 @@ async fn run(url: &str, args: &MigrateArgs) -> Result<String, LockError> {
     }
     dlock_any::SqlLock::migrate(url)
         .await
-        .map_err(|e| dlock_any::hide_password(e, url))?;
+        .map_err(|e| dlock_any::explain_tls(dlock_any::hide_password(e, url)))?;
     Ok(format!(
         "dlock's schema is ready on {}: {}\n",
         dlock_any::redact_url(url),

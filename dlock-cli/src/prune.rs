@@ -33,7 +33,7 @@ async fn run(url: &str, args: &PruneArgs) -> Result<String, LockError> {
     dlock_any::check_credentials(url)?;
     let locks = dlock_any::SqlLock::connect(url)
         .await
-        .map_err(|e| dlock_any::hide_password(e, url))?;
+        .map_err(|e| dlock_any::explain_tls(dlock_any::hide_password(e, url)))?;
     eprintln!(
         "dlock: deleting rows unheld for more than {}…",
         format_duration(args.idle_for)

@@ -100,7 +100,7 @@ impl Node {
         lazy: bool,
         config: redis::aio::ConnectionManagerConfig,
     ) -> Result<redis::aio::ConnectionManager, LockError> {
-        let (timeout, tls_ca) = (opts.timeout, opts.tls_ca.as_deref());
+        let timeout = opts.timeout;
         let shown = redact_url(url);
         let info = url
             .into_connection_info()
@@ -118,7 +118,7 @@ impl Node {
             | redis::ConnectionAddr::TcpTls { host, port, .. } => Some(format!("{host}:{port}")),
             _ => None,
         };
-        let client = open_client(info, tls_ca)
+        let client = open_client(info, opts)
             .map_err(|e| LockError::Config(format!("cannot use Redis URL {shown:?}: {e}")))?;
         if lazy {
             client
@@ -346,27 +346,36 @@ impl Node {
     }
 }
 
+/// A client for `info`, trusting `opts`' CA (else the system's roots) and presenting
+/// its client certificate, where given.
 #[cfg(feature = "tls")]
-fn open_client(
-    info: redis::ConnectionInfo,
-    tls_ca: Option<&[u8]>,
-) -> redis::RedisResult<redis::Client> {
-    match tls_ca {
-        Some(ca) => redis::Client::build_with_tls(
-            info,
-            redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(ca.to_vec()),
-            },
-        ),
-        None => redis::Client::open(info),
+fn open_client(info: redis::ConnectionInfo, opts: &Options) -> redis::RedisResult<redis::Client> {
+    let client_tls = match &opts.tls_client {
+        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+            client_cert: cert.clone(),
+            client_key: key.clone(),
+        }),
+        (None, None) => None,
+        _ => {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a client certificate needs both tls-cert= and tls-key=",
+            )));
+        }
+    };
+    if opts.tls_ca.is_none() && client_tls.is_none() {
+        return redis::Client::open(info);
     }
+    redis::Client::build_with_tls(
+        info,
+        redis::TlsCertificates {
+            client_tls,
+            root_cert: opts.tls_ca.clone(),
+        },
+    )
 }
 
 #[cfg(not(feature = "tls"))]
-fn open_client(
-    info: redis::ConnectionInfo,
-    _tls_ca: Option<&[u8]>,
-) -> redis::RedisResult<redis::Client> {
+fn open_client(info: redis::ConnectionInfo, _opts: &Options) -> redis::RedisResult<redis::Client> {
     redis::Client::open(info)
 }

@@ -123,6 +123,9 @@ pub(crate) struct Options {
     pub policy: WaitPolicy,
     /// A CA certificate (PEM) to trust for `rediss://` instead of the system roots.
     pub tls_ca: Option<Vec<u8>>,
+    /// A client certificate and its key (PEM) for a server that asks for one
+    /// (`tls-auth-clients`).
+    pub tls_client: (Option<Vec<u8>>, Option<Vec<u8>>),
 }
 
 impl Options {
@@ -135,6 +138,7 @@ impl Options {
             restart_delay: DEFAULT_RESTART_DELAY,
             policy: WaitPolicy::default(),
             tls_ca: None,
+            tls_client: (None, None),
         }
     }
 }
@@ -173,6 +177,9 @@ pub(crate) fn take_url_options(
                 validate_counter_retention(d)?;
                 opts.counter_retention = d;
             }
+            "tls-ca" => opts.tls_ca = Some(pem_file(url, key, value)?),
+            "tls-cert" => opts.tls_client.0 = Some(pem_file(url, key, value)?),
+            "tls-key" => opts.tls_client.1 = Some(pem_file(url, key, value)?),
             "restart-delay" if redlock => {
                 let d = parse_duration(value).map_err(|e| e.to_string())?;
                 validate_restart_delay(d)?;
@@ -181,7 +188,8 @@ pub(crate) fn take_url_options(
             _ if client_keys.contains(&key) => return Ok(false),
             _ => {
                 return Err(format!(
-                    "unknown parameter: dlock reads prefix, layout, timeout, counter-retention{}; the Redis client reads {}",
+                    "unknown parameter: dlock reads prefix, layout, timeout, counter-retention, \
+                     tls-ca, tls-cert, tls-key{}; the Redis client reads {}",
                     if redlock { " and restart-delay" } else { "" },
                     client_keys.join(", ")
                 ));
@@ -189,6 +197,23 @@ pub(crate) fn take_url_options(
         }
         Ok(true)
     })
+}
+
+/// The PEM file a `tls-*` parameter names (percent-decoded), read; only on a
+/// `rediss://` URL, and only with the crate's `tls` feature.
+fn pem_file(url: &str, key: &str, path: &str) -> Result<Vec<u8>, String> {
+    if !cfg!(feature = "tls") {
+        return Err(format!(
+            "{key}= needs TLS, which this build leaves out (dlock-redis's cargo feature `tls`)"
+        ));
+    }
+    if !url.starts_with("rediss") {
+        return Err(format!(
+            "{key}= is for TLS connections: write rediss:// (redis:// is plain TCP)"
+        ));
+    }
+    let path = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    std::fs::read(path.as_ref()).map_err(|e| format!("cannot read {path}: {e}"))
 }
 
 /// The query parameters the redis crate reads, by scheme: a TCP URL carries its database
@@ -207,6 +232,31 @@ mod tests {
 
     fn take_url_options_for(url: &str, opts: &mut Options) -> Result<String, LockError> {
         take_url_options(url, opts, false)
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_files_are_read_for_rediss_only() {
+        let dir =
+            std::env::temp_dir().join(format!("dlock-redis-pem-{:016x}", dlock_core::random_u64()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pem = dir.join("a ca.pem");
+        std::fs::write(&pem, b"PEM").unwrap();
+        let at = pem.display().to_string().replace(' ', "%20");
+        let mut o = Options::new(Duration::from_secs(2));
+        let rest =
+            take_url_options_for(&format!("rediss://h:1?tls-ca={at}&protocol=resp3"), &mut o);
+        assert_eq!(rest.unwrap(), "rediss://h:1?protocol=resp3");
+        assert_eq!(o.tls_ca.as_deref(), Some(&b"PEM"[..]));
+        let plain = take_url_options_for(&format!("redis://h:1?tls-ca={at}"), &mut o);
+        assert!(plain.unwrap_err().to_string().contains("write rediss://"));
+        let missing = take_url_options_for("rediss://h:1?tls-cert=/nonexistent.pem", &mut o);
+        assert!(
+            missing
+                .unwrap_err()
+                .to_string()
+                .contains("cannot read /nonexistent.pem")
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@ use dlock_core::backend::within;
 use dlock_core::{LockError, redact_url};
 
 use crate::SqlLock;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::errors::connect_error;
 use crate::errors::from_sqlx;
 use crate::options::{Options, validate_table_name};
 use crate::store::Store;
@@ -216,21 +218,6 @@ fn feature_off(feature: &str, shown: &str) -> LockError {
 
 fn bad_url(shown: &str, e: sqlx::Error) -> LockError {
     LockError::Config(format!("cannot read database URL {shown:?}: {e}"))
-}
-
-fn connect_error(shown: &str, e: sqlx::Error) -> LockError {
-    // PgBouncer's answer to a parameter sqlx sends at startup: a pooler dlock was not
-    // told about
-    if let sqlx::Error::Database(db) = &e
-        && db.message().starts_with("unsupported startup parameter")
-    {
-        return LockError::Config(format!(
-            "connecting to {shown}: {}: a pooler such as PgBouncer answers; add \
-             pooler=transaction to the URL",
-            db.message()
-        ));
-    }
-    from_sqlx(&format!("connecting to {shown}"), e)
 }
 
 /// One connection made before the pool: a pool retries a refused connection until its

@@ -63,6 +63,24 @@ pub(crate) fn explained(what: &str, e: sqlx::Error, why: Option<String>) -> Lock
     }
 }
 
+/// A failed first connection to a server database (shown as `shown`): a pooler dlock
+/// was not told about is named with the parameter that fixes it.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn connect_error(shown: &str, e: sqlx::Error) -> LockError {
+    // PgBouncer's answer to a parameter sqlx sends at startup: a pooler dlock was not
+    // told about
+    if let sqlx::Error::Database(db) = &e
+        && db.message().starts_with("unsupported startup parameter")
+    {
+        return LockError::Config(format!(
+            "connecting to {shown}: {}: a pooler such as PgBouncer answers; add \
+             pooler=transaction to the URL",
+            db.message()
+        ));
+    }
+    from_sqlx(&format!("connecting to {shown}"), e)
+}
+
 /// Whether `e` says the connection itself is gone or unusable, so the statement may be
 /// made again on another: an I/O or protocol failure, or the server (or pooler) ending
 /// the session — SQLSTATE class 08 (connection exception; PgBouncer reports its own

@@ -65,9 +65,14 @@ pub fn long_version() -> &'static str {
         .chain(["memory"])
         .collect();
         format!(
-            "{}\nbackends: {}",
+            "{}\nbackends: {}\ntls: {}",
             env!("CARGO_PKG_VERSION"),
-            backends.join(" ")
+            backends.join(" "),
+            if cfg!(feature = "tls") {
+                "rustls (the system's roots, or a CA the URL names)"
+            } else {
+                "left out of this build"
+            }
         )
     })
 }
