@@ -157,10 +157,15 @@ impl Node {
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
                 .map(str::trim)
         };
-        found.push(Finding::info(
-            "server version",
-            format!("Redis {}", field("redis_version").unwrap_or("?")),
-        ));
+        // Valkey answers with the Redis version it is compatible with, and its own
+        let version = match field("valkey_version") {
+            Some(v) => format!(
+                "Valkey {v} (Redis {} compatible)",
+                field("redis_version").unwrap_or("?")
+            ),
+            None => format!("Redis {}", field("redis_version").unwrap_or("?")),
+        };
+        found.push(Finding::info("server version", version));
         found.push(Finding::info(
             "uptime",
             format!("{} s", field("uptime_in_seconds").unwrap_or("?")),

@@ -65,7 +65,9 @@ local QK, WK, CH, PUB = KEYS[3], KEYS[4], ARGV[5], ARGV[6]
 local owner, FIFO = ARGV[1], ARGV[7] == '1'
 local waits = FIFO and ARGV[3] ~= '0'
 if not FIFO or redis.call('EXISTS', QK) == 0 then
-  local found = redis.call('SET', KEYS[1], owner, 'NX', 'PX', ARGV[2], 'GET')
+  -- GET, then SET: a script runs whole, and SET NX GET is Redis 7's (6.2 refuses it)
+  local found = redis.call('GET', KEYS[1])
+  if not found then redis.call('SET', KEYS[1], owner, 'PX', ARGV[2]) end
   if not found then
     local now = redis.call('TIME')
     local t = tonumber(now[1]) * 1000000 + tonumber(now[2])
@@ -160,7 +162,8 @@ if rest > 0 then
     return {3, (rest - up) * 1000, 0}
   end
 end
-local found = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+local found = redis.call('GET', KEYS[1])
+if not found then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
 if found and found ~= ARGV[1] then
   return {0, redis.call('PTTL', KEYS[1]), 0}
 end

@@ -8,13 +8,27 @@ mod common;
 use std::time::Duration;
 
 use common::{redis, redis_url};
-use dlock_conformance::{take, unique_name};
+use dlock_conformance::{required_env, take, unique_name};
 use dlock_core::{DistributedLock, Fence, LockError, random_u64};
 use redis::AsyncCommands;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_writes_refuse_stale_tokens() {
-    let lock = redis(&redis_url()).await;
+    fenced_writes_refuse_stale_tokens_on(&redis_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writes_refuse_stale_tokens_on_valkey_8_1() {
+    fenced_writes_refuse_stale_tokens_on(&required_env("DLOCK_TEST_VALKEY_URL")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writes_refuse_stale_tokens_on_redis_6_2() {
+    fenced_writes_refuse_stale_tokens_on(&required_env("DLOCK_TEST_REDIS62_URL")).await;
+}
+
+async fn fenced_writes_refuse_stale_tokens_on(url: &str) {
+    let lock = redis(url).await;
     let name = unique_name("fence");
     let older = take(&lock, &name, Duration::from_secs(5)).await;
     assert!(lock.release(&older).await.unwrap());
@@ -30,7 +44,7 @@ async fn fenced_writes_refuse_stale_tokens() {
         matches!(&stale, Err(LockError::StaleToken { seen: Some(s), .. }) if *s == newer.token().get()),
         "{stale:?}"
     );
-    let mut conn = common::raw(&redis_url()).await;
+    let mut conn = common::raw(url).await;
     let v: String = conn.get(&key).await.unwrap();
     assert_eq!(v, "new again", "a refused write changes nothing");
 
