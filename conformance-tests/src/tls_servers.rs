@@ -2,7 +2,7 @@
 //! PostgreSQL (`hostssl` lines only) and MariaDB (`require_secure_transport`), each on
 //! `127.0.0.1` (PostgreSQL also on `127.0.0.2`, which the server certificate does not
 //! name), each with a user that signs in with the client certificate ([`TestCerts::CLIENT`]) and one with
-//! a password (`dlock`/`tls-secret`).
+//! a password (`dlock` and [`TestServer::PASSWORD`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,8 +42,15 @@ fn pg_bin() -> PathBuf {
 }
 
 impl TestServer {
+    /// The password of the user `dlock` on the TLS servers: every character that ends
+    /// a URL's parts, as a URL must carry it percent-encoded
+    /// ([`TestServer::PASSWORD_ENCODED`]).
+    pub const PASSWORD: &'static str = "p?a#s/s%w@rd:x";
+    /// [`TestServer::PASSWORD`] percent-encoded.
+    pub const PASSWORD_ENCODED: &'static str = "p%3Fa%23s%2Fs%25w%40rd%3Ax";
+
     /// A PostgreSQL that accepts only TLS, its files in `dir` (a short path: its socket
-    /// lives there): `dlock`/`tls-secret` by password, [`TestCerts::CLIENT`] by certificate,
+    /// lives there): `dlock` and [`TestServer::PASSWORD`] by password, [`TestCerts::CLIENT`] by certificate,
     /// both on the database `postgres`.
     ///
     /// # Panics
@@ -152,8 +159,9 @@ impl TestServer {
         );
         let server = Self::start_on(&p, &a, port);
         let sql = format!(
-            "CREATE ROLE dlock LOGIN SUPERUSER PASSWORD 'tls-secret'; CREATE ROLE {} LOGIN SUPERUSER;",
-            TestCerts::CLIENT
+            "CREATE ROLE dlock LOGIN SUPERUSER PASSWORD '{password}'; CREATE ROLE {} LOGIN SUPERUSER;",
+            TestCerts::CLIENT,
+            password = Self::PASSWORD
         );
         let psql = bin.join("psql").display().to_string();
         let socket = dir.display().to_string();
@@ -182,7 +190,7 @@ impl TestServer {
     }
 
     /// A MariaDB that accepts only TLS (and its socket), its files in `dir` (a short
-    /// path): `dlock`/`tls-secret` by password, [`TestCerts::CLIENT`] by certificate, both
+    /// path): `dlock` and [`TestServer::PASSWORD`] by password, [`TestCerts::CLIENT`] by certificate, both
     /// on the database `dlock`.
     ///
     /// # Panics
@@ -232,11 +240,12 @@ impl TestServer {
         let server = Self::start_on("mariadbd", &args, port);
         let sql = format!(
             "CREATE DATABASE dlock;
-             CREATE USER 'dlock'@'%' IDENTIFIED BY 'tls-secret';
+             CREATE USER 'dlock'@'%' IDENTIFIED BY '{password}';
              GRANT ALL PRIVILEGES ON *.* TO 'dlock'@'%';
              CREATE USER '{c}'@'%' REQUIRE SUBJECT '/CN={c}';
              GRANT ALL PRIVILEGES ON dlock.* TO '{c}'@'%';",
-            c = TestCerts::CLIENT
+            c = TestCerts::CLIENT,
+            password = Self::PASSWORD
         );
         run(
             "mariadb",

@@ -80,9 +80,114 @@ fn password_of(url: &str) -> Option<&str> {
     (!password.is_empty()).then_some(password)
 }
 
+/// `url` with its password filled in from outside it, so that it stays out of
+/// crontabs, unit files and the process list **(contract)**: from the file a
+/// `password-file=PATH` query parameter names (its first line; the parameter is taken
+/// off), else from the environment variable `DLOCK_PASSWORD` — each only where the
+/// URL names a user (or is a Redis one, which may sign in with a password alone) and
+/// has no password of its own. The password is percent-encoded into the URL, so
+/// it may hold any character. [`connect`](crate::connect) does this; a program that
+/// connects an adapter itself calls it first.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("dlock-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let file = dir.join("db-password");
+/// std::fs::write(&file, "p?ss@word\n").unwrap();
+/// let url = format!("postgres://app@db/app?password-file={}", file.display());
+/// assert_eq!(dlock_any::with_password(&url)?, "postgres://app:p%3Fss%40word@db/app");
+/// # Ok::<(), dlock_any::LockError>(())
+/// ```
+///
+/// # Errors
+/// [`LockError::Config`] when the file cannot be read, or the URL has a password
+/// besides `password-file=`.
+pub fn with_password(url: &str) -> Result<String, LockError> {
+    let mut file = None;
+    let url = dlock_core::backend::take_query(url, |key, value| {
+        if key != "password-file" {
+            return Ok(false);
+        }
+        file = Some(
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned(),
+        );
+        Ok(true)
+    })?;
+    let password = match &file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                LockError::Config(format!("password-file={path}: cannot read it: {e}"))
+            })?;
+            text.lines().next().unwrap_or_default().to_owned()
+        }
+        None => match std::env::var("DLOCK_PASSWORD") {
+            Ok(p) if !p.is_empty() => p,
+            _ => return Ok(url),
+        },
+    };
+    if password_of(&url).is_some() {
+        return match file {
+            Some(_) => Err(LockError::Config(format!(
+                "{} has a password and password-file=: give one",
+                redact_url(&url)
+            ))),
+            None => Ok(url), // the URL's own wins over the environment
+        };
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(url);
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let encoded =
+        percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
+    Ok(match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}:{encoded}{}", &rest[..at], &rest[at..]),
+        // Redis signs in with a password alone; other servers need the user named
+        None if matches!(scheme, "redis" | "rediss") => format!("{scheme}://:{encoded}@{rest}"),
+        None if file.is_some() => {
+            return Err(LockError::Config(format!(
+                "password-file= in {}: name the user too (user@host)",
+                redact_url(&url)
+            )));
+        }
+        None => url,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_file_fills_the_url_and_is_taken_off() {
+        let dir =
+            std::env::temp_dir().join(format!("dlock-any-pw-{:016x}", dlock_core::random_u64()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, "p?a#s/s%w@rd:x\nignored").unwrap();
+        let at = |url: &str| format!("{url}password-file={}", file.display());
+        assert_eq!(
+            with_password(&at("redis://h:6379/0?")).unwrap(),
+            "redis://:p%3Fa%23s%2Fs%25w%40rd%3Ax@h:6379/0"
+        );
+        assert_eq!(
+            with_password(&at("mysql://app@h/db?ssl-mode=REQUIRED&")).unwrap(),
+            "mysql://app:p%3Fa%23s%2Fs%25w%40rd%3Ax@h/db?ssl-mode=REQUIRED"
+        );
+        let both = with_password(&at("mysql://app:own@h/db?"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            both.contains("give one") && !both.contains("own@"),
+            "{both}"
+        );
+        let no_user = with_password(&at("postgres://h/db?")).unwrap_err();
+        assert!(no_user.to_string().contains("name the user"), "{no_user}");
+        let missing = with_password("redis://h?password-file=/nonexistent/pw").unwrap_err();
+        assert!(missing.to_string().contains("cannot read"), "{missing}");
+    }
 
     #[test]
     fn unencoded_host_ending_characters_are_refused_without_showing_the_password() {

@@ -63,7 +63,7 @@
 pub mod blocking;
 mod credentials;
 mod tls;
-pub use credentials::{check_credentials, hide_password};
+pub use credentials::{check_credentials, hide_password, with_password};
 pub use tls::explained as explain_tls;
 
 use std::sync::Arc;
@@ -126,6 +126,8 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 /// stays, and creating it again is harmless.
 pub async fn connect_coordination(url: &str) -> Result<Arc<dyn Coordination>, LockError> {
     check_credentials(url)?;
+    let filled = with_password(url)?;
+    let url = filled.as_str();
     let original = url.to_owned();
     let scrub = move |e: LockError| tls::explained(hide_password(e, &original));
     let mut fallback = Fallback::FailFast;

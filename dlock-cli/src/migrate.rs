@@ -25,6 +25,8 @@ pub async fn migrate(args: MigrateArgs) -> ExitCode {
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 async fn run(url: &str, args: &MigrateArgs) -> Result<String, LockError> {
     dlock_any::check_credentials(url)?;
+    let filled = dlock_any::with_password(url)?;
+    let url = filled.as_str();
     let schema = dlock_any::Schema::for_url(url).map_err(|e| not_sql_if(url, e))?;
     if args.print {
         let grants = match &args.grant {

@@ -31,6 +31,8 @@ async fn run(url: &str, args: &PruneArgs) -> Result<String, LockError> {
         return Err(not_sql(scheme));
     }
     dlock_any::check_credentials(url)?;
+    let filled = dlock_any::with_password(url)?;
+    let url = filled.as_str();
     let locks = dlock_any::SqlLock::connect(url)
         .await
         .map_err(|e| dlock_any::explain_tls(dlock_any::hide_password(e, url)))?;

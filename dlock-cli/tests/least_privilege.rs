@@ -185,6 +185,33 @@ fn every_command_as_a_role_without_create(db: &Database) {
     let text = said(&doctor);
     assert!(!text.contains("denied"), "{text}");
 
+    // the password kept out of the URL: in a file the URL names, or in the environment
+    let file = std::env::temp_dir().join(format!("dlock-pw-{suffix}"));
+    std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    let bare = app.replace(&format!(":{ENCODED}@"), "@");
+    assert_ne!(bare, app);
+    let from_file = format!("{bare}&password-file={}", file.display());
+    ok(&from_file, &["run", &name, "--", "true"]);
+    let out = common::dlock(&bare)
+        .env("DLOCK_PASSWORD", PASSWORD)
+        .args(["run", &name, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    if db.mysql {
+        // (the shared PostgreSQL trusts loopback logins: only MariaDB checks passwords)
+        let refused = output(&bare, &["run", &name, "--", "true"]);
+        let text = said(&refused);
+        assert_ne!(refused.status.code(), Some(0), "no password: {text}");
+    }
+    assert_ne!(
+        refused.status.code(),
+        Some(0),
+        "no password: {}",
+        said(&refused)
+    );
+    std::fs::remove_file(&file).unwrap();
+
     if db.mysql {
         // a server in --read-only refuses the role (not the owner, whose privileges
         // pass it): named as such, not retried as an outage (MySQL numbers its errors;

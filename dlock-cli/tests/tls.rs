@@ -21,7 +21,16 @@ fn p(x: &Path) -> String {
     x.display().to_string()
 }
 
+/// What a command said on stderr; never the password, as written or encoded.
 fn said(out: &Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for secret in [TestServer::PASSWORD, TestServer::PASSWORD_ENCODED, "s%w@rd"] {
+        assert!(!text.contains(secret), "the password shows: {text}");
+    }
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -115,11 +124,12 @@ fn rediss_with_a_private_ca_and_a_client_certificate() {
 fn postgres_verify_full_with_a_password_and_with_a_client_certificate() {
     let (dir, certs) = short_scratch("dlock-cli-pgtls");
     let server = TestServer::postgres_tls(&dir, &certs);
+    let login = format!("dlock:{}", TestServer::PASSWORD_ENCODED);
     let at = |who: &str, host: &str, query: &str| {
         format!("postgres://{who}@{host}:{}/postgres?{query}", server.port)
     };
     let verify = format!("sslmode=verify-full&sslrootcert={}", p(&certs.ca));
-    runs(&at("dlock:tls-secret", "127.0.0.1", &verify));
+    runs(&at(&login, "127.0.0.1", &verify));
     runs(&at(
         TestCerts::CLIENT,
         "127.0.0.1",
@@ -130,17 +140,13 @@ fn postgres_verify_full_with_a_password_and_with_a_client_certificate() {
         ),
     ));
     refused(
-        &at("dlock:tls-secret", "127.0.0.1", "sslmode=verify-full"),
+        &at(&login, "127.0.0.1", "sslmode=verify-full"),
         UNKNOWN_CA,
         "127.0.0.1",
     );
-    refused(
-        &at("dlock:tls-secret", "127.0.0.2", &verify),
-        OTHER_NAME,
-        "127.0.0.2",
-    );
+    refused(&at(&login, "127.0.0.2", &verify), OTHER_NAME, "127.0.0.2");
     let plain = output(
-        &at("dlock:tls-secret", "127.0.0.1", "sslmode=disable"),
+        &at(&login, "127.0.0.1", "sslmode=disable"),
         &["run", &unique("tls"), "--", "true"],
     );
     let err = said(&plain);
@@ -155,10 +161,11 @@ fn postgres_verify_full_with_a_password_and_with_a_client_certificate() {
 fn mariadb_verify_identity_with_a_password_and_with_a_client_certificate() {
     let (dir, certs) = short_scratch("dlock-cli-mytls");
     let server = TestServer::mariadb_tls(&dir, &certs);
+    let login = format!("dlock:{}", TestServer::PASSWORD_ENCODED);
     let at =
         |who: &str, query: &str| format!("mysql://{who}@127.0.0.1:{}/dlock?{query}", server.port);
     let verify = format!("ssl-mode=VERIFY_IDENTITY&ssl-ca={}", p(&certs.ca));
-    runs(&at("dlock:tls-secret", &verify));
+    runs(&at(&login, &verify));
     runs(&at(
         TestCerts::CLIENT,
         &format!(
@@ -168,12 +175,12 @@ fn mariadb_verify_identity_with_a_password_and_with_a_client_certificate() {
         ),
     ));
     refused(
-        &at("dlock:tls-secret", "ssl-mode=VERIFY_IDENTITY"),
+        &at(&login, "ssl-mode=VERIFY_IDENTITY"),
         UNKNOWN_CA,
         "127.0.0.1",
     );
     let plain = output(
-        &at("dlock:tls-secret", "ssl-mode=DISABLED"),
+        &at(&login, "ssl-mode=DISABLED"),
         &["run", &unique("tls"), "--", "true"],
     );
     let err = said(&plain);

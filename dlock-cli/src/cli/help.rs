@@ -155,7 +155,8 @@ unreachable; 70 backend error; 2 bad usage or URL (also: --permits N while NAME'
 backend without semaphores and read-write locks); 127 command not found, 126 not runnable.
 
 Backend: --url, else $DLOCK_URL, else an SQLite file in $XDG_STATE_HOME/dlock \
-(~/.local/state/dlock). Examples:
+(~/.local/state/dlock). A URL without a password takes one from the file its \
+password-file= parameter names, else from $DLOCK_PASSWORD. Examples:
   dlock run nightly-report -- ./report.sh
   dlock run --wait 0 --ttl 1m backup -- pg_dump app
   DLOCK_URL=postgres://app@db/app dlock run --wait 10m invoices -- ./charge.sh
