@@ -20,6 +20,7 @@ pub mod check;
 #[cfg(feature = "etcd")]
 pub mod etcd_revoke;
 pub mod queue_watch;
+pub mod redis_grants;
 pub mod redis_tokens;
 pub mod redlock;
 pub mod sql_claim;

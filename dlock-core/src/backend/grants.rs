@@ -28,6 +28,37 @@ pub fn fresh_for(ttl: Duration) -> Duration {
     ttl * 2 / 3
 }
 
+/// What a waiter keeps of a grant message once an attempt sent at `sent` was answered
+/// "queued" with the server's counter at `counter`: the message (its token, when it
+/// arrived) only if it arrived after that attempt went out and its token is above
+/// `counter` — else it came before, and is not this waiter's now. The rule
+/// [`GrantSlots::answered`] applies, on any clock (a model checks it on integers).
+#[must_use]
+pub fn kept_after_queued<T: Ord>(
+    granted: Option<(u64, T)>,
+    sent: &T,
+    counter: u64,
+) -> Option<(u64, T)> {
+    granted.filter(|(t, arrived)| *t > counter && arrived >= sent)
+}
+
+/// Whether a waiter takes its grant message as the lock, and from when its lease
+/// counts: its last "queued" answer (`queued`: when that attempt was sent, the counter
+/// it carried), the message's token (`granted`), and `fresh` — whether that attempt is
+/// recent enough that the lease has most of its TTL left. The token must be above the
+/// counter; the lease counts from the attempt's sending. The rule
+/// [`GrantSlots::take`] applies, on any clock (a model checks it on integers).
+#[must_use]
+pub fn taken_grant<T: Copy>(
+    queued: Option<(T, u64)>,
+    granted: Option<u64>,
+    fresh: impl FnOnce(T) -> bool,
+) -> Option<(u64, T)> {
+    let (since, counter) = queued?;
+    let token = granted.filter(|&t| t > counter)?;
+    fresh(since).then_some((token, since))
+}
+
 /// An attempt's answer: the claim, and with a "held" answer the counter the server
 /// had then (the floor for a later grant's token).
 #[derive(Debug)]
@@ -148,9 +179,7 @@ impl GrantSlots {
             }
             // a grant that arrived before this attempt went out, or whose token is not
             // above what the server had when it ran it, came before: not ours now
-            slot.granted = slot
-                .granted
-                .filter(|&(t, arrived)| t > answer.counter && arrived >= sent);
+            slot.granted = kept_after_queued(slot.granted, &sent, answer.counter);
         }
     }
 
@@ -160,11 +189,9 @@ impl GrantSlots {
     pub fn take(&self, key: &str, fresh_for: Duration) -> Option<Claim> {
         let mut slots = self.slots();
         let slot = slots.get_mut(key)?;
-        let (since, counter) = slot.queued?;
-        let (token, _) = slot.granted.filter(|&(t, _)| t > counter)?;
-        if since.elapsed() >= fresh_for {
-            return None;
-        }
+        let granted = slot.granted.map(|(t, _)| t);
+        let (token, since) =
+            taken_grant(slot.queued, granted, |since| since.elapsed() < fresh_for)?;
         slot.granted = None;
         Some(Claim::Granted {
             token: FencingToken::new(token),
