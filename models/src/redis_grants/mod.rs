@@ -9,7 +9,7 @@
 //! counter the "queued" answer carries is the server's then.
 //!
 //! The waiter's side is core's rule, called as the adapter calls it:
-//! [`kept_after_queued`] when an attempt is answered "queued", [`taken_grant`] when it
+//! [`kept_after_queued`](dlock_core::backend::grants::kept_after_queued) when an attempt is answered "queued", [`taken_grant`] when it
 //! takes a message as the lock — its token above the last queued answer's counter, the
 //! lease dated from that attempt's sending, and only while that leaves most of the TTL.
 //!
