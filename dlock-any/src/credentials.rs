@@ -85,7 +85,8 @@ fn password_of(url: &str) -> Option<&str> {
 /// `password-file=PATH` query parameter names (its first line; the parameter is taken
 /// off), else from the environment variable `DLOCK_PASSWORD` — each only where the
 /// URL names a user (or is a Redis one, which may sign in with a password alone) and
-/// has no password of its own. The password is percent-encoded into the URL, so
+/// has no password of its own; never on `sqlite://` or `memory://`. `dlock run` and
+/// `elect` keep `DLOCK_PASSWORD` from their command. The password is percent-encoded into the URL, so
 /// it may hold any character. [`connect`](crate::connect) does this; a program that
 /// connects an adapter itself calls it first.
 ///
@@ -139,13 +140,34 @@ pub fn with_password(url: &str) -> Result<String, LockError> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Ok(url);
     };
+    let lower = scheme.to_ascii_lowercase();
+    // a file and an in-process map have no password: an `@` there is part of a path
+    if matches!(lower.as_str(), "sqlite" | "memory") {
+        return match file {
+            Some(_) => Err(LockError::Config(format!(
+                "password-file= in {}: {lower} takes no password",
+                redact_url(&url)
+            ))),
+            None => Ok(url),
+        };
+    }
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let encoded =
         percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
     Ok(match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}:{encoded}{}", &rest[..at], &rest[at..]),
+        // `user:@host` says an empty password: this one takes its place
+        Some(at) => {
+            let user = rest[..at].strip_suffix(':').unwrap_or(&rest[..at]);
+            format!("{scheme}://{user}:{encoded}{}", &rest[at..])
+        }
         // Redis signs in with a password alone; other servers need the user named
-        None if matches!(scheme, "redis" | "rediss") => format!("{scheme}://:{encoded}@{rest}"),
+        None if matches!(
+            lower.as_str(),
+            "redis" | "rediss" | "redlock" | "redis-sentinel" | "redis-cluster"
+        ) =>
+        {
+            format!("{scheme}://:{encoded}@{rest}")
+        }
         None if file.is_some() => {
             return Err(LockError::Config(format!(
                 "password-file= in {}: name the user too (user@host)",
@@ -183,6 +205,16 @@ mod tests {
             both.contains("give one") && !both.contains("own@"),
             "{both}"
         );
+        assert_eq!(
+            with_password(&at("REDLOCK://h1:1,h2:2?")).unwrap(),
+            "REDLOCK://:p%3Fa%23s%2Fs%25w%40rd%3Ax@h1:1,h2:2"
+        );
+        assert_eq!(
+            with_password(&at("zk://app:@h:2181/x?")).unwrap(),
+            "zk://app:p%3Fa%23s%2Fs%25w%40rd%3Ax@h:2181/x"
+        );
+        let sqlite = with_password(&at("sqlite://data@2024.db?")).unwrap_err();
+        assert!(sqlite.to_string().contains("takes no password"), "{sqlite}");
         let no_user = with_password(&at("postgres://h/db?")).unwrap_err();
         assert!(no_user.to_string().contains("name the user"), "{no_user}");
         let missing = with_password("redis://h?password-file=/nonexistent/pw").unwrap_err();

@@ -7,19 +7,24 @@ use dlock_core::LockError;
 /// What to do about the TLS failure `text` describes; `None` for any other error.
 fn hint(text: &str) -> Option<&'static str> {
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
-    Some(if has(&["UnknownIssuer"]) {
-        "the server's certificate is not signed by a CA dlock trusts (the system's roots, \
-         or the one the URL names): give its CA with sslrootcert= (PostgreSQL), ssl-ca= \
-         (MySQL) or tls-ca= (Redis)"
-    } else if has(&["NotValidForName", "not valid for name"]) {
+    // rustls names a certificate it refused so; an expired session is no certificate
+    let certificate = |words: &[&str]| {
+        words
+            .iter()
+            .any(|w| text.contains(&format!("invalid peer certificate: {w}")))
+    };
+    Some(if certificate(&["UnknownIssuer"]) {
+        "the server's certificate is not signed by a CA dlock trusts (the public web \
+         roots, or the one the URL names): give its CA with sslrootcert= (PostgreSQL), \
+         ssl-ca= (MySQL) or tls-ca= (Redis)"
+    } else if certificate(&["NotValidForName", "certificate not valid for name"]) {
         "the server's certificate does not name the host in the URL: connect by a name or \
          address it carries"
-    } else if has(&["Expired", "NotValidYet"]) {
+    } else if certificate(&["Expired", "NotValidYet"]) {
         "the server's certificate is outside its validity (or this host's clock is wrong)"
     } else if has(&[
         "InvalidContentType",
         "corrupt message",
-        "tls handshake eof",
         "does not support TLS",
     ]) {
         "the server did not answer in TLS: is this its TLS port? (a plain port takes \

@@ -25,7 +25,12 @@ pub async fn migrate(args: MigrateArgs) -> ExitCode {
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 async fn run(url: &str, args: &MigrateArgs) -> Result<String, LockError> {
     dlock_any::check_credentials(url)?;
-    let filled = dlock_any::with_password(url)?;
+    // printing connects nowhere: a password file it cannot read is no matter
+    let filled = if args.print {
+        dlock_any::backend::take_query(url, |key, _| Ok(key == "password-file"))?
+    } else {
+        dlock_any::with_password(url)?
+    };
     let url = filled.as_str();
     let schema = dlock_any::Schema::for_url(url).map_err(|e| not_sql_if(url, e))?;
     if args.print {

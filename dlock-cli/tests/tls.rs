@@ -2,7 +2,7 @@
 //! speak only TLS, started by each test with a private CA given in the URL: Redis
 //! (which asks for a client certificate), PostgreSQL (`verify-full`, by password and by
 //! client certificate) and MariaDB (`VERIFY_IDENTITY`). Each runs a command under a
-//! lock; the system's roots instead of the private CA are refused as an unknown CA
+//! lock; the public roots instead of the private CA are refused as an unknown CA
 //! naming the host; a plain connection is refused; a host the certificate does not
 //! name is refused as such.
 #![cfg(feature = "server-tests")]
@@ -56,12 +56,21 @@ fn refused(url: &str, why: &str, host: &str) {
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
 }
 
-/// Scratch directories for the servers: short, their sockets live there.
-fn short_scratch(label: &str) -> (std::path::PathBuf, TestCerts) {
+/// A scratch directory for a server (short: its socket lives there), removed with
+/// what the server left in it when the test ends.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn short_scratch(label: &str) -> (Scratch, TestCerts) {
     let dir = Path::new("/tmp").join(format!("{label}-{:08x}", dlock_any::random_u64() >> 32));
     std::fs::create_dir_all(&dir).unwrap();
     let certs = TestCerts::make(&dir);
-    (dir, certs)
+    (Scratch(dir), certs)
 }
 
 const UNKNOWN_CA: &str = "not signed by a CA dlock trusts";
@@ -93,7 +102,7 @@ fn rediss_with_a_private_ca_and_a_client_certificate() {
             "--appendonly",
             "no",
             "--dir",
-            &p(&dir),
+            &p(&dir.0),
         ]
         .map(str::to_owned),
     );
@@ -123,7 +132,7 @@ fn rediss_with_a_private_ca_and_a_client_certificate() {
 #[test]
 fn postgres_verify_full_with_a_password_and_with_a_client_certificate() {
     let (dir, certs) = short_scratch("dlock-cli-pgtls");
-    let server = TestServer::postgres_tls(&dir, &certs);
+    let server = TestServer::postgres_tls(&dir.0, &certs);
     let login = format!("dlock:{}", TestServer::PASSWORD_ENCODED);
     let at = |who: &str, host: &str, query: &str| {
         format!("postgres://{who}@{host}:{}/postgres?{query}", server.port)
@@ -160,7 +169,7 @@ fn postgres_verify_full_with_a_password_and_with_a_client_certificate() {
 #[test]
 fn mariadb_verify_identity_with_a_password_and_with_a_client_certificate() {
     let (dir, certs) = short_scratch("dlock-cli-mytls");
-    let server = TestServer::mariadb_tls(&dir, &certs);
+    let server = TestServer::mariadb_tls(&dir.0, &certs);
     let login = format!("dlock:{}", TestServer::PASSWORD_ENCODED);
     let at =
         |who: &str, query: &str| format!("mysql://{who}@127.0.0.1:{}/dlock?{query}", server.port);

@@ -42,7 +42,7 @@ impl<L> Builder<L> {
     }
 
     /// Trusts this CA certificate (PEM) for `rediss://` connections instead of the
-    /// system's roots (a private CA). Needs the crate's `tls` feature.
+    /// public web roots rustls carries (a private CA). Needs the crate's `tls` feature.
     #[cfg(feature = "tls")]
     #[must_use]
     pub fn tls_ca_pem(mut self, pem: &[u8]) -> Self {

@@ -346,7 +346,7 @@ impl Node {
     }
 }
 
-/// A client for `info`, trusting `opts`' CA (else the system's roots) and presenting
+/// A client for `info`, trusting `opts`' CA (else the public web roots rustls carries) and presenting
 /// its client certificate, where given.
 #[cfg(feature = "tls")]
 fn open_client(info: redis::ConnectionInfo, opts: &Options) -> redis::RedisResult<redis::Client> {

@@ -121,7 +121,7 @@ pub(crate) struct Options {
     /// [`DEFAULT_RESTART_DELAY`]).
     pub restart_delay: Duration,
     pub policy: WaitPolicy,
-    /// A CA certificate (PEM) to trust for `rediss://` instead of the system roots.
+    /// A CA certificate (PEM) to trust for `rediss://` instead of the public web roots.
     pub tls_ca: Option<Vec<u8>>,
     /// A client certificate and its key (PEM) for a server that asks for one
     /// (`tls-auth-clients`).
@@ -207,10 +207,15 @@ fn pem_file(url: &str, key: &str, path: &str) -> Result<Vec<u8>, String> {
             "{key}= needs TLS, which this build leaves out (dlock-redis's cargo feature `tls`)"
         ));
     }
-    if !url.starts_with("rediss") {
-        return Err(format!(
-            "{key}= is for TLS connections: write rediss:// (redis:// is plain TCP)"
-        ));
+    if !url.starts_with("rediss://") {
+        return Err(if url.starts_with("redis://") {
+            format!("{key}= is for TLS connections: write rediss:// (redis:// is plain TCP)")
+        } else {
+            format!(
+                "{key}= is for one server over TLS (rediss://): Redlock, Cluster and \
+                 Sentinel over TLS are not supported yet"
+            )
+        });
     }
     let path = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
     std::fs::read(path.as_ref()).map_err(|e| format!("cannot read {path}: {e}"))

@@ -102,7 +102,8 @@ pub(crate) fn is_broken(e: &sqlx::Error) -> bool {
 fn code_of(db: &dyn sqlx::error::DatabaseError) -> Option<String> {
     #[cfg(feature = "mysql")]
     if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
-        return Some(mysql.number().to_string());
+        // tagged: MySQL's numbers and SQLite's extended codes meet (1290 is both)
+        return Some(format!("mysql:{}", mysql.number()));
     }
     db.code().map(std::borrow::Cow::into_owned)
 }
@@ -112,7 +113,9 @@ fn code_of(db: &dyn sqlx::error::DatabaseError) -> Option<String> {
 /// "no such table".
 fn is_missing_schema(db: &dyn sqlx::error::DatabaseError) -> bool {
     match code_of(db).as_deref() {
-        Some("42P01" | "42883" | "1146") => true,
+        Some("42P01" | "mysql:1146") => true,
+        // undefined_function, which also says an operator is missing
+        Some("42883") => db.message().starts_with("function"),
         Some("1") => db.message().starts_with("no such table"),
         _ => false,
     }
@@ -121,7 +124,10 @@ fn is_missing_schema(db: &dyn sqlx::error::DatabaseError) -> bool {
 /// Whether `code` says the role may not do what was asked: PostgreSQL's
 /// `insufficient_privilege`, MySQL's table, column and database access denials.
 fn is_denied(code: Option<&str>) -> bool {
-    matches!(code, Some("42501" | "1142" | "1143" | "1044"))
+    matches!(
+        code,
+        Some("42501" | "mysql:1142" | "mysql:1143" | "mysql:1044")
+    )
 }
 
 /// Whether `code` says the server refuses writes: PostgreSQL's
@@ -129,7 +135,7 @@ fn is_denied(code: Option<&str>) -> bool {
 /// MySQL's `--read-only` and read-only transactions. Not retried: pointed at a standby,
 /// dlock would wait out every acquire; the caller is told to fix the URL instead.
 fn is_read_only(code: Option<&str>) -> bool {
-    matches!(code, Some("25006" | "1290" | "1792"))
+    matches!(code, Some("25006" | "mysql:1290" | "mysql:1792"))
 }
 
 fn is_transient_db_code(code: Option<&str>) -> bool {
@@ -139,8 +145,9 @@ fn is_transient_db_code(code: Option<&str>) -> bool {
         Some("5" | "6" | "261" | "262" | "517" | "773")
         // PostgreSQL: serialization, deadlock, admin shutdown, cannot connect now, too many connections
         | Some("40001" | "40P01" | "57P01" | "57P02" | "57P03" | "53300")
-        // MySQL/MariaDB: lock wait timeout, deadlock, too many connections, server gone
-        | Some("1205" | "1213" | "1040" | "2006" | "2013")
+        // MySQL/MariaDB: lock wait timeout, deadlock, too many connections (a server gone
+        // is an I/O error)
+        | Some("mysql:1205" | "mysql:1213" | "mysql:1040")
     )
 }
 
@@ -213,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_read_only_server_is_named_and_not_retried() {
-        for code in ["25006", "1290", "1792"] {
+        for code in ["25006", "mysql:1290", "mysql:1792"] {
             let e = from_sqlx("acquire", answer(code));
             assert!(matches!(e, LockError::Backend { .. }), "{code}: {e:?}");
             assert!(e.to_string().contains("point dlock at the primary"), "{e}");

@@ -184,7 +184,8 @@ pub(crate) fn create_table(table: &str) -> String {
             name VARBINARY(256) NOT NULL PRIMARY KEY,
             owner VARCHAR(255) CHARACTER SET ascii NOT NULL,
             token BIGINT NOT NULL,
-            expires_at DATETIME(6) NOT NULL
+            expires_at DATETIME(6) NOT NULL,
+            queued_until BIGINT NOT NULL DEFAULT 0
          ) ENGINE=InnoDB"
     )
 }

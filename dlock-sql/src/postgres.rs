@@ -179,7 +179,8 @@ pub(crate) fn create_table(table: &str) -> String {
             name TEXT PRIMARY KEY,
             owner TEXT NOT NULL,
             token BIGINT NOT NULL,
-            expires_at TIMESTAMPTZ NOT NULL)"
+            expires_at TIMESTAMPTZ NOT NULL,
+            queued_until BIGINT NOT NULL DEFAULT 0)"
     )
 }
 

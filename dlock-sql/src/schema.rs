@@ -26,9 +26,9 @@ use crate::shared::Dialect;
 pub struct Schema {
     /// `"postgres"`, `"mysql"` or `"sqlite"`.
     pub database: &'static str,
-    /// The statements, in the order they run (each idempotent but the last on MySQL,
-    /// which adds a column to the lock table: apply them to a database without dlock's
-    /// tables; `dlock migrate` also upgrades an older schema in place).
+    /// The statements, in the order they run, each idempotent (`IF NOT EXISTS`, `OR
+    /// REPLACE`): they make what is missing, and leave a table an older dlock made as
+    /// it is — `dlock migrate` also upgrades those in place.
     pub statements: Vec<String>,
     /// The tables they create, the lock table first.
     pub tables: Vec<String>,
@@ -70,7 +70,6 @@ impl Schema {
         let statements: Vec<String> = std::iter::once(lock_table)
             .chain(shared.create)
             .chain(queue.create)
-            .chain(std::iter::once(queue.add_column))
             .collect();
         let named = |prefix: &str| -> Vec<String> {
             statements
@@ -95,7 +94,8 @@ impl Schema {
     /// `create=false`: `SELECT, INSERT, UPDATE, DELETE` on each table, and on
     /// PostgreSQL `EXECUTE` on each function (which `PUBLIC` has unless revoked; the
     /// role also needs `USAGE` on the schema, which `PUBLIC` has on `public`). `role`
-    /// is a PostgreSQL role name, or a MySQL account: `app` or `'app'@'host'`.
+    /// is a PostgreSQL role name (lower case, as PostgreSQL folds it; not `public`), or a
+    /// MySQL account: `app` or `'app'@'host'`.
     ///
     /// # Errors
     /// [`LockError::Config`] on SQLite (it has no roles: a file's permissions decide)
@@ -171,6 +171,8 @@ fn create_table(dialect: Dialect, table: &str) -> Option<String> {
 }
 
 /// A PostgreSQL role name, or (`mysql`) a MySQL account `name` or `'name'@'host'`.
+/// Unquoted PostgreSQL names fold to lower case: only lower case is taken, so the role
+/// granted is the one named, and never `public` (every role).
 fn is_role(role: &str, mysql: bool) -> bool {
     let ident = |s: &str| {
         let mut chars = s.chars();
@@ -179,6 +181,9 @@ fn is_role(role: &str, mysql: bool) -> bool {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && (mysql
+                || (!s.eq_ignore_ascii_case("public")
+                    && !s.chars().any(|c| c.is_ascii_uppercase())))
     };
     let quoted = |s: &str| {
         s.len() >= 2
@@ -203,7 +208,15 @@ mod tests {
     fn roles_are_identifiers_or_mysql_accounts() {
         assert!(is_role("app_1", false));
         assert!(is_role("'app'@'10.0.%'", true));
-        for bad in ["1app", "app; DROP TABLE x", "'app'@'%'", "a-b", ""] {
+        for bad in [
+            "1app",
+            "app; DROP TABLE x",
+            "'app'@'%'",
+            "a-b",
+            "",
+            "App",
+            "public",
+        ] {
             assert!(!is_role(bad, false), "{bad}");
         }
         assert!(!is_role("'app'@'%' OR 1", true));

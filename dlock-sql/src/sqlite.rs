@@ -105,7 +105,8 @@ pub(crate) fn create_table(table: &str) -> String {
             name TEXT PRIMARY KEY,
             owner TEXT NOT NULL,
             token INTEGER NOT NULL,
-            expires_at INTEGER NOT NULL
+            expires_at INTEGER NOT NULL,
+            queued_until INTEGER NOT NULL DEFAULT 0
          ) STRICT"
     )
 }

@@ -69,7 +69,7 @@ pub fn long_version() -> &'static str {
             env!("CARGO_PKG_VERSION"),
             backends.join(" "),
             if cfg!(feature = "tls") {
-                "rustls (the system's roots, or a CA the URL names)"
+                "rustls (Mozilla's roots, and a CA the URL names)"
             } else {
                 "left out of this build"
             }

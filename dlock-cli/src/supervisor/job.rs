@@ -70,7 +70,9 @@ impl Job {
             .arg(millis(graces.stop))
             .arg("--")
             .args(command)
-            .process_group(0);
+            .process_group(0)
+            // the lock service's password is dlock's, not the command's
+            .env_remove("DLOCK_PASSWORD");
         for (k, v) in env {
             cmd.env(k, v);
         }

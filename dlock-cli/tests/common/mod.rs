@@ -31,6 +31,7 @@ pub fn unique(case: &str) -> String {
 
 pub fn dlock(url: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_dlock"));
+    c.env_remove("DLOCK_PASSWORD");
     c.env("DLOCK_URL", url).env(
         "XDG_STATE_HOME",
         std::env::temp_dir().join("dlock-cli-state"),

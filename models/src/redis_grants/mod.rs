@@ -21,6 +21,12 @@
 //!
 //! Properties: no two clients trust a lease at once; a token trusted later is never
 //! below one trusted before.
+//!
+//! Left out: the counter never resets (its retention running out, a restart), so the
+//! rule's other clause — a message that arrived before the queued attempt went out is
+//! dropped — decides nothing here (the token clause already does); a release compares
+//! owner and token (the script compares the owner); waiters' deadlines and the skipping
+//! of dead heads, renewals and `try_acquire` — liveness more than safety.
 
 use dlock_core::backend::grants::taken_grant;
 
@@ -91,7 +97,7 @@ pub struct RedisGrants {
 }
 
 impl RedisGrants {
-    /// Core's rule: two clients, a lease of four ticks.
+    /// Core's rule: two clients, a lease of three ticks.
     #[must_use]
     pub fn adapter() -> Self {
         Self {
