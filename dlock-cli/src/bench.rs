@@ -19,7 +19,12 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
             return ExitCode::from(exit::BACKEND);
         }
     };
-    let url = match url::resolve(args.backend.url.as_deref()) {
+    // the password filled in here: the floors and peers connect with their own
+    // clients, which read the URL as it is
+    let url = match url::resolve(args.backend.url.as_deref()).and_then(|u| {
+        dlock_any::check_credentials(&u)?;
+        dlock_any::with_password(&u)
+    }) {
         Ok(u) => u,
         Err(e) => return exit::fail(&e),
     };
@@ -75,7 +80,7 @@ pub async fn bench(args: BenchArgs) -> ExitCode {
                 ExitCode::from(exit::BACKEND)
             }
         }
-        Err(e) => exit::fail(&e),
+        Err(e) => exit::fail(&dlock_any::hide_password(e, &url)),
     }
 }
 
