@@ -48,35 +48,6 @@ pub enum Shell {
     Fish,
 }
 
-/// What `--version` prints: the version and the backends compiled in.
-pub fn long_version() -> &'static str {
-    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TEXT.get_or_init(|| {
-        let backends: Vec<&str> = [
-            ("sqlite", cfg!(feature = "sqlite")),
-            ("postgres", cfg!(feature = "postgres")),
-            ("mysql", cfg!(feature = "mysql")),
-            ("redis redlock", cfg!(feature = "redis")),
-            ("etcd", cfg!(feature = "etcd")),
-            ("zookeeper", cfg!(feature = "zookeeper")),
-        ]
-        .into_iter()
-        .filter_map(|(name, on)| on.then_some(name))
-        .chain(["memory"])
-        .collect();
-        format!(
-            "{}\nbackends: {}\ntls: {}",
-            env!("CARGO_PKG_VERSION"),
-            backends.join(" "),
-            if cfg!(feature = "tls") {
-                "rustls (Mozilla's roots, and a CA the URL names)"
-            } else {
-                "left out of this build"
-            }
-        )
-    })
-}
-
 /// Options shared by the subcommands: the lock backend, from the global `--url`
 /// (or `DLOCK_URL`), filled in after parsing ([`super::Cli::backend_filled`]).
 #[derive(Clone, Debug, Default, Args)]

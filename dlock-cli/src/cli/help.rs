@@ -1,4 +1,5 @@
-//! The long help texts of the subcommands (examples, exit codes), after their options.
+//! The long help texts of the subcommands (examples, exit codes), after their options,
+//! and what `--version` prints.
 
 pub(super) const DOCTOR_HELP: &str = "\
 Each finding has a severity — info, warning (a guarantee is weaker than it could be), \
@@ -204,3 +205,32 @@ Examples:
   dlock status nightly-report             # who holds it, for how long
   dlock release --force nightly-report    # says who holds it
   dlock release --force --yes nightly-report";
+
+/// What `--version` prints: the version and the backends compiled in.
+pub fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let backends: Vec<&str> = [
+            ("sqlite", cfg!(feature = "sqlite")),
+            ("postgres", cfg!(feature = "postgres")),
+            ("mysql", cfg!(feature = "mysql")),
+            ("redis redlock", cfg!(feature = "redis")),
+            ("etcd", cfg!(feature = "etcd")),
+            ("zookeeper", cfg!(feature = "zookeeper")),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .chain(["memory"])
+        .collect();
+        format!(
+            "{}\nbackends: {}\ntls: {}",
+            env!("CARGO_PKG_VERSION"),
+            backends.join(" "),
+            if cfg!(feature = "tls") {
+                "rustls (Mozilla's roots, and a CA the URL names)"
+            } else {
+                "left out of this build"
+            }
+        )
+    })
+}

@@ -7,6 +7,7 @@ mod values;
 use clap::{Parser, Subcommand};
 
 pub use args::*;
+pub use help::long_version;
 use help::*;
 pub use values::hold_limits_refused;
 
