@@ -1,8 +1,11 @@
 //! An application role that may not create anything in the schema (PostgreSQL 15+'s
 //! default for `public`) runs dlock with `create=false` on tables an owner role
-//! created: the mutex, its renewal and release, a semaphore and a read-write lock.
+//! created: the mutex, its renewal and release, a semaphore and a read-write lock; and
+//! the whole conformance suite so.
 #![cfg(feature = "server-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use std::time::Duration;
 
@@ -77,4 +80,59 @@ async fn a_role_without_create_runs_on_tables_made_for_it() {
     for statement in [format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")] {
         admin.execute(sqlx::AssertSqlSafe(statement)).await.unwrap();
     }
+}
+
+/// The whole conformance suite as an application role without `CREATE`, on tables and
+/// functions an owner made with `SqlLock::migrate`, granted what
+/// `Schema::grants` lists (the suite's own table and role, made once per run).
+mod as_a_role_without_create {
+    use std::sync::OnceLock;
+
+    use dlock_sql::{Schema, SqlLock};
+    use sqlx::Executor as _;
+
+    use super::common;
+
+    const TABLE: &str = "lp_suite";
+    const ROLE: &str = "dlock_suite_app";
+
+    /// The role's URL, after the owner made the schema and granted it (once).
+    fn app_url() -> String {
+        static URL: OnceLock<String> = OnceLock::new();
+        URL.get_or_init(|| {
+            std::thread::spawn(|| tokio::runtime::Runtime::new().unwrap().block_on(prepare()))
+                .join()
+                .unwrap()
+        })
+        .clone()
+    }
+
+    async fn prepare() -> String {
+        let owner = common::postgres_url();
+        let sep = if owner.contains('?') { '&' } else { '?' };
+        let owner_table = format!("{owner}{sep}table={TABLE}");
+        drop(SqlLock::migrate(&owner_table).await.unwrap());
+        let admin = sqlx::PgPool::connect(&owner).await.unwrap();
+        let grants = Schema::for_url(&owner_table).unwrap().grants(ROLE).unwrap();
+        let role = format!(
+            "DO $$ BEGIN CREATE ROLE {ROLE} LOGIN PASSWORD 'suite';
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        );
+        let revoke = format!("REVOKE CREATE ON SCHEMA public FROM {ROLE}");
+        for statement in [role, revoke].into_iter().chain(grants) {
+            admin.execute(sqlx::AssertSqlSafe(statement)).await.unwrap();
+        }
+        let at = owner.rfind('@').unwrap();
+        format!(
+            "postgres://{ROLE}:suite{}{sep}table={TABLE}&create=false",
+            &owner[at..]
+        )
+    }
+
+    async fn harness() -> common::SqlHarness {
+        common::SqlHarness { url: app_url() }
+    }
+
+    dlock_conformance::conformance_suite!(harness);
+    dlock_conformance::shared_as_mutex_suite!(harness);
 }
