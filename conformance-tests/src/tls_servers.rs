@@ -259,4 +259,41 @@ impl TestServer {
         );
         server
     }
+
+    /// A `redis-server` that speaks only TLS with `certs`, on a free port of
+    /// `127.0.0.1` and `127.0.0.2` (which the certificate does not name), without
+    /// persistence, its files in `dir`; asking clients for a certificate when
+    /// `client_certificates`.
+    ///
+    /// # Panics
+    /// As [`TestServer::start`].
+    #[must_use]
+    pub fn redis_tls(dir: &Path, certs: &TestCerts, client_certificates: bool) -> Self {
+        let p = |x: &Path| x.display().to_string();
+        let auth = if client_certificates { "yes" } else { "no" };
+        let args = [
+            "--port",
+            "0",
+            "--tls-port",
+            "{port}",
+            "--bind",
+            "127.0.0.1 127.0.0.2",
+            "--tls-cert-file",
+            &p(&certs.cert),
+            "--tls-key-file",
+            &p(&certs.key),
+            "--tls-ca-cert-file",
+            &p(&certs.ca),
+            "--tls-auth-clients",
+            auth,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            &p(dir),
+        ]
+        .map(str::to_owned);
+        Self::start("redis-server", &args)
+    }
 }

@@ -80,32 +80,7 @@ const OTHER_NAME: &str = "does not name";
 #[test]
 fn rediss_with_a_private_ca_and_a_client_certificate() {
     let (dir, certs) = short_scratch("dlock-cli-rediss");
-    let server = TestServer::start(
-        "redis-server",
-        &[
-            "--port",
-            "0",
-            "--tls-port",
-            "{port}",
-            "--bind",
-            "127.0.0.1 127.0.0.2",
-            "--tls-cert-file",
-            &p(&certs.cert),
-            "--tls-key-file",
-            &p(&certs.key),
-            "--tls-ca-cert-file",
-            &p(&certs.ca),
-            "--tls-auth-clients",
-            "yes",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            &p(&dir.0),
-        ]
-        .map(str::to_owned),
-    );
+    let server = TestServer::redis_tls(&dir.0, &certs, true);
     let at = |host: &str, query: &str| format!("rediss://{host}:{}?{query}", server.port);
     let client = format!(
         "tls-cert={}&tls-key={}",

@@ -11,33 +11,7 @@ use dlock_redis::RedisLock;
 #[tokio::test]
 async fn rediss_with_a_private_ca() {
     let (dir, certs) = TestCerts::in_scratch("dlock-redis-tls");
-    let p = |x: &std::path::Path| x.display().to_string();
-    let server = TestServer::start(
-        "redis-server",
-        &[
-            "--port",
-            "0",
-            "--tls-port",
-            "{port}",
-            "--bind",
-            "127.0.0.1",
-            "--tls-cert-file",
-            &p(&certs.cert),
-            "--tls-key-file",
-            &p(&certs.key),
-            "--tls-ca-cert-file",
-            &p(&certs.ca),
-            "--tls-auth-clients",
-            "no",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            &p(&dir),
-        ]
-        .map(str::to_owned),
-    );
+    let server = TestServer::redis_tls(&dir, &certs, false);
     let url = format!("rediss://127.0.0.1:{}", server.port);
     let lock = RedisLock::builder(&url)
         .tls_ca_pem(&certs.ca_pem)
